@@ -1,0 +1,62 @@
+"""The ``eaglekit`` command line: one subcommand per module in this package.
+
+Each subcommand module defines ``add_parser(subparsers)`` (registering its arguments and setting
+``func``) and keeps heavy imports inside its handler, so ``eaglekit --help`` starts fast. Any
+:class:`~eaglekit.errors.EaglekitError` becomes one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ..errors import EaglekitError
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMANDS = ("search", "inspect", "diff", "compat", "similarity", "speedup", "demo", "serve_hub")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors already; keep its message to one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="eaglekit", description="Inspect, compare and size EAGLE-3 drafters.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name == f"{__name__}.{name}":
+                continue  # a subcommand not built yet
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except EaglekitError as e:
+        print(f"eaglekit {args.command}: error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"eaglekit {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Tensor inspection: every tensor from its header alone
+#
+# A safetensors file starts with a JSON header that names every tensor, its dtype, shape and byte
+# offsets. eaglekit reads only that header (a few KiB), wherever the file lives: a local folder, a
+# sharded checkpoint, a Hub repo, any HTTP server, or a host over SSH. The original investigation
+# downloaded a 2.22 GB file and loaded every tensor twice just to print shapes.
+#
+# This notebook runs on the **synthetic demo workspace** (random weights in the real Kimi-K2 EAGLE-3
+# layout, scaled 1/16). Point the parameters at real locations to inspect real drafters.
+
+# %% tags=["parameters"]
+import os
+
+DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
+ENDPOINT = None  # a Hub endpoint; None serves the demo's Hub-compatible server on 127.0.0.1
+
+# %%
+import eaglekit
+from eaglekit.hubserver import HubServer
+
+ws = eaglekit.build_demo(DEMO)
+hub = None if ENDPOINT else HubServer(ws.hub_root).start()
+endpoint = ENDPOINT or hub.endpoint
+ws
+
+# %% [markdown]
+# ## A local drafter
+# The K2 drafter's stand-in: note there is no `embed_tokens.weight` (frozen, taken from the target at
+# load time) and the vocabulary map `d2t` (int64, draft vocab) / `t2d` (bool, full vocab).
+
+# %%
+k2 = eaglekit.read_inventory(ws.drafter("k2"))
+k2
+
+# %% [markdown]
+# ## The same drafter through the Hub, and a sharded repo
+# The Hub path runs huggingface_hub's own client against the demo server. The request log shows
+# what crossed the wire: one listing, one ranged read per header, the config.
+
+# %%
+hub_k2 = eaglekit.read_inventory("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", endpoint=endpoint)
+sharded = eaglekit.read_inventory("hf://demo-aqmed/Kimi-K2-Instruct-eagle3-sharded", endpoint=endpoint)
+print("same tensor list as the local read:", hub_k2.to_json()["tensors"] == k2.to_json()["tensors"])
+sharded
+
+# %%
+if hub is not None:
+    from eaglekit.hubserver import request_summary
+
+    request_summary(hub.log)
+
+# %% [markdown]
+# ## Any HTTP server that honours byte ranges
+# The demo server also serves its folder as plain files, like a generic web server.
+
+# %%
+if hub is not None:
+    plain = eaglekit.read_inventory(f"{hub.endpoint}/files/demo-team/Kimi-K2.5-eagle3-finetuned/model.safetensors")
+    print(plain.summary())
+
+# %% [markdown]
+# ## Four drafters side by side
+# Names are normalised across layouts (`midlayer.*` in SpecForge, `layers.0.*` in speculators).
+# Rows that differ come first: the K2.5-from-scratch drafter saved `embed_tokens.weight`, the small
+# Llama drafter differs everywhere.
+
+# %%
+inventories = {name: eaglekit.read_inventory(ws.drafter(name))
+               for name in ["k2", "k2-speculators", "k25-finetuned", "k25-scratch", "llama-small"]}
+eaglekit.compare_inventories(inventories)
+
+# %%
+if hub is not None:
+    hub.stop()

@@ -1,0 +1,34 @@
+"""Shared fixtures: the demo workspace (built once per test process), and the loopback servers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Never reach huggingface.co from tests, and keep the Hub client's cache out of ~/.cache.
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # a closed port: a test that forgets endpoint= fails fast
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    from eaglekit.demo import build_demo
+
+    return build_demo(tmp_path_factory.mktemp("demo") / "ws")
+
+
+@pytest.fixture(scope="session")
+def hub(demo):
+    """The Hub-compatible server over the demo's hub/ folder, on 127.0.0.1."""
+    from eaglekit.hubserver import HubServer
+
+    with HubServer(demo.hub_root, tokens={"hf_test_token"}) as server:
+        yield server
+
+
+@pytest.fixture
+def hub_log(hub):
+    hub.clear_log()
+    return hub.log

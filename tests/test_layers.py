@@ -1,0 +1,93 @@
+"""eaglekit.layers: the two aux layer id conventions (DOMAIN.md) and what ids mean for a target."""
+
+import pytest
+
+from eaglekit.errors import InputError
+from eaglekit.layers import (config_convention, convert_aux_layers, default_aux_layers, interpret_aux_layers,
+                             parse_aux_layer_ids)
+
+
+def test_defaults_for_61_layers_name_the_same_tensors_in_both_conventions():
+    assert default_aux_layers(61, convention="inputs") == (2, 30, 58)
+    assert default_aux_layers(61, convention="outputs") == (1, 29, 57)
+    assert convert_aux_layers([2, 30, 58], from_convention="inputs", to_convention="outputs") == (1, 29, 57)
+    assert convert_aux_layers([1, 29, 57], from_convention="outputs", to_convention="inputs") == (2, 30, 58)
+
+
+def test_inputs_2_30_58_are_the_outputs_of_layers_1_29_57_and_the_k2_default():
+    r = interpret_aux_layers([2, 30, 58], convention="inputs", num_layers=61)
+    assert r.outputs_of == (1, 29, 57)
+    assert r.equivalent == (1, 29, 57) and r.other_convention == "outputs"
+    assert r.is_default is True and r.in_range is True and r.ok
+    assert r.explanation == ("[2, 30, 58] counted as layer inputs = the outputs of decoder layers [1, 29, 57]; "
+                             "the inputs default for 61 layers; fits a 61-layer target")
+
+
+def test_outputs_convention_report():
+    r = interpret_aux_layers([1, 29, 57], convention="outputs", num_layers=61)
+    assert r.outputs_of == (1, 29, 57) and r.equivalent == (2, 30, 58)
+    assert r.is_default is True
+    # The same numbers read as inputs are off by one: not the default.
+    r2 = interpret_aux_layers([1, 29, 57], convention="inputs", num_layers=61)
+    assert r2.is_default is False and r2.outputs_of == (0, 28, 56)
+    assert "not the inputs default for 61 layers ([2, 30, 58])" in r2.explanation
+
+
+def test_ids_out_of_range_are_flagged_with_the_valid_range():
+    r = interpret_aux_layers([2, 30, 61], convention="inputs", num_layers=61)
+    assert r.in_range is False and r.out_of_range == (61,)
+    assert r.problems == ("ids [61] are out of range for a 61-layer target (valid inputs ids: 0..60); "
+                          "the engine would never capture them",)
+    assert "does NOT fit a 61-layer target" in r.explanation
+    # K2's ids do not fit a 32-layer target.
+    assert interpret_aux_layers([2, 30, 58], convention="inputs", num_layers=32).out_of_range == (58,)
+
+
+def test_last_layer_output_cannot_be_captured_by_inputs_engines():
+    r = interpret_aux_layers([1, 29, 60], convention="outputs", num_layers=61)
+    assert r.in_range is True
+    assert any("as inputs it is 61" in p for p in r.problems)
+
+
+def test_unknown_layer_count_converts_only():
+    r = interpret_aux_layers([2, 30, 58], convention="inputs")
+    assert r.in_range is None and r.is_default is None and r.default is None
+    assert r.explanation.endswith("target layer count unknown")
+    assert r.to_json()["equivalent"] == {"convention": "outputs", "ids": [1, 29, 57]}
+
+
+def test_embedding_output_is_named():
+    r = interpret_aux_layers([0, 5, 9], convention="inputs", num_layers=12)
+    assert r.outputs_of == (-1, 4, 8)
+    assert "embeddings, 4, 8" in r.explanation
+
+
+def test_wrong_count_and_repeats_are_problems():
+    assert "expected 3 aux layer ids" in interpret_aux_layers([2, 30], convention="inputs").problems[0]
+    assert "repeat" in interpret_aux_layers([2, 2, 5], convention="inputs").problems[0]
+
+
+@pytest.mark.parametrize("bad", ["2,30,58", [2, "30", 58], [2.0, 30, 58], [True, 30, 58], None])
+def test_non_integer_ids_are_refused(bad):
+    with pytest.raises(InputError, match=r"^aux layer ids must be a list of integers, got "):
+        parse_aux_layer_ids(bad)
+    with pytest.raises(InputError, match="aux layer ids must be a list of integers"):
+        interpret_aux_layers(bad, convention="inputs", num_layers=61)
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(InputError, match="Unknown aux layer convention 'input'"):
+        interpret_aux_layers([2, 30, 58], convention="input")
+    with pytest.raises(InputError, match="num_layers must be a positive integer, got 0"):
+        interpret_aux_layers([2, 30, 58], convention="inputs", num_layers=0)
+
+
+def test_every_config_format_counts_inputs():
+    # What the number means to the engine that reads the config (SGLang, vLLM): layer inputs.
+    assert {config_convention(f) for f in ("specforge", "speculators", "mla")} == {"inputs"}
+
+
+def test_report_renders_as_text_and_html():
+    r = interpret_aux_layers([2, 30, 58], convention="inputs", num_layers=61)
+    assert "as outputs         [1, 29, 57]" in str(r)
+    assert "<table" in r._repr_html_()
