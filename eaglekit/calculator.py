@@ -10,6 +10,7 @@ arithmetic comes from :mod:`eaglekit.specmath`. plotly and ipywidgets are import
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 from typing import Any
 
 from .errors import InputError
@@ -252,7 +253,7 @@ class Calculator:
             else:
                 c["alpha"].value = min(est.alpha, c["alpha"].max)
         except InputError as e:
-            self.readout.value = f"<p style='color:crimson'>{e}</p>"
+            self.readout.value = f"<p style='color:crimson'>{escape(str(e))}</p>"
             return
         finally:
             self._busy = False

@@ -42,12 +42,15 @@ _DTYPE_BYTES = {"BF16": 2, "I64": 8, "BOOL": 1}
 LLAMA_VOCAB, QWEN_VOCAB = 8016, 9496
 _LLAMA_IDS = {"bos_token_id": 128000, "eos_token_id": 128009}
 
-#: (downloads, likes) for the demo's own repos, so ranking has something to rank.
+#: (downloads, likes, last modified) for the demo's own repos, so ranking has something to rank.
 _OWN_STATS = {
-    "demo-aqmed/Kimi-K2-Instruct-eagle3": (5210, 61), "demo-aqmed/Kimi-K2-Instruct-eagle3-sharded": (312, 2),
-    "demo-redhat/Kimi-K2-Instruct-speculator.eagle3": (1830, 9), "demo-team/Kimi-K2.5-eagle3-finetuned": (14, 0),
-    "demo-team/Kimi-K2.5-eagle3-scratch": (9, 0), "demo-lab/Llama-small-EAGLE3": (48, 1),
-    "demo-moonshot/Kimi-K2-Instruct": (402113, 2210), "demo-moonshot/Kimi-K2.5": (188004, 930),
+    "demo-aqmed/Kimi-K2-Instruct-eagle3": (5210, 61, "2025-08-12"),
+    "demo-aqmed/Kimi-K2-Instruct-eagle3-sharded": (312, 2, "2025-08-12"),
+    "demo-redhat/Kimi-K2-Instruct-speculator.eagle3": (1830, 9, "2025-09-30"),
+    "demo-team/Kimi-K2.5-eagle3-finetuned": (14, 0, "2026-02-03"),
+    "demo-team/Kimi-K2.5-eagle3-scratch": (9, 0, "2026-01-20"), "demo-lab/Llama-small-EAGLE3": (48, 1, "2025-05-05"),
+    "demo-moonshot/Kimi-K2-Instruct": (402113, 2210, "2025-07-11"),
+    "demo-moonshot/Kimi-K2.5": (188004, 930, "2026-01-27"),
 }
 
 
@@ -243,11 +246,12 @@ def build_demo_hub_repos(hub_root: str | os.PathLike[str], demo_root: str | os.P
             write_sparse_safetensors(folder / "model.safetensors", shapes, buffers,
                                      metadata={"format": "pt", "eaglekit_demo": LABEL})
         (folder / ".hub.json").write_text(json.dumps(spec["meta"], indent=2) + "\n")
-    for repo, (downloads, likes) in _OWN_STATS.items():
+    for repo, (downloads, likes, updated) in _OWN_STATS.items():
         path = hub_root / repo / ".hub.json"
         if path.is_file():
-            meta = json.loads(path.read_text())
-            path.write_text(json.dumps({**meta, "downloads": downloads, "likes": likes}, indent=2) + "\n")
+            meta = {**json.loads(path.read_text()), "downloads": downloads, "likes": likes,
+                    "lastModified": f"{updated}T12:00:00.000Z"}
+            path.write_text(json.dumps(meta, indent=2) + "\n")
     marker.write_text(json.dumps({"version": SHELF_VERSION, "repos": list(shelf)}, indent=2) + "\n")
     return list(shelf)
 

@@ -131,7 +131,7 @@ class FileHandler(BaseHTTPRequestHandler):
                 self._send_error(HttpError(500, f"{type(e).__name__}: {e}"))
         finally:
             app._end(RequestRecord(self.command, url.path, url.query, self.headers.get("Range"),
-                                     self._status, self._sent, "Authorization" in self.headers))
+                                   self._status, self._sent, "Authorization" in self.headers))
 
     def _route(self, path: str, query: str, body: bytes) -> None:
         if path.startswith("/files/"):

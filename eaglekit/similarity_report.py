@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .inventory import format_bytes
-from .render import Colour, Html, ansi, html_badge, html_table, html_tint, text_table, use_colour
+from .render import Colour, ansi, html_badge, html_table, html_tint, text_table, use_colour
 
 Measure = Literal["cosine", "rel_diff", "norm_ratio"]
 MEASURES: tuple[Measure, ...] = ("cosine", "rel_diff", "norm_ratio")
@@ -258,7 +258,7 @@ class SimilarityReport:
             rows.append(row)
             styles.append(f"background:{html_tint(cosine_colour(t.cosine))}")
         table = html_table(self._HEADERS, rows, row_styles=styles, caption=self.summary(), align=self._ALIGN)
-        notes = "".join(f"<li>{Html(_escape(n))}</li>" for n in self._notes())
+        notes = "".join(f"<li>{_escape(n)}</li>" for n in self._notes())
         return table + (f'<ul style="font-size:0.9em">{notes}</ul>' if notes else "")
 
 

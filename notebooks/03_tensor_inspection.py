@@ -59,9 +59,14 @@ sharded
 
 # %%
 if hub is not None:
-    from eaglekit.hubserver import request_summary
+    import dataclasses
 
-    request_summary(hub.log)
+    import pandas as pd
+
+    log = pd.DataFrame(map(dataclasses.asdict, hub.log))[["method", "path", "range", "status", "bytes_sent"]]
+    display(log)
+    print(f"{len(log)} requests, {log.bytes_sent.sum():,} bytes for two drafters of "
+          f"{hub_k2.total_bytes + sharded.total_bytes:,} bytes")
 
 # %% [markdown]
 # ## Any HTTP server that honours byte ranges
@@ -82,6 +87,33 @@ if hub is not None:
 inventories = {name: eaglekit.read_inventory(ws.drafter(name))
                for name in ["k2", "k2-speculators", "k25-finetuned", "k25-scratch", "llama-small"]}
 eaglekit.compare_inventories(inventories)
+
+# %% [markdown]
+# ## Compatibility verdicts
+# Shapes are not enough: the verdict also reads `d2t`/`t2d` by value (a few hundred KiB, by byte range,
+# also remotely), interprets the aux hidden-state layer ids for the target's 61 layers, and checks the
+# target's hidden size and vocabulary.
+#
+# **K2 → K2.5 fine-tuned**: every trainable tensor matches, but the fine-tune regenerated its draft
+# vocabulary, so lm_head row *i* means a different token in each file: `compatible-after-remap`.
+
+# %%
+eaglekit.compat(ws.drafter("k2"), ws.drafter("k25-finetuned"), target=str(ws.target("kimi-k25")))
+
+# %% [markdown]
+# **K2 vs its speculators twin**: different tensor names (`layers.0.*`) and config format, same drafter:
+# `compatible`.
+
+# %%
+eaglekit.compat(ws.drafter("k2"), ws.drafter("k2-speculators"), target=str(ws.target("kimi-k2")))
+
+# %% [markdown]
+# **K2 vs a drafter for another target** (hidden 256): `incompatible`, the target misfit listed first.
+# The same check runs remotely: both drafters through the Hub.
+
+# %%
+eaglekit.compat("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", "hf://demo-lab/Llama-small-EAGLE3",
+                target="hf://demo-moonshot/Kimi-K2-Instruct", endpoint=endpoint)
 
 # %%
 if hub is not None:

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # the fixture helper modules beside this file
+
+from sshd import sshd  # noqa: E402,F401  (a real OpenSSH sshd on 127.0.0.1, one per test module)
 
 # Never reach huggingface.co from tests, and keep the Hub client's cache out of ~/.cache.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -26,9 +32,3 @@ def hub(demo):
 
     with HubServer(demo.hub_root, tokens={"hf_test_token"}) as server:
         yield server
-
-
-@pytest.fixture
-def hub_log(hub):
-    hub.clear_log()
-    return hub.log

@@ -38,7 +38,7 @@ def retry_hint(headers: Mapping[str, str]) -> str:
 
 def connect_error(url: str, e: Exception) -> LocationError:
     parts = urlsplit(url)
-    return LocationError(f"Cannot reach {parts.scheme}://{parts.netloc}: {type(e).__name__}: {e}. "
+    return LocationError(f"Cannot reach {parts.scheme}://{parts.netloc} (for {url}): {type(e).__name__}: {e}. "
                          "Check the address and that the server is running.")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import getpass
+import logging
 import os
 import posixpath
 import socket
@@ -47,6 +48,11 @@ READ_REQUEST_SIZE = 255 * 1024
 MAX_IN_FLIGHT = 16
 WINDOW_SIZE = 4 * 1024 * 1024
 FAST_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+# paramiko's transport thread logs a traceback at ERROR for every failed handshake; with no logging set
+# up Python would print it to stderr beside our own one-line error. A NullHandler stops that fallback
+# and still lets an application that configures logging see paramiko's records.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 _FROM_CONFIG = object()  # _connect's default sock: whatever ~/.ssh/config says (proxy or plain TCP)
 

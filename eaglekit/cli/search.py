@@ -1,0 +1,46 @@
+"""``eaglekit search [QUERY] [--target T] [--author A] [--limit N] [--json]``: EAGLE-3 drafters on the Hub."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .common import add_hub_options
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="find EAGLE-3 drafters on the Hub by their configs, ranked for a target",
+                       description="List Hub models, keep those whose config.json says EAGLE-3 (not their name), "
+                                   "and summarise each: format, target, hidden size, vocabularies, aux layer ids, "
+                                   "parameters, downloads. With --target, drafters whose hidden size and vocab fit "
+                                   "that model come first and misfits say why.")
+    p.add_argument("query", nargs="?", default=None,
+                   help="text the repo id must contain (the Hub's search); omit to examine the most downloaded models")
+    p.add_argument("--target", metavar="T", default=None,
+                   help="the target model: its config.json, a folder, a location (hf://, https://, ssh://) or a Hub "
+                        "repo id (OWNER/NAME)")
+    p.add_argument("--author", metavar="A", default=None, help="only repos of this user or organisation")
+    p.add_argument("--limit", metavar="N", type=_positive, default=1000,
+                   help="how many Hub models to examine (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help='print one JSON object: {"drafters": [...]}')
+    add_hub_options(p)
+    p.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..search import find_drafters
+
+    results = find_drafters(args.query, target=args.target, author=args.author, limit=args.limit,
+                            endpoint=args.endpoint)
+    print(json.dumps(results.to_json(), indent=2) if args.json else results)
+    return 0

@@ -1,0 +1,71 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Config diff: every difference classified by what it changes
+#
+# Two config.json files side by side. Each difference is `shape` (changes a tensor's shape),
+# `behaviour` (same shapes, different runtime behaviour) or `metadata` (labels, versions), with a
+# one-line reason. Equal values spelled differently across formats (SpecForge vs speculators) are not
+# differences. Runs on the **synthetic demo workspace**.
+
+# %% tags=["parameters"]
+import os
+
+DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
+
+# %%
+import eaglekit
+from eaglekit.reader import load_config
+
+ws = eaglekit.build_demo(DEMO)
+k2, k25_ft, k2_spec = (load_config(ws.drafter(n)) for n in ("k2", "k25-finetuned", "k2-speculators"))
+
+# %% [markdown]
+# ## The K2 drafter vs the K2.5 fine-tune
+# The team's comparison found only `max_position_embeddings` (131072 vs 262144): a behaviour
+# difference, no shape changes.
+
+# %%
+eaglekit.diff_configs(k2, k25_ft, a_name="k2", b_name="k25-finetuned")
+
+# %% [markdown]
+# ## Same drafter, two formats
+# The speculators config nests the decoder layer in `transformer_layer_config` and keeps the aux
+# layer ids at the top level. Normalised, nothing that matters differs.
+
+# %%
+eaglekit.diff_configs(k2, k2_spec, a_name="k2 (SpecForge)", b_name="k2 (speculators)")
+
+# %% [markdown]
+# Both normalise into the same record:
+
+# %%
+eaglekit.normalize_config(k2_spec, source="k2-speculators/config.json")
+
+# %% [markdown]
+# ## The targets: Kimi-K2 vs Kimi-K2.5
+# K2.5 wraps a `kimi_k2` text config and ships 4-bit pack-quantised weights; the text model's layer
+# count, hidden size and vocabulary are unchanged, so a K2 drafter fits K2.5 in shape.
+
+# %%
+eaglekit.diff_configs(load_config(ws.target("kimi-k2")), load_config(ws.target("kimi-k25")),
+                      a_name="kimi-k2", b_name="kimi-k25")
+
+# %% [markdown]
+# ## Aux hidden-state layer ids
+# `[2, 30, 58]` in a SpecForge config counts layer *inputs* (SGLang reads it); the same tensors are
+# the *outputs* of layers `[1, 29, 57]`. For a 61-layer target both conventions' defaults agree.
+
+# %%
+eaglekit.normalize_config(k2).aux_report(61)
