@@ -81,6 +81,13 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     app: FileServer  # the server object this socket server answers for
 
+    def handle_error(self, request, client_address) -> None:
+        """A client hanging up mid-answer (as eaglekit does to a server that ignores Range) is normal."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self.connections: set[socket.socket] = set()
         super().__init__(address, handler)

@@ -83,11 +83,11 @@ class TensorSimilarity:
 
     def grid(self, measure: Measure = "cosine") -> np.ndarray:
         """The measure per grid cell, shape ``grid_shape``."""
-        return measures_from_sums(self.sums)[_measure(measure)]
+        return measures_from_sums(self.sums)[check_measure(measure)]
 
     def row_profile(self, measure: Measure = "cosine") -> np.ndarray:
         """The measure per band of grid rows (all columns together), shape ``(grid rows,)``."""
-        return measures_from_sums(self.sums.sum(axis=1))[_measure(measure)]
+        return measures_from_sums(self.sums.sum(axis=1))[check_measure(measure)]
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "cosine": _num(self.cosine), "rel_diff": _num(self.rel_diff),
@@ -269,7 +269,7 @@ def cosine_colour(cosine: float) -> Colour:
     return "green" if cosine >= 0.9 else "yellow" if cosine >= 0.5 else "red"
 
 
-def _measure(measure: str) -> Measure:
+def check_measure(measure: str) -> Measure:
     if measure not in MEASURES:
         from .errors import InputError
 

@@ -88,6 +88,14 @@ def test_explicit_port_wins_over_config(sshd, remote, home, tmp_path, monkeypatc
         assert src.read(MODEL, 0, 8).data == (remote / MODEL).read_bytes()[:8]
 
 
+def test_read_after_close_says_so(sshd, remote, home):
+    src = SshSource(sshd.alias, str(remote))
+    src.close()
+    src.close()  # closing twice is harmless
+    with pytest.raises(LocationError, match="this source was closed"):
+        src.read(MODEL, 0, 1)
+
+
 def test_read_clips_at_end_of_file(sshd, remote, home):
     size = (remote / MODEL).stat().st_size
     with SshSource(sshd.alias, str(remote)) as src:

@@ -22,6 +22,7 @@ import os
 import posixpath
 import socket
 import stat
+import subprocess
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -206,6 +207,7 @@ class SshSource(Source):
         self.user = user or cfg.get("user") or getpass.getuser()
         self.timeout = float(cfg.get("connecttimeout", timeout))
         self._jumps: list[paramiko.SSHClient] = []
+        self._proxies: list[paramiko.ProxyCommand] = []
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
         self._idle: list[_Session] = []
@@ -275,7 +277,9 @@ class SshSource(Source):
         """What to reach ``host`` through: a ProxyCommand process, a ProxyJump tunnel, or None (TCP)."""
         command = cfg.get("proxycommand")
         if command and command.lower() != "none":  # paramiko already expanded %h and %p
-            return paramiko.ProxyCommand(command)
+            proxy = paramiko.ProxyCommand(command)
+            self._proxies.append(proxy)
+            return proxy
         jumps = cfg.get("proxyjump")
         if not jumps or jumps.lower() == "none":
             return None
@@ -310,6 +314,8 @@ class SshSource(Source):
             with self._lock:
                 session = self._idle.pop() if self._idle else None
             if session is None:
+                if self._client is None:
+                    raise LocationError(f"{self.display}: this source was closed; open the location again.")
                 try:
                     sftp = self._client.open_sftp()
                 except (paramiko.SSHException, OSError, EOFError) as e:
@@ -418,4 +424,12 @@ class SshSource(Source):
         for client in [self._client, *reversed(self._jumps)]:
             if client is not None:
                 client.close()
-        self._jumps = []
+        self._client, self._jumps = None, []
+        for proxy in self._proxies:  # paramiko only signals the process: reap it and close its pipes
+            proxy.close()
+            try:
+                proxy.process.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
+                proxy.process.kill()
+                proxy.process.communicate()
+        self._proxies = []
