@@ -38,9 +38,9 @@ def chart_traces(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, x_max: fl
     """Data for the throughput-vs-accept-length chart, one dict per trace, always in the same order.
 
     Traces: baseline, break-even, target, the scenario's own chain, one line per k in ``k_curves``
-    (cycle = verify + k x draft + overhead, ending at its ceiling k + 1), the current point, and the
-    accept length the target needs. A trace with nothing to show gets empty x and y, so the order
-    never moves.
+    (cycle = verify + k x draft + overhead, ending at its ceiling k + 1; one legend entry, each named
+    in its hover text), the current point, and the accept length the target needs. A trace with
+    nothing to show gets empty x and y, so the order never moves.
     """
     s, x_max = est.scenario, x_max or _x_max(est, k_curves)
     b, be = s.baseline_tps, est.break_even_accept_length
@@ -55,10 +55,13 @@ def chart_traces(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, x_max: fl
     own = "unbounded chain" if s.steps is None else f"k = {s.steps}"
     traces.append({"name": f"this scenario ({own}, {est.cycle_ms:.1f} ms)", "x": [1.0, end],
                    "y": [throughput(1.0, cycle_ms=est.cycle_ms), throughput(end, cycle_ms=est.cycle_ms)]})
+    others = "other chains: k = " + ", ".join(str(j) for j in k_curves)  # one legend entry for all
     for j in k_curves:
         cycle = cycle_ms(s.verify_ms, draft_ms=s.draft_ms, steps=j, overhead_ms=s.overhead_ms)
-        traces.append({"name": f"k = {j} ({cycle:.1f} ms)", "x": [1.0, j + 1.0],
-                       "y": [throughput(1.0, cycle_ms=cycle), throughput(j + 1.0, cycle_ms=cycle)]})
+        traces.append({"name": others, "x": [1.0, j + 1.0],
+                       "y": [throughput(1.0, cycle_ms=cycle), throughput(j + 1.0, cycle_ms=cycle)],
+                       "hovertemplate": f"k = {j}, cycle {cycle:.1f} ms<br>%{{x:.2f}} tokens/cycle: "
+                                        "%{y:.1f} tok/s<extra></extra>"})
     traces.append({"name": _CURRENT, "x": [est.accept_length], "y": [est.tokens_per_s]})
     reachable = t is not None and t.alpha is not None
     traces.append({"name": _NEEDED, "x": [max(t.accept_length, 1.0)] if reachable else [],
@@ -75,9 +78,9 @@ def _styles(k_curves: Sequence[int]) -> list[dict]:
         {"mode": "lines", "line": {"color": "crimson", "dash": "dot"}},
         {"mode": "lines", "line": {"color": "seagreen", "dash": "dot"}},
         {"mode": "lines", "line": {"color": "royalblue", "width": 4}},
-        *({"mode": "lines+markers", "line": {"color": color, "width": 1.5}, "marker": {"size": [0, 8], "color": color},
-           "legendgroup": "k", "legendgrouptitle": {"text": "other chains (end: k + 1)"}}
-          for color in (_ORANGES[i % len(_ORANGES)] for i in range(len(k_curves)))),
+        *({"mode": "lines+markers", "line": {"color": _ORANGES[i % len(_ORANGES)], "width": 1.5},
+           "marker": {"size": [0, 8], "color": _ORANGES[i % len(_ORANGES)]}, "legendgroup": "k", "showlegend": i == 0}
+          for i in range(len(k_curves))),
         {"mode": "markers", "marker": {"color": "royalblue", "size": 14, "line": {"color": "white", "width": 2}}},
         {"mode": "markers", "marker": {"color": "seagreen", "size": 12, "symbol": "diamond"}},
     ]
@@ -105,7 +108,7 @@ def throughput_figure(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, widg
         yaxis={"title": "tokens per second", "rangemode": "tozero"},
         annotations=[{"text": _readout(est), "xref": "paper", "yref": "paper", "x": 0.0, "y": 1.0,
                       "xanchor": "left", "yanchor": "bottom", "showarrow": False, "font": {"size": 14}}],
-        height=460, margin={"t": 80}, legend={"groupclick": "toggleitem"},
+        height=460, margin={"t": 80},
     )
     return figure
 
@@ -278,7 +281,7 @@ class Calculator:
         traces = chart_traces(est, x_max=x_max)
         with self._figure.batch_update():
             for trace, new in zip(self._figure.data, traces):
-                trace.update(x=new["x"], y=new["y"], name=new["name"])
+                trace.update(new)
             self._figure.layout.xaxis.range = [1.0, x_max]
             self._figure.layout.annotations[0].text = _readout(est)
 

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .demo import AUX_IDS, DRAFT_VOCAB, HEAD_DIM, LABEL, VOCAB, specforge_config, speculators_config
+from .demo import DRAFT_VOCAB, HEAD_DIM, LABEL, VOCAB, specforge_config, speculators_config
 from .demo import H as KIMI_H
 from .demo import I as KIMI_I
 

@@ -27,7 +27,7 @@ LABELS = {"cosine": "cosine", "rel_diff": "‖a−b‖/‖a‖", "norm_ratio": "
 
 
 def heatmap(ts: TensorSimilarity, *, measure: Measure = "cosine", zmin: float | None = None,
-            zmax: float | None = None, title_prefix: str = ""):
+            zmax: float | None = None):
     """The block grid of one tensor (or part) as a heatmap, diverging around the measure's neutral value.
 
     Hovering a cell shows its row and column ranges (in the tensor's own coordinates; aligned
@@ -59,7 +59,7 @@ def heatmap(ts: TensorSimilarity, *, measure: Measure = "cosine", zmin: float | 
         colorbar={"title": {"text": LABELS[measure]}}))
     total = getattr(ts, measure)
     fig.update_layout(
-        title={"text": f"{html.escape(title_prefix)}{html.escape(ts.name)}: {LABELS[measure]} {total:.4f}"},
+        title={"text": f"{html.escape(ts.name)}: {LABELS[measure]} {total:.4f}"},
         xaxis={"title": {"text": f"input column ({ts.cols[0]}–{ts.cols[1] - 1})"}, "constrain": "domain"},
         yaxis={"title": {"text": "shared token (by target id)" if ts.aligned else "output row"},
                "autorange": "reversed"},

@@ -8,9 +8,10 @@ drafter-like at all) and their ``base_model`` metadata sometimes names another d
 How: one Hub listing (``/api/models`` with the config, tags, safetensors, downloads, likes and
 lastModified fields expanded, every page followed), then config.json of each *candidate*, read in
 parallel. The listing's ``config`` is the Hub's summary (architectures, model_type), so candidates
-are the repos whose summary names an EAGLE-3 architecture, or whose id, model_type or tags mention
-eagle or speculator; each is confirmed or excluded by its full config. A drafter saved under a
-plain architecture name whose repo mentions neither word is not found.
+are the repos whose summary names an EAGLE-3 architecture, whose id or model_type mentions eagle or
+speculator, or that carry an eagle3/speculators/speculative-decoding tag; each is confirmed or
+excluded by its full config. A drafter saved under a plain architecture name whose repo shows none
+of these is not found.
 
 The listing is paged here through huggingface_hub's own session, headers and ``ModelInfo`` rather
 than ``HfApi.list_models``, whose backoff retries a refused connection for 23 s and sleeps through a
@@ -19,15 +20,17 @@ than ``HfApi.list_models``, whose backoff retries a refused connection for 23 s 
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from html import escape as _esc
 from typing import Any, Literal
 
 from .config import EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config
 from .errors import AuthError, ConfigError, InputError, NotFoundError
-from .render import Html, html_table, html_tint, text_table
+from .render import Html, html_colour, html_table, html_tint, text_table
 
 TargetSource = Literal["declared", "card", "name"]
 #: The listing's fields find_drafters asks the Hub to expand.
@@ -105,6 +108,9 @@ class SearchResults:
     target: str | None = None
     target_config: TargetConfig | None = None
 
+    def __repr__(self) -> str:
+        return f"<SearchResults: {self._caption()}>"
+
     def __len__(self) -> int:
         return len(self.hits)
 
@@ -163,8 +169,8 @@ class SearchResults:
         headers += ["fits", "why"] if with_target else ["why"]
         rows = []
         for h in self.hits:
-            row = [h.repo, h.format, h.target_label or "", _num(h.hidden_size), _num(h.vocab_size),
-                   _num(h.draft_vocab_size), _aux(h),
+            row = [h.repo, h.format, h.target_label or "", h.hidden_size or "", h.vocab_size or "",
+                   h.draft_vocab_size or "", _aux(h),
                    f"{h.parameters / 1e6:.2f}" if h.parameters is not None else "", f"{h.downloads:,}",
                    f"{h.likes:,}", h.updated or ""]
             fits = "" if h.fits_target is None else ("yes" if h.fits_target else "no")
@@ -181,6 +187,11 @@ class SearchResults:
 
     def _repr_html_(self) -> str:
         headers, rows = self._rows()
+        for h, row in zip(self.hits, rows):
+            row[0], row[10] = (Html(f'<span style="white-space:nowrap">{_esc(row[i])}</span>') for i in (0, 10))
+            if h.target is not None and h.target_source != "declared":
+                row[2] = Html(f'{_esc(h.target)} <span style="color:{html_colour("grey")};font-size:0.85em">'
+                              f"inferred from {h.target_source}</span>")
         styles = [f"background:{html_tint('yellow')}" if h.problem else
                   f"background:{html_tint('green')}" if h.fits_target else None for h in self.hits]
         align = ["left"] * 3 + ["right"] * 8 + ["left"] * (len(headers) - 11)
@@ -203,12 +214,6 @@ _SORT_JS = ("var t=this.closest('table'),b=t.tBodies[0],i=this.cellIndex,"
             ".forEach(function(r){b.appendChild(r)})")
 
 
-def _esc(text: str) -> str:
-    import html
-
-    return html.escape(text)
-
-
 def _aux(hit: DrafterHit) -> str:
     if hit.aux_layer_ids is None:
         return "" if hit.problem else "default"  # the config leaves them to the engine
@@ -217,10 +222,6 @@ def _aux(hit: DrafterHit) -> str:
 
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
-
-
-def _num(value: int | None) -> str:
-    return "" if value is None else str(value)
 
 
 def find_drafters(query: str | None = None, *, target: Any = None, author: str | None = None, limit: int = 1000,
@@ -261,8 +262,6 @@ def find_drafters(query: str | None = None, *, target: Any = None, author: str |
 
 
 def _target_label(target: Any) -> str | None:
-    import os
-
     if target is None or isinstance(target, (str, os.PathLike)):
         return None if target is None else os.fspath(target)
     return target.source if isinstance(target, TargetConfig) else "the target config"
@@ -270,8 +269,6 @@ def _target_label(target: Any) -> str | None:
 
 def load_target(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> TargetConfig:
     """The target model's config (see :func:`find_drafters`), read and normalised (text_config aware)."""
-    import os
-
     from .config import normalize_target
     from .location import open_source
 
@@ -320,9 +317,7 @@ def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, 
 
 
 def _is_candidate(model) -> bool:
-    """Worth reading config.json for: the Hub's config summary names an EAGLE-3 architecture, or the
-    repo id or model_type mention eagle or speculator, or a tag is eagle3, speculators or
-    speculative-decoding (whole tags: "eaglekit-demo" is not one). The config confirms or excludes."""
+    """Worth reading config.json for (module doc); tags match whole: "eaglekit-demo" is no hint."""
     summary = model.config if isinstance(model.config, dict) else {}
     archs = summary.get("architectures") if isinstance(summary.get("architectures"), list) else []
     if any(a in EAGLE3_ARCHITECTURES for a in archs):
@@ -343,8 +338,7 @@ def _fetch_config(repo: str, endpoint: str, token: str | bool | None) -> tuple[b
 
 def _summarise(model, data: bytes | None, problem: str | None) -> DrafterHit | tuple[str, str]:
     """A row for a candidate, or (repo, reason) when its config says it is not an EAGLE-3 drafter."""
-    card = model.card_data.to_dict() if model.card_data is not None else {}
-    base = card.get("base_model")
+    base = (model.card_data.to_dict() if model.card_data is not None else {}).get("base_model")
     base = base[0] if isinstance(base, list) and base else base
     st = model.safetensors
     stats = dict(downloads=model.downloads or 0, likes=model.likes or 0,
@@ -384,8 +378,6 @@ def target_from_name(repo: str) -> str | None:
 
 def _guess_target(hit: DrafterHit, drafters: set[str]) -> DrafterHit:
     """Declared targets stand; else the card's base_model unless it names a drafter; else the name."""
-    from dataclasses import replace
-
     if hit.target_source == "declared":
         return hit
     base = hit.base_model
@@ -397,8 +389,6 @@ def _guess_target(hit: DrafterHit, drafters: set[str]) -> DrafterHit:
 
 def _fit(hit: DrafterHit, target: TargetConfig) -> DrafterHit:
     """Whether the drafter's fc input (target_hidden_size) and vocabulary match the target model."""
-    from dataclasses import replace
-
     if hit.problem is not None:
         return hit
     misfits = []

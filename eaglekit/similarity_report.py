@@ -38,7 +38,7 @@ def measures_from_sums(sums: np.ndarray) -> dict[Measure, np.ndarray]:
             "norm_ratio": np.where(bad, np.nan, ratio)}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TensorSimilarity:
     """One compared tensor, or one meaningful part of it (``fc.weight[high: aux layer 58]``).
 
@@ -57,6 +57,10 @@ class TensorSimilarity:
     col_edges: tuple[int, ...]
     sums: np.ndarray  # (grid rows, grid cols, 4) float64: aa, bb, ab, dd per cell
     aligned: bool = False
+
+    def __repr__(self) -> str:
+        return (f"TensorSimilarity({self.name!r}, cosine={self.cosine:.4f}, rel_diff={self.rel_diff:.4f}, "
+                f"norm_ratio={self.norm_ratio:.4f}, grid={self.grid_shape[0]}x{self.grid_shape[1]})")
 
     @property
     def totals(self) -> np.ndarray:
@@ -137,7 +141,7 @@ class LmHeadAlignment:
                 f"{self.draft_vocab_a:,} (A) and {self.draft_vocab_b:,} (B)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SimilarityReport:
     """Weight similarity of drafter B against drafter A (see :func:`eaglekit.similarity`)."""
 
@@ -152,6 +156,10 @@ class SimilarityReport:
     lm_head_alignment: LmHeadAlignment | None = None
     bytes_read: tuple[int, int] = (0, 0)
     seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        return (f"SimilarityReport(a={self.a!r}, b={self.b!r}, {len(self.tensors)} tensors, "
+                f"{len(self.buffers)} buffers, only_a={list(self.only_a)}, only_b={list(self.only_b)})")
 
     # -- lookup -------------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> TensorSimilarity:
@@ -192,11 +200,12 @@ class SimilarityReport:
                               "worst_cell_cosine": _nanmin(t.grid("cosine"))} for t in self.tensors])
 
     # -- figures (plotly, imported on use) ----------------------------------------------------------
-    def heatmap(self, name: str, *, measure: Measure = "cosine"):
+    def heatmap(self, name: str, *, measure: Measure = "cosine", zmin: float | None = None,
+                zmax: float | None = None):
         """A plotly heatmap of one tensor's grid (see :func:`eaglekit.figures.heatmap`)."""
         from .figures import heatmap
 
-        return heatmap(self[name], measure=measure, title_prefix=f"{self.b} vs {self.a}: ")
+        return heatmap(self[name], measure=measure, zmin=zmin, zmax=zmax)
 
     def overview(self, *, measure: Measure = "cosine"):
         """A plotly figure with one row per tensor (see :func:`eaglekit.figures.overview`)."""

@@ -84,7 +84,7 @@ for repo, why in everything.excluded:
     print(f"excluded  {repo:44} {why}")
 for hit in everything:
     if hit.base_model and hit.target_source in ("name", None):
-        print(f"card says {hit.base_model!r} for {hit.repo}: ignored (it names a drafter); target: {hit.target_label}")
+        print(f"card says {hit.base_model!r} for {hit.repo}: ignored (it names a drafter); target: {hit.target_label or 'unknown'}")
 
 # %% [markdown]
 # ## Which drafters fit my target?

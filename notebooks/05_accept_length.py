@@ -25,6 +25,7 @@
 
 # %%
 import plotly.io as pio
+from IPython.display import display
 
 from eaglekit import Calculator
 from eaglekit.calculator import whatif_figure
@@ -65,8 +66,7 @@ fit_from_measurements(82, 60, 2.0, verify_ms=30)
 # public K2.5 EAGLE-3 drafter measured at 51.78% acceptance with k = 4 in vLLM:
 
 # %%
-print(AcceptanceMetrics.from_accept_length(2.0, k=2), end="\n\n")
-print(AcceptanceMetrics.from_rate(0.5178, k=4))
+display(AcceptanceMetrics.from_accept_length(2.0, k=2), AcceptanceMetrics.from_rate(0.5178, k=4))
 
 # %% [markdown]
 # ## The calculator

@@ -53,6 +53,8 @@ def test_bounded_chain_clamps_accept_length_and_hides_unreachable_target(calc):
         c["steps"].value = 2
         c["draft_ms"].value = 2.0
         assert calc.readouts["cycle_ms"] == 34.0
+        k1 = next(t for t in calc.figure.data if (t.hovertemplate or "").startswith("k = 1,"))
+        assert k1.hovertemplate.startswith("k = 1, cycle 32.0 ms") and k1.y[-1] == pytest.approx(2 / 0.032)
         c["accept_length"].value = 5.0  # above k+1: the slider's max is 3
         assert calc.readouts["accept_length"] == 3.0 and calc.readouts["alpha"] == 1.0
         assert calc.readouts["target_alpha"] is None  # 150 tok/s needs 5.1 > 3
@@ -97,7 +99,9 @@ def test_chart_traces_keep_their_order():
     est = estimate(Scenario(82, 30, draft_ms=2, steps=4), accept_length=2.0)
     names = [t["name"] for t in chart_traces(est)]
     assert names[:4] == ["baseline 82 tok/s", "break-even L = 3.12", "target", "this scenario (k = 4, 38.0 ms)"]
-    assert names[4:-2] == [f"k = {j} ({30 + 2 * j:.1f} ms)" for j in K_CURVES]
+    assert names[4:-2] == ["other chains: k = 1, 2, 3, 4, 6, 8"] * len(K_CURVES)
+    hovers = [t["hovertemplate"] for t in chart_traces(est)[4:-2]]
+    assert hovers[0].startswith("k = 1, cycle 32.0 ms<br>") and hovers[-1].startswith("k = 8, cycle 46.0 ms<br>")
     assert names[-2:] == ["current", "needed for target"]
 
 

@@ -42,6 +42,7 @@ def test_shows_the_story(executed):
     excluded = _outputs(next(c for c in code if "everything.excluded" in c.source))
     assert "excluded  demo-mirror/Llama-3.1-8B-Instruct-EAGLE3" in excluded
     assert "card says 'demo-RedHatAI/Qwen3-8B-speculator.eagle3' for demo-AngelSlim/Qwen3-8B_eagle3" in excluded
+    assert "for demo-someone/draft-head-v2: ignored (it names a drafter); target: unknown" in excluded
     assert "7 fit target demo-moonshot/Kimi-K2-Instruct" in _outputs(by_source["fit"])
 
 

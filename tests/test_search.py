@@ -315,3 +315,7 @@ def test_pandas_and_locations(for_k2, hub):
 def test_hit_defaults():
     hit = DrafterHit("o/r", "unknown", problem="x")
     assert hit.location == "hf://o/r" and hit.to_json()["why"] == "x" and hit.target_label is None
+
+
+def test_repr_is_the_caption(for_k2):
+    assert repr(for_k2).startswith("<SearchResults: 13 EAGLE-3 drafters among 23 Hub models;")

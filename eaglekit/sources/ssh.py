@@ -35,6 +35,7 @@ from ..errors import AuthError, HostKeyError, LocationError, NotFoundError
 from .base import SMALL_FILE_LIMIT, Chunk, Source
 
 SSH_PORT = 22
+DEFAULT_TIMEOUT = 15.0  # seconds, for connecting, the banner and authentication (ConnectTimeout wins)
 KNOWN_HOSTS = "~/.ssh/known_hosts"
 SYSTEM_KNOWN_HOSTS = "/etc/ssh/ssh_known_hosts"
 # What paramiko's look_for_keys tries, named in the AuthError message.
@@ -198,14 +199,14 @@ class SshSource(Source):
     kind = "ssh"
 
     def __init__(self, host: str, folder: str, *, user: str | None = None, port: int | None = None,
-                 display: str | None = None, timeout: float = 15.0, max_sessions: int = 4) -> None:
+                 display: str | None = None, timeout: float | None = None, max_sessions: int = 4) -> None:
         super().__init__(display or f"ssh://{host}{folder}")
         self.folder = folder.rstrip("/") or "/"
         cfg = _read_config(host)
         self.host = cfg.get("hostname", host)
         self.port = int(port or cfg.get("port") or SSH_PORT)
         self.user = user or cfg.get("user") or getpass.getuser()
-        self.timeout = float(cfg.get("connecttimeout", timeout))
+        self.timeout = float(timeout or cfg.get("connecttimeout") or DEFAULT_TIMEOUT)
         self._jumps: list[paramiko.SSHClient] = []
         self._proxies: list[paramiko.ProxyCommand] = []
         self._sizes: dict[str, int] = {}
@@ -421,12 +422,14 @@ class SshSource(Source):
             sessions, self._sessions, self._idle = self._sessions, [], []
         for s in sessions:
             s.close()
-        for client in [self._client, *reversed(self._jumps)]:
-            if client is not None:
-                client.close()
+        clients = [c for c in [self._client, *reversed(self._jumps)] if c is not None]
         self._client, self._jumps = None, []
+        transports = [t for t in (c.get_transport() for c in clients) if t is not None]
+        for client in clients:
+            client.close()
+        for t in transports:  # its thread closes the socket (or the proxy) once more on the way out
+            t.join(timeout=5)
         for proxy in self._proxies:  # paramiko only signals the process: reap it and close its pipes
-            proxy.close()
             try:
                 proxy.process.communicate(timeout=5)
             except subprocess.TimeoutExpired:

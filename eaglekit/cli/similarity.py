@@ -1,0 +1,55 @@
+"""``eaglekit similarity A B``: how far drafter B's weights are from drafter A's, tensor by tensor.
+
+    eaglekit similarity hf://AQ-MedAI/Kimi-K2-Instruct-eagle3 ./my-k25-drafter --html similarity.html
+
+Streams only the compared tensors' bytes (by range, wherever each drafter lives) through
+:func:`eaglekit.similarity`; prints the summary table, or one JSON object with ``--json``; ``--html``
+writes a self-contained page (plotly.js inlined) with the heatmaps, which opens offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_hub_options
+
+_EPILOG = ("Names are normalised (layers.0.* = midlayer.*). lm_head rows are paired by target token "
+           "(i + d2t[i]); fc.weight is split into its low/mid/high column blocks and q/k/v into their embedding "
+           "and hidden halves; d2t/t2d are compared by equality. JSON 'grid' holds the cosine of each block.")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("similarity", help="compare two drafters' weights: cosine, relative difference, heatmaps",
+                       description="Compare the weights of drafter B against drafter A in one streamed pass: "
+                                   "cosine, ||a-b||/||a|| and ||b||/||a|| per tensor and per block of a grid.",
+                       epilog=_EPILOG)
+    p.add_argument("a", metavar="A", help="reference drafter: local path, hf://OWNER/REPO[@REV][/PATH], "
+                                         "http(s)://URL or ssh://host/path")
+    p.add_argument("b", metavar="B", help="drafter compared against A (same forms)")
+    p.add_argument("--tensors", action="append", metavar="PATTERN",
+                   help="compare only tensors matching this glob (repeatable), e.g. 'midlayer.mlp.*'")
+    p.add_argument("--grid", nargs=2, type=int, default=[64, 64], metavar=("R", "C"),
+                   help="block grid rows and columns, at most (default 64 64)")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="where to compute (default cpu)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the heatmaps")
+    add_hub_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import InputError
+    from ..similarity import similarity
+    from ..similarity_report import dumps
+
+    report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
+                        endpoint=args.endpoint, progress=sys.stderr.isatty())
+    if args.html:
+        try:
+            report.save_html(args.html)
+        except OSError as e:
+            raise InputError(f"cannot write {args.html}: {e.strerror or e}; choose a writable path for --html.") from e
+        print(f"wrote {args.html}", file=sys.stderr)
+    print(dumps(report) if args.json else report)
+    return 0
