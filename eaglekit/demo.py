@@ -232,11 +232,6 @@ def _write(folder: Path, tensors: dict[str, Any], config: dict[str, Any], d2t, t
 
 def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWorkspace:
     """Write (or reuse) the demo workspace at ``path``: drafters, target configs and a Hub folder."""
-    import numpy as np
-    import torch
-
-    from .vocab import build_vocab_map
-
     root = Path(path)
     manifest_path = root / "manifest.json"
     if manifest_path.exists() and not force:
@@ -249,6 +244,11 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWork
         raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder.")
     if root.exists():
         shutil.rmtree(root)
+    import numpy as np
+    import torch
+
+    from .vocab import build_vocab_map
+
     rng = np.random.default_rng(20261129)
     gen = torch.Generator().manual_seed(20261129)
     ids = _vocab_sets(rng)

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import HeaderError
 from .header import FileHeader, TENSOR_NAME_T
-from .render import Html, html_table, text_table
+from .render import Html, format_bytes, html_table, text_table
 
 
 @dataclass(frozen=True)
@@ -147,11 +147,3 @@ class Inventory:
     def _align(self) -> list[str]:
         return ["left", "left", "left", "right", "right"] + (["left"] if len(self.files) > 1 else [])
 
-
-def format_bytes(n: float) -> str:
-    """1536 -> '1.5 KiB' (binary units, as file sizes are usually read)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

@@ -214,3 +214,12 @@ def kv_text(pairs: Sequence[tuple[str, Any]], *, title: str | None = None) -> st
 def kv_html(pairs: Sequence[tuple[str, Any]], *, caption: str | None = None) -> str:
     """The HTML twin of :func:`kv_text`."""
     return html_table(["field", "value"], [(k, v) for k, v in pairs], caption=caption)
+
+
+def format_bytes(n: float) -> str:
+    """1536 -> '1.5 KiB' (binary units, as file sizes are usually read)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

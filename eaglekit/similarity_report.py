@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .inventory import format_bytes
-from .render import Colour, ansi, html_badge, html_table, html_tint, text_table, use_colour
+from .render import Colour, ansi, format_bytes, html_badge, html_table, html_tint, text_table, use_colour
 
 Measure = Literal["cosine", "rel_diff", "norm_ratio"]
 MEASURES: tuple[Measure, ...] = ("cosine", "rel_diff", "norm_ratio")

@@ -29,13 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eaglekit", description="Inspect, compare and size EAGLE-3 drafters.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as e:
-            if e.name == f"{__name__}.{name}":
-                continue  # a subcommand not built yet
-            raise
-        module.add_parser(sub)
+        importlib.import_module(f".{name}", __name__).add_parser(sub)
     return parser
 
 
