@@ -164,3 +164,15 @@ def test_ssh_errors(demo, sshd, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(sshd.make_home(tmp_path / "h2")))
     with pytest.raises(NotFoundError):
         read_inventory(f"ssh://{sshd.alias}/no/such/folder/model.safetensors")
+
+
+def test_hf_endpoint_and_hf_token_from_the_environment(gated_hub):
+    """The CLI takes the endpoint from HF_ENDPOINT and the token from HF_TOKEN, and never prints it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=gated_hub.endpoint, HF_HUB_DISABLE_TELEMETRY="1", HF_HOME=str(gated_hub.root) + "-home")
+    out = inspect_json("hf://org/gated", env={**env, "HF_TOKEN": "hf_good"})
+    assert len(out["tensors"]) == 15
+    r = subprocess.run([sys.executable, "-m", "eaglekit", "inspect", "hf://org/gated"], capture_output=True,
+                       text=True, env={**env, "HF_TOKEN": "hf_bad_secret"})
+    assert r.returncode == 2 and "gated" in r.stderr
+    assert "hf_bad_secret" not in r.stderr + r.stdout
