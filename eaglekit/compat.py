@@ -21,7 +21,7 @@ from .config import DrafterConfig, TargetConfig, normalize_config, normalize_tar
 from .configdiff import ConfigDiff, diff_configs
 from .inventory import Inventory
 from .names import normalize_name, role
-from .render import Html, ansi, html_badge, html_table, text_table, use_colour
+from .render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
 
 Verdict = Literal["compatible", "compatible-after-remap", "incompatible"]
 Status = Literal["match", "shape-mismatch", "dtype-mismatch", "only-a", "only-b", "expected-absent"]
@@ -81,12 +81,31 @@ class CompatReport:
         show = lambda s: "-" if s is None else f"{s[0]} [{', '.join(map(str, s[1]))}]"  # noqa: E731
         return [(t.name, t.status, show(t.a), show(t.b), t.note) for t in self.tensors]
 
+    def _facts(self) -> list[tuple[str, str]]:
+        """The vocabulary map and aux-layer findings as (field, value) pairs."""
+        v = self.vocab
+        if v.get("valid_a") and v.get("valid_b"):
+            vocab = ("equal" if v["equal"] else
+                     f"differ: {v['overlap']:,} shared target tokens ({v['overlap_fraction']:.1%} of the smaller); "
+                     f"{v['rows_remapped']:,} lm_head rows point at different tokens")
+        else:
+            vocab = "invalid: " + "; ".join(v.get("problems", []))
+        pairs = [("vocabulary map (d2t/t2d by value)", vocab)]
+        for key, name in (("a", self.a_name), ("b", self.b_name)):
+            aux = self.aux_layers.get(key)
+            if aux:
+                pairs.append((f"aux layers {name}", aux["explanation"]))
+        pairs += [(f"target {c.field} ({c.drafter})", f"{c.value} vs {c.target}: {'ok' if c.ok else 'MISMATCH'}")
+                  for c in self.target_checks]
+        return pairs
+
     def __str__(self) -> str:
         colour = use_colour()
         head = f"{self.a_name} vs {self.b_name}: {ansi(self.verdict, _VERDICT_COLOUR[self.verdict], enabled=colour)}"
         lines = [head] + [f"  - {r}" for r in self.reasons] + [f"  ! {w}" for w in self.warnings]
         rows = [(n, ansi(s, _STATUS_COLOUR[s], enabled=colour), a, b, note)
                 for n, s, a, b, note in self._tensor_rows()]
+        lines += ["", kv_text(self._facts())]
         lines += ["", text_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, max_width=48)]
         if self.config_diff is not None and not self.config_diff.identical:
             lines += ["", str(self.config_diff)]
@@ -98,6 +117,7 @@ class CompatReport:
         rows = [(n, html_badge(s, _STATUS_COLOUR[s]), a, b, note) for n, s, a, b, note in self._tensor_rows()]
         parts = [f"<div class='eaglekit-compat'><p><b>{escape(self.a_name)}</b> vs <b>{escape(self.b_name)}</b>: "
                  f"{html_badge(self.verdict, _VERDICT_COLOUR[self.verdict])}</p><ul>{reasons}{warnings}</ul>",
+                 kv_html(self._facts(), caption="Vocabulary map, aux layers, target"),
                  html_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, caption="Tensors")]
         if self.config_diff is not None:
             parts.append(f"<details><summary>{escape(self.config_diff.summary)}</summary>"
@@ -203,7 +223,7 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     diff = diff_configs(config_a, config_b, a_name=a_name, b_name=b_name) if cfg_a and cfg_b else None
     if diff is not None:
         for d in diff.by_class("behaviour"):
-            warnings.append(f"config {d.path}: {d.reason}")
+            warnings.append(f"config {d.path} differs ({_show(d.a)} vs {_show(d.b)}): {d.reason}")
 
     verdict: Verdict = "incompatible" if fatal else "compatible-after-remap" if remap else "compatible"
     if verdict == "compatible":
@@ -238,6 +258,12 @@ def compat(a: str, b: str, *, target: str | Mapping | None = None, endpoint: str
         return compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
                        maps_a=maps_a, maps_b=maps_b, target=target_cfg,
                        a_name=a_name or _short(str(a)), b_name=b_name or _short(str(b)))
+
+
+def _show(value: Any) -> str:
+    from .configdiff import ABSENT
+
+    return "(absent)" if value is ABSENT else repr(value)
 
 
 def _short(location: str) -> str:
