@@ -59,7 +59,6 @@ def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[st
     """Run a notebook in a fresh kernel; returns the executed nbformat node. ``parameters`` replace the
     assignments of the cell tagged ``parameters`` (papermill's convention) by injecting a cell after it."""
     import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     path = Path(path)
@@ -70,8 +69,8 @@ def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[st
     if demo is not None:
         os.environ["EAGLEKIT_DEMO"] = os.path.relpath(Path(demo).resolve(), path.parent.resolve())
     try:
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                                resources={"metadata": {"path": str(path.parent)}})
+        client = _notebook_client(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                                  resources={"metadata": {"path": str(path.parent)}})
         client.execute()
     except CellExecutionError as e:
         from .render import strip_ansi
@@ -83,6 +82,43 @@ def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[st
         else:
             os.environ["EAGLEKIT_DEMO"] = env_before
     return nb
+
+
+#: Longest single wait on a kernel channel, in seconds (see :func:`_notebook_client`).
+POLL_SLICE = 0.5
+
+
+def _notebook_client(nb, **options):
+    """An nbclient ``NotebookClient`` whose waits on the kernel's shell and iopub channels poll in
+    :data:`POLL_SLICE` steps up to the same deadline. With one long poll, zmq.asyncio now and then misses
+    that a reply has arrived and wakes only when the wait times out: each cell's whole timeout (seen
+    under load: a 40 s cell timeout gave a 40 s pause after a 0.3 s cell, and no error)."""
+    from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        async def async_start_new_kernel_client(self):
+            kc = await super().async_start_new_kernel_client()
+            kc.shell_channel.get_msg = _in_slices(kc.shell_channel.get_msg)
+            kc.iopub_channel.get_msg = _in_slices(kc.iopub_channel.get_msg)
+            return kc
+
+    return Client(nb, **options)
+
+
+def _in_slices(get_msg):
+    from queue import Empty
+
+    async def get_msg_in_slices(timeout: float | None = None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = POLL_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await get_msg(timeout=min(POLL_SLICE, left))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    return get_msg_in_slices
 
 
 def _inject_parameters(nb, parameters: dict[str, object]) -> None:
@@ -231,8 +267,9 @@ def _title(nb, fallback: str) -> str:
 
 
 def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], notebooks: Path = NOTEBOOKS,
-                 only: list[str] | None = None) -> list[RenderedNotebook]:
+                 only: list[str] | None = None, timeout: int = 900) -> list[RenderedNotebook]:
     """Execute the notebooks and write ``out/<name>.html`` for each, ``out/assets/`` and ``out/index.html``.
+    ``timeout`` bounds each cell, in seconds.
 
     Raises :class:`NotebookError` when a notebook fails and :class:`ReportError` when a page would reach
     the network or hold an absolute path of this machine (the repository, the demo, ``out``, the home
@@ -252,7 +289,7 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
     copy_assets(out)
     rendered = []
     for path in tqdm(paths, desc="notebooks", unit="nb"):
-        nb = execute_notebook(path, demo=demo)
+        nb = execute_notebook(path, demo=demo, timeout=timeout)
         title = _title(nb, path.stem)
         page = _export(nb, assets_url="assets", title=title)
         problems = check_page(page.html, paths=private, plotly_js=page.plotly_js)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -64,9 +65,9 @@ def test_page_loads_nothing_from_the_web(report, name):  # noqa: F811
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", NAMES)
-def test_page_holds_no_absolute_path_or_token(report, demo, name):  # noqa: F811
+def test_page_holds_no_absolute_path_or_token(report, name):  # noqa: F811
     html = _page(report, name)
-    private = [ROOT, Path(demo.root).resolve(), report.out.resolve(), Path.home()]
+    private = [ROOT, report.demo.resolve(), report.out.resolve(), Path.home()]
     assert check_page(html, paths=private) == []
     assert "hf_test_token" not in html
 
@@ -193,3 +194,32 @@ def test_main_reports_an_error_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("report: error: ") and err.count("\n") == 1 and "not an eaglekit demo workspace" in err
     assert os.listdir(tmp_path) == ["demo"]
+
+
+def test_channel_waits_poll_in_short_slices_up_to_the_same_deadline():
+    import asyncio
+    from queue import Empty
+
+    from eaglekit.report import POLL_SLICE, _in_slices
+
+    asked: list[float | None] = []
+
+    async def get_msg(timeout=None):  # a message that a long poll would have missed until its timeout
+        asked.append(timeout)
+        if len(asked) < 3:
+            raise Empty
+        return {"msg_type": "execute_reply"}
+
+    assert asyncio.run(_in_slices(get_msg)(timeout=900)) == {"msg_type": "execute_reply"}
+    assert asked == [POLL_SLICE] * 3
+    asked.clear()
+    assert asyncio.run(_in_slices(get_msg)(timeout=None))["msg_type"] == "execute_reply"
+
+    async def never(timeout=None):
+        await asyncio.sleep(timeout)
+        raise Empty
+
+    start = time.monotonic()
+    with pytest.raises(Empty):  # nothing comes: Empty at the caller's deadline, as before
+        asyncio.run(_in_slices(never)(timeout=1.2))
+    assert 1.2 <= time.monotonic() - start < 2.5
