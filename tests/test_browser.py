@@ -263,12 +263,15 @@ def _run_and_move_the_slider(page, url: str):
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
         page.locator(".lm-Menu-item[data-command='runmenu:run-all']").click()
 
-    run_all()
     first_prompt = page.locator(".jp-CodeCell .jp-InputPrompt").first
-    try:
-        expect(first_prompt).not_to_have_text("[ ]:", timeout=30_000)  # "[*]:" running, "[1]:" done
-    except AssertionError:
-        run_all()  # the first request went to the kernel dialog
+    for attempt in range(4):  # under load a request can go to a kernel dialog or a kernel being replaced
+        run_all()
+        try:
+            expect(first_prompt).not_to_have_text("[ ]:", timeout=25_000)  # "[*]:" running, "[1]:" done
+            break
+        except AssertionError:
+            if attempt == 3:
+                raise
 
     cell = page.locator(".jp-CodeCell", has=page.locator(".widget-slider")).first
     throughput = cell.locator(".widget-html-content tr", has_text="throughput").first
