@@ -158,7 +158,6 @@ def child(mode: str, pa: str, pb: str) -> dict:
 
 def reference(pa: Path, pb: Path, names) -> dict[str, float]:
     """float64 cosine of whole tensors, row block by row block (in this process, not timed)."""
-    import torch
     from safetensors import safe_open
 
     out = {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Literal
 
-from .config import DrafterConfig, TargetConfig, normalize_config, normalize_target
+from .config import normalize_config, normalize_target
 from .configdiff import ConfigDiff, diff_configs
 from .inventory import Inventory
 from .names import normalize_name, role

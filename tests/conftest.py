@@ -32,3 +32,19 @@ def hub(demo):
 
     with HubServer(demo.hub_root, tokens={"hf_test_token"}) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def executed_notebook(demo):
+    """``executed_notebook("04_weight_similarity")``: the notebook run once per test process, on the demo."""
+    from eaglekit.report import execute_notebook
+
+    folder = Path(__file__).resolve().parent.parent / "notebooks"
+    cache: dict[str, object] = {}
+
+    def run(name: str):
+        if name not in cache:
+            cache[name] = execute_notebook(folder / f"{name}.ipynb", demo=demo.root)
+        return cache[name]
+
+    return run

@@ -12,10 +12,8 @@ NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_hub_search
 
 
 @pytest.fixture(scope="module")
-def executed(demo):
-    from eaglekit.report import execute_notebook
-
-    return execute_notebook(NOTEBOOK, demo=demo.root)
+def executed(executed_notebook):
+    return executed_notebook("01_hub_search")
 
 
 def _outputs(cell) -> str:

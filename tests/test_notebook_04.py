@@ -4,7 +4,6 @@ EAGLEKIT_DEMO set) and leaves its tables and heatmaps behind, holding no absolut
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -16,18 +15,8 @@ PLOTLY = "application/vnd.plotly.v1+json"
 
 
 @pytest.fixture(scope="module")
-def executed(demo):
-    from eaglekit.report import execute_notebook
-
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), before]))  # this checkout's eaglekit
-    try:
-        return execute_notebook(NOTEBOOK, demo=demo.root, timeout=300)
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH")
-        else:
-            os.environ["PYTHONPATH"] = before
+def executed(executed_notebook):
+    return executed_notebook("04_weight_similarity")
 
 
 def _outputs(nb) -> list[dict]:

@@ -4,7 +4,6 @@ what-if slider with no kernel and no network."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -17,18 +16,8 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.fixture(scope="module")
-def executed():
-    from eaglekit.report import execute_notebook
-
-    before = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), before]))  # this checkout's eaglekit
-    try:
-        return execute_notebook(NOTEBOOK, timeout=120)
-    finally:
-        if before is None:
-            os.environ.pop("PYTHONPATH")
-        else:
-            os.environ["PYTHONPATH"] = before
+def executed(executed_notebook):
+    return executed_notebook("05_accept_length")
 
 
 def _outputs(nb) -> list[dict]:

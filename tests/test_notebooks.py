@@ -34,10 +34,8 @@ def test_paired_twin_in_sync(path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_executes(path, demo):
-    from eaglekit.report import execute_notebook
-
-    nb = execute_notebook(path, demo=demo.root)
+def test_executes(path, demo, executed_notebook):
+    nb = executed_notebook(path.stem)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     text = json.dumps([c.get("outputs", []) for c in nb.cells])

@@ -20,7 +20,6 @@ import getpass
 import logging
 import os
 import posixpath
-import socket
 import stat
 import subprocess
 import threading
