@@ -232,18 +232,35 @@ def _write(folder: Path, tensors: dict[str, Any], config: dict[str, Any], d2t, t
 
 def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWorkspace:
     """Write (or reuse) the demo workspace at ``path``: drafters, target configs and a Hub folder."""
-    root = Path(path)
-    manifest_path = root / "manifest.json"
-    if manifest_path.exists() and not force:
-        manifest = json.loads(manifest_path.read_text())
-        if manifest.get("version") == DEMO_VERSION:
-            return DemoWorkspace(root, manifest)
-    if root.exists() and any(root.iterdir()) and not manifest_path.exists():
-        from .errors import InputError
+    from .errors import InputError
 
-        raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder.")
-    if root.exists():
-        shutil.rmtree(root)
+    root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"{root} is a file; give a folder for the demo workspace.")
+    manifest = _read_manifest(root)
+    if manifest is not None and manifest.get("version") == DEMO_VERSION and not force:
+        return DemoWorkspace(root, manifest)
+    if root.exists() and any(root.iterdir()) and manifest is None:
+        raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder "
+                         "(eaglekit never deletes a folder it did not write).")
+    try:
+        if root.exists():
+            shutil.rmtree(root)  # proven ours: its manifest carries the demo's label
+        return _build(root)
+    except OSError as e:
+        raise InputError(f"Cannot write the demo workspace at {root}: {e.strerror or e}.") from e
+
+
+def _read_manifest(root: Path) -> dict[str, Any] | None:
+    """The workspace's manifest when ``root`` holds one that eaglekit wrote, else None."""
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("label") == LABEL else None
+
+
+def _build(root: Path) -> DemoWorkspace:
     import numpy as np
     import torch
 
@@ -292,7 +309,7 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWork
                    "draft_vocab": DRAFT_VOCAB, "target_layers": LAYERS, "aux_layer_ids": AUX_IDS},
     }
     _build_hub(root)
-    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return DemoWorkspace(root, manifest)
 
 

@@ -27,6 +27,28 @@ LocationKind = Literal["local", "hub", "http", "ssh"]
 _HF_RE = re.compile(r"^hf://(?P<owner>[\w.-]+)/(?P<repo>[\w.-]+)(?:@(?P<rev>refs/(?:pr|convert)/[^/]+|[^/]+))?(?:/(?P<path>.*))?$")
 _SCP_RE = re.compile(r"^(?:(?P<user>[^@/:\s]+)@)?(?P<host>[\w.-]+):(?P<path>/.*)$")
 _FILE_SUFFIXES = (".safetensors", ".json")
+_SCHEME_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://")
+
+
+def redact_url(url: str) -> str:
+    """The URL for messages and display: no ``user:password@`` part and no query string (a pre-signed
+    URL's query is its credential). Never show credentials."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"//[^/@]*@", "//", url.split("?")[0])
+    if not (parts.username or parts.password or parts.query):
+        return url
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="").geturl()
+
+
+def _split_url(text: str, raw: str):
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as e:
+        raise LocationError(f"Malformed URL {redact_url(raw)!r}: {e}.") from e
+    return parts
 
 
 @dataclass(frozen=True)
@@ -44,6 +66,8 @@ class Location:
     user: str | None = None
     host: str | None = None
     port: int | None = None
+    # http: a query string that belongs to the named file (a pre-signed URL's signature)
+    query: str = ""
 
     def __str__(self) -> str:
         return self.raw
@@ -71,22 +95,29 @@ def parse_location(location: str | os.PathLike[str]) -> Location:
         folder, filename = _split_file(m["path"] or "")
         return Location("hub", raw, folder, filename, repo_id=f"{m['owner']}/{m['repo']}", revision=m["rev"])
     if text.startswith(("http://", "https://")):
-        parts = urlsplit(text)
+        parts = _split_url(text, raw)
         if not parts.hostname:
-            raise LocationError(f"Malformed URL {raw!r}: no host.")
+            raise LocationError(f"Malformed URL {redact_url(raw)!r}: no host.")
         base = f"{parts.scheme}://{parts.netloc}"
         folder, filename = _split_file(parts.path)
-        return Location("http", raw, base + folder, filename)
+        query = f"?{parts.query}" if parts.query and filename else ""  # e.g. a pre-signed URL's signature
+        return Location("http", redact_url(raw), base + folder, filename, query=query)
     if text.startswith("ssh://"):
-        parts = urlsplit(text)
-        if not parts.hostname or not parts.path.startswith("/"):
+        if not text[6:].split("/", 1)[0] or "/" not in text[6:]:
             raise LocationError(f"Malformed SSH location {raw!r}: expected ssh://[user@]host[:port]/abs/path.")
         try:
+            parts = urlsplit(text)
             port = parts.port
         except ValueError as e:
             raise LocationError(f"Malformed SSH location {raw!r}: the port is not a number.") from e
+        if not parts.hostname:
+            raise LocationError(f"Malformed SSH location {raw!r}: expected ssh://[user@]host[:port]/abs/path.")
         folder, filename = _split_file(unquote(parts.path))
         return Location("ssh", raw, folder or "/", filename, user=parts.username, host=parts.hostname, port=port)
+    scheme = _SCHEME_RE.match(text)
+    if scheme:
+        raise LocationError(f"Unsupported location scheme {scheme.group(1)}:// in {redact_url(raw)!r}: use a local "
+                            "path, hf://, http(s):// (a server honouring byte ranges) or ssh://.")
     m = _SCP_RE.match(text)
     if m and not os.path.exists(text):
         folder, filename = _split_file(m["path"])
@@ -116,7 +147,7 @@ def open_source(location: str | os.PathLike[str] | Location, *, endpoint: str | 
     if loc.kind == "http":
         from .sources.http import HttpSource
 
-        return HttpSource(loc.folder, display=loc.raw), loc
+        return HttpSource(loc.folder, display=loc.raw, query={loc.filename: loc.query} if loc.query else None), loc
     from .sources.ssh import SshSource
 
     return SshSource(loc.host, loc.folder, user=loc.user, port=loc.port, display=loc.raw), loc

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .errors import ConfigError, HeaderError, NotFoundError
+from .errors import ConfigError, HeaderError, LocationError, NotFoundError
 from .header import PREFIX_BYTES, FileHeader, header_length, parse_header
 from .inventory import Inventory
 from .location import Location, open_source, parse_location
@@ -78,6 +78,9 @@ def resolve_files(source: Source, loc: Location) -> tuple[list[str], dict[str, s
         return _shards_from_index(raw, source.display)
     if name and name.endswith(".safetensors"):
         return [name], None
+    if name and name != CONFIG_NAME:
+        raise LocationError(f"{source.display} names {name}, which is not a checkpoint file: give a *.safetensors "
+                            f"file, a {INDEX_NAME}, a config.json or the folder that holds them.")
     listing = source.list()
     if listing is not None and INDEX_NAME not in listing:
         if SINGLE_NAME in listing:

@@ -296,23 +296,19 @@ def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, 
                  limit: int) -> list:
     """Page through ``/api/models`` (Link headers) until ``limit`` models; no retries, no sleeping."""
     from huggingface_hub.hf_api import ModelInfo
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
-    from .sources.http import transport_errors
-    from .sources.hub import hub_errors
+    from .sources.hub import hub_json_pages
 
-    params: list[tuple[str, str]] | None = [*([("search", query)] if query else []),
-                                            *([("author", author)] if author else []),
-                                            ("sort", "downloads"), ("limit", str(limit)),
-                                            *(("expand", field) for field in EXPAND)]
-    url: str | None = f"{endpoint}/api/models"
-    headers, models = build_hf_headers(token=token), []
-    with hub_errors(f"Hub search at {endpoint}"), transport_errors(url):
-        while url and len(models) < limit:
-            response = get_session().get(url, params=params, headers=headers)
-            hf_raise_for_status(response)
-            models.extend(ModelInfo(**{"siblings": None, **item}) for item in response.json())
-            url, params = response.links.get("next", {}).get("url"), None
+    params: list[tuple[str, str]] = [*([("search", query)] if query else []),
+                                     *([("author", author)] if author else []),
+                                     ("sort", "downloads"), ("limit", str(limit)),
+                                     *(("expand", field) for field in EXPAND)]
+    models: list = []
+    for page in hub_json_pages(f"{endpoint}/api/models", what=f"Hub search at {endpoint}", endpoint=endpoint,
+                               params=params, token=token):
+        models.extend(ModelInfo(**{"siblings": None, **item}) for item in page)
+        if len(models) >= limit:
+            break
     return models[:limit]
 
 

@@ -78,12 +78,19 @@ def _non_negative(value: object, what: str, unit: str) -> float:
     return x
 
 
+#: Draft steps per cycle beyond which the chain is, for every alpha < 1, indistinguishable from unbounded.
+MAX_STEPS = 1000
+
+
 def check_steps(k: object) -> int | None:
     """``k`` (draft steps per cycle) as an int >= 1, or None for an unbounded chain."""
     if k is None:
         return None
     if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
         raise InputError(f"steps k must be a whole number of draft tokens >= 1 (None: unbounded), got {k!r}")
+    if k > MAX_STEPS:
+        raise InputError(f"steps k = {k} is beyond any real drafter (at most {MAX_STEPS}); "
+                         "omit --steps for an unbounded chain")
     return int(k)
 
 

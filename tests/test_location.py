@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from eaglekit.errors import LocationError
@@ -59,3 +61,28 @@ def test_malformed(text, fragment):
     with pytest.raises(LocationError) as e:
         parse_location(text)
     assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("ftp://x/y", "Unsupported location scheme ftp://"),
+    ("s3://bucket/key", "Unsupported location scheme s3://"),
+    ("http://[::1", "Malformed URL"),
+    ("http://host:99x/m.safetensors", "Malformed URL"),
+])
+def test_unsupported_or_broken_urls(text, fragment):
+    with pytest.raises(LocationError, match=re.escape(fragment)):
+        parse_location(text)
+
+
+def test_credentials_never_shown():
+    loc = parse_location("https://u:hf_SECRET@example.org/m/model.safetensors?X-Amz-Signature=abc")
+    assert "hf_SECRET" not in loc.raw and loc.raw == "https://example.org/m/model.safetensors"
+    assert loc.query == "?X-Amz-Signature=abc" and loc.filename == "model.safetensors"
+
+
+def test_credentials_not_in_errors():
+    from eaglekit.reader import read_inventory
+
+    with pytest.raises(LocationError) as e:
+        read_inventory("http://u:hf_SECRET@127.0.0.1:9/x.safetensors")
+    assert "hf_SECRET" not in str(e.value)

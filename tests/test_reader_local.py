@@ -142,3 +142,19 @@ def test_nothing_written(single):
     before = sorted((p.name, p.stat().st_mtime_ns) for p in single.iterdir())
     read_inventory(single)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in single.iterdir()) == before
+
+
+def test_named_file_that_is_not_a_checkpoint(single):
+    from eaglekit.errors import LocationError
+
+    (single / "notes.txt").write_text("hello")
+    with pytest.raises(LocationError, match="notes.txt, which is not a checkpoint file"):
+        read_inventory(single / "notes.txt")
+    assert read_inventory(single / "config.json").names == ("d2t", "w")  # config.json means its folder
+
+
+def test_special_file_is_not_a_folder():
+    from eaglekit.errors import LocationError
+
+    with pytest.raises(LocationError):
+        read_inventory("/dev/null")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from .common import add_hub_options
 
@@ -22,6 +23,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..reader import read_inventory
 
-    inv = read_inventory(args.location, endpoint=args.endpoint, progress=not args.json)
+    inv = read_inventory(args.location, endpoint=args.endpoint, progress=None if sys.stderr.isatty() else False)
     print(json.dumps(inv.to_json(), indent=2) if args.json else inv)
     return 0

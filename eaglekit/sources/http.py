@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from ..errors import AuthError, LocationError, NotFoundError, RangeNotSupportedError, RateLimitError
+from ..location import redact_url
 from .base import SMALL_FILE_LIMIT, Chunk, Source
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+)")
@@ -37,9 +38,10 @@ def retry_hint(headers: Mapping[str, str]) -> str:
 
 
 def connect_error(url: str, e: Exception) -> LocationError:
+    url = redact_url(url)
     parts = urlsplit(url)
-    return LocationError(f"Cannot reach {parts.scheme}://{parts.netloc} (for {url}): {type(e).__name__}: {e}. "
-                         "Check the address and that the server is running.")
+    return LocationError(f"Cannot reach {parts.scheme}://{parts.netloc} (for {url}): {type(e).__name__}: "
+                         f"{redact_url(str(e))}. Check the address and that the server is running.")
 
 
 _TRANSPORT_MODULES = ("httpx", "httpx2", "httpcore", "httpcore2", "ssl", "socket", "h11")
@@ -65,7 +67,7 @@ def range_get(client, url: str, start: int, length: int, *, headers: Mapping[str
     ``check(response)`` raises for error statuses (the Hub passes ``hf_raise_for_status``); it runs
     before the body is read. A 200 answer to a range request is refused without reading the body.
     """
-    what = what or url
+    what = what or redact_url(url)
     if length <= 0:
         raise ValueError("length must be positive")
     req_headers = {**(headers or {}), "Range": f"bytes={start}-{start + length - 1}", "Accept-Encoding": "identity"}
@@ -109,26 +111,29 @@ def _total_from(content_range: str | None, what: str) -> int:
 class HttpSource(Source):
     kind = "http"
 
-    def __init__(self, base_url: str, *, display: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str, *, display: str | None = None, timeout: float = 30.0,
+                 query: dict[str, str] | None = None) -> None:
         import httpx
 
-        super().__init__(display or base_url)
+        super().__init__(display or redact_url(base_url))
         self.base_url = base_url.rstrip("/")
+        self._query = query or {}  # name -> "?..." (kept for the file the location named)
         self._client = httpx.Client(follow_redirects=True, timeout=timeout)
 
     def url(self, name: str) -> str:
-        return f"{self.base_url}/{name}"
+        return f"{self.base_url}/{name}{self._query.get(name, '')}"
 
     def read(self, name: str, start: int, length: int) -> Chunk:
         return range_get(self._client, self.url(name), start, length)
 
     def read_small(self, name: str, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
         url = self.url(name)
+        what = redact_url(url)
         with transport_errors(url), self._client.stream("GET", url) as r:
             if r.status_code in (404, 410):
                 return None
-            raise_for_http_status(r.status_code, r.headers, url)
-            return read_capped(r, limit, url)
+            raise_for_http_status(r.status_code, r.headers, what)
+            return read_capped(r, limit, what)
 
     def close(self) -> None:
         self._client.close()

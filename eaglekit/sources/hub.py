@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+from urllib.parse import quote
 
 from ..errors import AuthError, LocationError, NotFoundError, OfflineError, RateLimitError
 from .base import SMALL_FILE_LIMIT, Chunk, Source
@@ -45,6 +47,26 @@ def hub_errors(what: str, *, endpoint: str | None = None) -> Iterator[None]:
         if status == 429:
             raise RateLimitError(f"{what}: the Hub is rate limiting requests (HTTP 429){retry_hint(headers)}.") from e
         raise LocationError(f"{what}: the Hub answered HTTP {status}{where}.") from e
+
+
+def hub_json_pages(url: str, *, what: str, endpoint: str, params=None, token: str | bool | None = None
+                   ) -> Iterator[Any]:
+    """GET a Hub API listing page by page, following ``Link: rel="next"``, through huggingface_hub's session.
+
+    Hand-written rather than huggingface_hub's ``paginate``: that one retries with backoff (about 23 s and
+    a dozen log lines against an unreachable endpoint, sleeping Retry-After on 429); here errors surface
+    at once, as eaglekit's one-line messages.
+    """
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    headers = build_hf_headers(token=token)
+    with hub_errors(what, endpoint=endpoint), transport_errors(url):
+        next_url: str | None = url
+        while next_url:
+            response = get_session().get(next_url, params=params, headers=headers)
+            hf_raise_for_status(response)
+            yield response.json()
+            next_url, params = response.links.get("next", {}).get("url"), None
 
 
 def _status(e: Exception) -> int | None:
@@ -113,12 +135,9 @@ class HubSource(Source):
             return read_capped(r, limit, what)
 
     def list(self) -> list[str]:
-        from huggingface_hub import HfApi
-        from huggingface_hub.hf_api import RepoFile
-
-        api = HfApi(endpoint=self.endpoint, token=self._token)
+        url = f"{self.endpoint}/api/models/{self.repo_id}/tree/{quote(self.revision, safe='')}"
+        url += f"/{quote(self.folder)}" if self.folder else ""
         what = f"hf://{self.repo_id}@{self.revision}/{self.folder}"
-        with hub_errors(what, endpoint=self.endpoint), transport_errors(self.endpoint):
-            entries = api.list_repo_tree(self.repo_id, path_in_repo=self.folder or None, revision=self.revision)
-            prefix = f"{self.folder}/" if self.folder else ""
-            return sorted(e.path[len(prefix):] for e in entries if isinstance(e, RepoFile))
+        prefix = f"{self.folder}/" if self.folder else ""
+        entries = [e for page in hub_json_pages(url, what=what, endpoint=self.endpoint, token=self._token) for e in page]
+        return sorted(e["path"][len(prefix):] for e in entries if e.get("type") == "file")

@@ -57,6 +57,9 @@ class LocalSource(Source):
             return f.read()
 
     def list(self) -> list[str]:
-        if os.path.isfile(self.folder):
-            return [os.path.basename(self.folder)]
-        return sorted(e.name for e in os.scandir(self.folder) if e.is_file())
+        try:
+            return sorted(e.name for e in os.scandir(self.folder) if e.is_file())
+        except NotADirectoryError as e:
+            raise LocationError(f"{self.display} is neither a folder nor a safetensors file.") from e
+        except OSError as e:
+            raise LocationError(f"{self.display}: cannot list the folder ({e.strerror}).") from e
