@@ -234,19 +234,44 @@ def lab(demo, tmp_path):
 
 
 def test_live_lab_runs_05_and_a_slider_moves_the_throughput(chromium, lab, tmp_path):
-    page, problems = chromium.new_page(viewport={"width": 1400, "height": 1000}), []
+    problems: list[str] = []
     local = re.compile(r"(blob:)?http://127\.0\.0\.1:|(data|about):")
-    page.on("request", lambda r: None if local.match(r.url) else problems.append(r.url))
-    try:
-        cell = _run_and_move_the_slider(page, lab.url)
-    except AssertionError as e:  # say what the page and the server showed
-        page.screenshot(path=str(tmp_path / "lab.png"))
-        log = lab.log.read_text()[-3000:]
-        raise AssertionError(f"{e}\nscreenshot: {tmp_path / 'lab.png'}\nserver log:\n{log}") from e
+    for attempt in range(2):  # a kernel that never comes alive on a starved machine gets one more try
+        page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("request", lambda r: None if local.match(r.url) else problems.append(r.url))
+        try:
+            cell = _run_and_move_the_slider(page, lab.url)
+            break
+        except AssertionError as e:  # say what the page and the server showed
+            page.screenshot(path=str(tmp_path / f"lab-{attempt}.png"))
+            if attempt == 1:
+                log = lab.log.read_text()[-3000:]
+                raise AssertionError(f"{e}\nscreenshot: {tmp_path / 'lab-1.png'}\nserver log:\n{log}") from e
+            page.close()
+            _restart_kernels(lab)
     assert problems == [], "JupyterLab reached beyond 127.0.0.1"
     if SCREENSHOTS:
         _shot(cell.locator(".jp-Cell-outputArea"), "calculator.png")
     page.close()
+
+
+def _restart_kernels(lab) -> None:
+    """Restart every kernel of the lab server through its REST API (the retry path of the live test)."""
+    import json as _json
+    import urllib.request
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(lab.url)
+    token = parse_qs(parts.query)["token"][0]
+    base = f"{parts.scheme}://{parts.netloc}/api/kernels"
+    with urllib.request.urlopen(f"{base}?token={token}", timeout=30) as r:
+        kernels = _json.load(r)
+    for k in kernels:
+        req = urllib.request.Request(f"{base}/{k['id']}/restart?token={token}", method="POST", data=b"")
+        try:
+            urllib.request.urlopen(req, timeout=90).close()
+        except OSError:
+            pass
 
 
 def _run_and_move_the_slider(page, url: str):
