@@ -57,6 +57,7 @@ def write_pair(folder: Path, scale: int) -> tuple[Path, Path]:
     import numpy as np
     import torch
 
+    from eaglekit.header import encode_header
     from eaglekit.vocab import build_vocab_map
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -64,14 +65,8 @@ def write_pair(folder: Path, scale: int) -> tuple[Path, Path]:
     spec = layout(scale)
     if pa.exists() and pb.exists() and stamp.exists() and json.loads(stamp.read_text()) == _jsonable(spec):
         return pa, pb
-    item = {"BF16": 2, "I64": 8, "BOOL": 1}
-    header, offset = {"__metadata__": {"format": "pt", "eaglekit_bench": "synthetic random weights"}}, 0
-    for name, (dtype, shape) in spec.items():
-        n = item[dtype] * int(np.prod(shape))
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
+    raw, offsets = encode_header(spec, metadata={"format": "pt", "eaglekit_bench": "synthetic random weights"})
+    offset = max(end for _, end in offsets.values())
     rng = np.random.default_rng(7)
     vocab = spec["t2d"][1][0]
     ids_a = rng.choice(vocab, spec["d2t"][1][0], replace=False)
@@ -83,7 +78,7 @@ def write_pair(folder: Path, scale: int) -> tuple[Path, Path]:
     print(f"writing {pa} and {pb} ({offset * 2 / 1e9:.1f} GB)...", file=sys.stderr)
     with open(pa, "wb") as fa, open(pb, "wb") as fb:
         for f in (fa, fb):
-            f.write(len(raw).to_bytes(8, "little") + raw)
+            f.write(raw)
         for name, (dtype, shape) in spec.items():
             if dtype != "BF16":
                 k = 0 if name == "d2t" else 1

@@ -7,9 +7,9 @@ written to disk) and still a valid safetensors file that safetensors itself load
 from __future__ import annotations
 
 import json
-import math
-import struct
 from pathlib import Path
+
+from eaglekit.header import encode_header
 
 H, I, QKV, VOCAB, DRAFT = 7168, 18432, 8192, 163840, 32000
 
@@ -30,23 +30,17 @@ KIMI_K2_TENSORS = {
     "midlayer.mlp.down_proj.weight": ("BF16", [H, I]),
     "norm.weight": ("BF16", [H]),
 }
-_SIZE = {"BF16": 2, "I64": 8, "BOOL": 1, "F32": 4}
 
 
 def write_sparse(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> int:
     """Write a valid safetensors file whose data section is a hole; returns its size."""
-    header, offset = {"__metadata__": {"format": "pt", "note": "sparse benchmark file"}}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = math.prod(shape) * _SIZE[dtype]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
+    head, offsets = encode_header(tensors, metadata={"format": "pt", "note": "sparse benchmark file"})
+    size = len(head) + max((end for _, end in offsets.values()), default=0)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-        f.truncate(8 + len(raw) + offset)
-    return 8 + len(raw) + offset
+        f.write(head)
+        f.truncate(size)
+    return size
 
 
 def write_sharded(folder: Path, tensors: dict[str, tuple[str, list[int]]], shards: int) -> None:

@@ -223,7 +223,7 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     diff = diff_configs(config_a, config_b, a_name=a_name, b_name=b_name) if cfg_a and cfg_b else None
     if diff is not None:
         for d in diff.by_class("behaviour"):
-            warnings.append(f"config {d.path} differs ({_show(d.a)} vs {_show(d.b)}): {d.reason}")
+            warnings.append(f"config {d.path} differs ({d.a!r} vs {d.b!r}): {d.reason}")
 
     verdict: Verdict = "incompatible" if fatal else "compatible-after-remap" if remap else "compatible"
     if verdict == "compatible":
@@ -258,12 +258,6 @@ def compat(a: str, b: str, *, target: str | Mapping | None = None, endpoint: str
         return compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
                        maps_a=maps_a, maps_b=maps_b, target=target_cfg,
                        a_name=a_name or _short(str(a)), b_name=b_name or _short(str(b)))
-
-
-def _show(value: Any) -> str:
-    from .configdiff import ABSENT
-
-    return "(absent)" if value is ABSENT else repr(value)
 
 
 def _short(location: str) -> str:

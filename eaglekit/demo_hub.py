@@ -105,29 +105,21 @@ def write_sparse_safetensors(path: Path, shapes: Mapping[str, list[int]], data: 
                              *, metadata: Mapping[str, str]) -> None:
     """A valid safetensors file: BF16 ``shapes`` left as zeros (a hole: no disk blocks), norms (names
     ending ``norm.weight``) set to 1.0, and ``data`` (name -> (dtype, bytes)) written as given."""
-    specs = {name: ("BF16", shape, None) for name, shape in shapes.items()}
-    specs.update({name: (dtype, [len(raw) // _DTYPE_BYTES[dtype]], raw) for name, (dtype, raw) in data.items()})
-    header: dict[str, Any] = {"__metadata__": dict(metadata)}
-    offset, blobs = 0, []
-    for name, (dtype, shape, raw) in specs.items():
-        count = 1
-        for d in shape:
-            count *= d
-        end = offset + count * _DTYPE_BYTES[dtype]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, end]}
-        if raw is None and name.endswith("norm.weight"):
-            raw = b"\x80\x3f" * count  # bfloat16 1.0: a fresh RMSNorm
-        if raw is not None:
-            blobs.append((offset, raw))
-        offset = end
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
+    from .header import encode_header
+
+    specs = {name: ("BF16", shape) for name, shape in shapes.items()}
+    specs.update({name: (dtype, [len(raw) // _DTYPE_BYTES[dtype]]) for name, (dtype, raw) in data.items()})
+    head, offsets = encode_header(specs, metadata=metadata)
     with open(path, "wb") as f:
-        f.write(len(text).to_bytes(8, "little") + text)
-        for start, raw in blobs:
-            f.seek(8 + len(text) + start)
-            f.write(raw)
-        f.truncate(8 + len(text) + offset)
+        f.write(head)
+        for name, (begin, end) in offsets.items():
+            raw = data[name][1] if name in data else None
+            if raw is None and name.endswith("norm.weight"):
+                raw = b"\x80\x3f" * ((end - begin) // 2)  # bfloat16 1.0: a fresh RMSNorm
+            if raw is not None:
+                f.seek(len(head) + begin)
+                f.write(raw)
+        f.truncate(len(head) + max((end for _, end in offsets.values()), default=0))
 
 
 def _vocab_map(seed: int, draft_vocab: int, vocab: int) -> dict[str, tuple[str, bytes]]:

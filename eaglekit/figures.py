@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .similarity_report import MEASURES, Measure, TensorSimilarity, check_measure
+from .similarity_report import MEASURES, Measure, TensorSimilarity, check_measure, measures_from_sums
 
 if TYPE_CHECKING:
     from .similarity_report import SimilarityReport
@@ -38,7 +38,7 @@ def heatmap(ts: TensorSimilarity, *, measure: Measure = "cosine", zmin: float | 
 
     measure = check_measure(measure)
     scale, lo, hi, mid = SCALES[measure]
-    grids = {m: ts.grid(m) for m in MEASURES}  # each (gr, gc)
+    grids = measures_from_sums(ts.sums)  # measure -> (gr, gc), all three from one pass
     re, ce = np.asarray(ts.row_edges), np.asarray(ts.col_edges) + ts.cols[0]
     gr, gc = ts.grid_shape
     custom = np.empty((gr, gc, 7), dtype=np.float64)

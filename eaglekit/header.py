@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
@@ -192,3 +192,23 @@ def _check_tiling(tensors: list[TensorInfo], *, data_bytes: int, filename: str) 
         raise HeaderError(
             f"{where}: the data section holds {data_bytes} bytes but tensors account for {cursor} "
             f"(trailing bytes no tensor claims).")
+
+
+def encode_header(tensors: Mapping[str, tuple[str, Sequence[int]]], *,
+                  metadata: Mapping[str, str] | None = None) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """The inverse of :func:`parse_header` for writers that stream data themselves (sparse files, benchmarks).
+
+    ``tensors`` maps name -> (dtype, shape), in file order. Returns the prefix + JSON header (padded to a
+    multiple of 8, as safetensors writes it) and each tensor's [begin, end) within the data section.
+    """
+    header: dict[str, object] = {"__metadata__": dict(metadata)} if metadata else {}
+    offsets: dict[str, tuple[int, int]] = {}
+    offset = 0
+    for name, (dtype, shape) in tensors.items():
+        nbytes = math.prod(shape) * DTYPE_BITS[dtype] // 8
+        offsets[name] = (offset, offset + nbytes)
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    return struct.pack("<Q", len(raw)) + raw, offsets

@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 import re
 import stat
@@ -46,7 +45,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, unquote, urlencode
 
-from .errors import InputError
+from .errors import EaglekitError, InputError
 from .fileserver import FileHandler, FileServer, HttpError, RequestRecord
 
 __all__ = ["HubServer", "RequestRecord", "serve"]
@@ -54,7 +53,6 @@ __all__ = ["HubServer", "RequestRecord", "serve"]
 _LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".onnx", ".h5", ".msgpack")
 _NAME_RE = re.compile(r"[A-Za-z0-9][\w.-]*", re.ASCII)
 _CHUNK = 1 << 20
-_MAX_HEADER = 100_000_000  # safetensors headers above this are not parsed for the parameter count
 # The properties the Hub returns when `expand` is not given: list default, list full, model_info.
 _LIST_FIELDS = ("author", "likes", "private", "downloads", "tags", "pipeline_tag", "library_name", "createdAt")
 _FULL_FIELDS = (*_LIST_FIELDS, "sha", "lastModified", "gated", "disabled", "siblings")
@@ -148,15 +146,18 @@ def _config(repo: _Repo, full: bool) -> dict | None:
 def _safetensors(repo: _Repo) -> dict | None:
     """{"parameters": {dtype: count}, "total": n} over the root *.safetensors files; unreadable
     headers are skipped, as the Hub omits what it cannot parse."""
+    from .header import PREFIX_BYTES, header_length, parse_header
+
     params: dict[str, int] = {}
     for rel in sorted(p for p in repo.files if "/" not in p and p.endswith(".safetensors")):
+        path = repo.folder / rel
         try:
-            with open(repo.folder / rel, "rb") as f:
-                size = int.from_bytes(f.read(8), "little")
-                raw = f.read(size) if size <= _MAX_HEADER else b""
-            header = json.loads(raw)
-            counts = [(t["dtype"], math.prod(t["shape"])) for k, t in header.items() if k != "__metadata__"]
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                prefix = f.read(PREFIX_BYTES)
+                data = prefix + f.read(header_length(prefix, file_size=size, filename=rel))
+            counts = [(t.dtype, t.parameters) for t in parse_header(data, file_size=size, filename=rel).tensors]
+        except (OSError, EaglekitError):
             continue
         for dtype, count in counts:
             params[dtype] = params.get(dtype, 0) + count

@@ -127,6 +127,13 @@ class SearchResults:
                 return hit
         raise KeyError(f"{key!r} is not among the {len(self.hits)} drafters found.")
 
+    def with_target(self, target: Any, *, endpoint: str | None = None, token: str | bool | None = None,
+                    label: str | None = None) -> SearchResults:
+        """The same drafters judged against ``target`` and re-ranked, fitting first: no new search."""
+        config = load_target(target, endpoint=endpoint, token=token)
+        hits = sorted((_fit(replace(h, fits_target=None, why=None), config) for h in self.hits), key=_rank)
+        return replace(self, hits=tuple(hits), target=label or _target_label(target), target_config=config)
+
     @property
     def fitting(self) -> tuple[DrafterHit, ...]:
         """The drafters whose hidden size and vocab fit the target (empty without a target)."""
@@ -243,6 +250,7 @@ def find_drafters(query: str | None = None, *, target: Any = None, author: str |
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InputError(f"limit must be a positive integer (how many Hub models to examine), got {limit!r}.")
     endpoint = (endpoint or constants.ENDPOINT).rstrip("/")
+    # read the target first: a bad one fails before the listing
     target_config = load_target(target, endpoint=endpoint, token=token) if target is not None else None
     models = _list_models(endpoint, token, query=query, author=author, limit=limit)
     candidates = [m for m in models if _is_candidate(m)]
@@ -253,12 +261,14 @@ def find_drafters(query: str | None = None, *, target: Any = None, author: str |
         hit = _summarise(model, data, problem)
         (excluded if isinstance(hit, tuple) else hits).append(hit)
     drafter_ids = {h.repo for h in hits}
-    hits = [_guess_target(h, drafter_ids) for h in hits]
-    if target_config is not None:
-        hits = [_fit(h, target_config) for h in hits]
-    hits.sort(key=lambda h: (h.problem is not None, h.fits_target is False, -h.downloads, h.repo))
-    return SearchResults(tuple(hits), len(models), tuple(excluded), query=query, author=author,
-                         target=_target_label(target), target_config=target_config)
+    hits = sorted((_guess_target(h, drafter_ids) for h in hits), key=_rank)
+    results = SearchResults(tuple(hits), len(models), tuple(excluded), query=query, author=author)
+    return results if target_config is None else results.with_target(target_config, label=_target_label(target))
+
+
+def _rank(hit: DrafterHit) -> tuple:
+    """Readable configs first, then fitting ones (when judged), then the most downloaded."""
+    return (hit.problem is not None, hit.fits_target is False, -hit.downloads, hit.repo)
 
 
 def _target_label(target: Any) -> str | None:

@@ -92,7 +92,7 @@ for hit in everything:
 # vocabulary is the target's. Fitting drafters come first, then misfits with the reason.
 
 # %%
-fit = find_drafters(query, target=target, limit=LIMIT, endpoint=endpoint)
+fit = everything.with_target(target, endpoint=endpoint)  # the same search, judged against the target
 fit
 
 # %% [markdown]
@@ -122,11 +122,17 @@ table = widgets.Output()
 shown = {}
 
 
+searched = {query: everything}  # query -> results: picking a target re-ranks, it does not search again
+
+
 def show(_=None):
     with table:
         table.clear_output(wait=True)
-        shown["results"] = find_drafters(query_box.value or None, target=target_pick.value, limit=LIMIT,
-                                         endpoint=endpoint)
+        q = query_box.value or None
+        if q not in searched:
+            searched[q] = find_drafters(q, limit=LIMIT, endpoint=endpoint)
+        results = searched[q]
+        shown["results"] = results.with_target(target_pick.value, endpoint=endpoint) if target_pick.value else results
         display(shown["results"])
 
 
