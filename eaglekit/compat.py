@@ -245,19 +245,19 @@ def _read_maps(ckpt) -> tuple[Any, Any]:
     return tuple(ckpt.read_numpy(names[k]) if k in names else None for k in ("d2t", "t2d"))
 
 
-def compat(a: str, b: str, *, target: str | Mapping | None = None, endpoint: str | None = None,
+def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = None,
            token: str | bool | None = None, a_name: str | None = None, b_name: str | None = None) -> CompatReport:
-    """Open two drafter locations (and optionally a target config or location) and judge them."""
-    from .reader import load_config, open_checkpoint
+    """Judge two drafters: locations, or checkpoints already opened with ``open_checkpoint`` (reused,
+    not re-read). ``target``: a target config dict, file or location."""
+    from .reader import load_config, opened
 
-    with open_checkpoint(a, endpoint=endpoint, token=token) as ca, \
-            open_checkpoint(b, endpoint=endpoint, token=token) as cb:
+    with opened(a, endpoint=endpoint, token=token) as ca, opened(b, endpoint=endpoint, token=token) as cb:
         maps_a, maps_b = _read_maps(ca), _read_maps(cb)
         target_cfg = target if isinstance(target, Mapping) or target is None else \
             load_config(target, kind="target", endpoint=endpoint, token=token)
         return compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
                        maps_a=maps_a, maps_b=maps_b, target=target_cfg,
-                       a_name=a_name or _short(str(a)), b_name=b_name or _short(str(b)))
+                       a_name=a_name or _short(ca.location.raw), b_name=b_name or _short(cb.location.raw))
 
 
 def _short(location: str) -> str:

@@ -12,6 +12,7 @@ import os
 import posixpath
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from .errors import ConfigError, HeaderError, LocationError, NotFoundError
@@ -191,6 +192,18 @@ def open_checkpoint(location: str | os.PathLike[str] | Location, *, endpoint: st
     return Checkpoint(source, loc, inventory)
 
 
+@contextmanager
+def opened(location: str | os.PathLike[str] | Location | Checkpoint, *, endpoint: str | None = None,
+           token: str | bool | None = None) -> Iterator[Checkpoint]:
+    """A checkpoint for the duration of a ``with``: an already open one is used (and left open),
+    anything else is opened and closed. Lets callers open a drafter once and hand it to several steps."""
+    if isinstance(location, Checkpoint):
+        yield location
+        return
+    with open_checkpoint(location, endpoint=endpoint, token=token) as ckpt:
+        yield ckpt
+
+
 def read_inventory(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
                    token: str | bool | None = None, progress: bool | None = None) -> Inventory:
     """Every tensor's name, dtype and shape, from headers alone, wherever the checkpoint lives."""
@@ -218,7 +231,7 @@ def _check_weight_map(inventory: Inventory, weight_map: Mapping[str, str], where
 
 
 __all__ = ["Checkpoint", "open_checkpoint", "read_inventory", "read_header", "resolve_files", "read_config",
-           "load_config"]
+           "load_config", "opened"]
 
 
 def load_config(location: str | os.PathLike[str] | Location, *, kind: str = "any", endpoint: str | None = None,

@@ -32,7 +32,7 @@ import numpy as np
 from .errors import InputError
 from .inventory import Inventory, TensorEntry
 from .names import normalized
-from .reader import Checkpoint, open_checkpoint
+from .reader import Checkpoint, opened
 from .similarity_plan import Job, Plan, blocks, check_grid, column_runs, plan, row_bytes, select
 from .similarity_report import BufferComparison, SimilarityReport, TensorSimilarity
 from .tensors import NUMPY_DTYPES
@@ -68,7 +68,7 @@ def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str]
         raise InputError(f"chunk_bytes must be an integer of at least 1024, got {chunk_bytes!r}.")
     patterns = [tensors] if isinstance(tensors, str) else list(tensors) if tensors is not None else None
     started = time.perf_counter()
-    with _opened(a, endpoint, token) as ca, _opened(b, endpoint, token) as cb:
+    with opened(a, endpoint=endpoint, token=token) as ca, opened(b, endpoint=endpoint, token=token) as cb:
         keys = select(ca.inventory, cb.inventory, patterns)
         need_d2t = "lm_head.weight" in keys or "d2t" in keys  # read d2t only when it is used
         d2t = (_read_d2t(ca), _read_d2t(cb)) if need_d2t else (None, None)
@@ -264,10 +264,3 @@ def _torch_threads(threads: int | None, device: str):
         torch.set_num_threads(before)
 
 
-@contextmanager
-def _opened(location, endpoint, token) -> Iterator[Checkpoint]:
-    if isinstance(location, Checkpoint):
-        yield location
-        return
-    with open_checkpoint(location, endpoint=endpoint, token=token) as ckpt:
-        yield ckpt

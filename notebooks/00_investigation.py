@@ -43,7 +43,6 @@ TARGET_TPS = 150.0
 # %%
 import eaglekit
 from eaglekit.demo_hub import serve_demo_hub
-from eaglekit.reader import load_config
 
 ws = eaglekit.build_demo(DEMO)
 hub = None if ENDPOINT else serve_demo_hub(ws)
@@ -54,28 +53,29 @@ endpoint = ENDPOINT or hub.endpoint
 # Found by what their configs say (architectures, speculators type), not their names; ranked by fit.
 
 # %%
-eaglekit.find_drafters(target=TARGET, endpoint=endpoint)
+found = eaglekit.find_drafters(target=TARGET, endpoint=endpoint)
+found
 
 # %% [markdown]
 # ## 2. The two configs side by side
+# Each drafter is opened once (headers and config.json); every step below reuses it.
 
 # %%
-eaglekit.diff_configs(load_config(DRAFTER_A, endpoint=endpoint), load_config(DRAFTER_B, endpoint=endpoint),
-                      a_name="A", b_name="B")
+ckpt_a = eaglekit.open_checkpoint(DRAFTER_A, endpoint=endpoint)
+ckpt_b = eaglekit.open_checkpoint(DRAFTER_B, endpoint=endpoint)
+eaglekit.diff_configs(ckpt_a.inventory.config, ckpt_b.inventory.config, a_name="A", b_name="B")
 
 # %% [markdown]
 # ## 3. Every tensor, from headers alone
 
 # %%
-inv_a = eaglekit.read_inventory(DRAFTER_A, endpoint=endpoint)
-inv_b = eaglekit.read_inventory(DRAFTER_B, endpoint=endpoint)
-eaglekit.compare_inventories({"A": inv_a, "B": inv_b})
+eaglekit.compare_inventories({"A": ckpt_a.inventory, "B": ckpt_b.inventory})
 
 # %% [markdown]
 # ## 4. The verdict: shapes, the vocabulary map by value, aux layers, the target
 
 # %%
-report = eaglekit.compat(DRAFTER_A, DRAFTER_B, target=TARGET, endpoint=endpoint, a_name="A", b_name="B")
+report = eaglekit.compat(ckpt_a, ckpt_b, target=dict(found.target_config.raw), a_name="A", b_name="B")
 report
 
 # %% [markdown]
@@ -85,7 +85,7 @@ report
 # %%
 sim = None
 if report.verdict != "incompatible":
-    sim = eaglekit.similarity(DRAFTER_A, DRAFTER_B, endpoint=endpoint)
+    sim = eaglekit.similarity(ckpt_a, ckpt_b)
     display(sim)
     display(sim.overview())
 
@@ -111,5 +111,7 @@ conclusion = conclude(report, similarity=sim, fit=fit, expected_accept_length=EX
 conclusion
 
 # %%
+ckpt_a.close()
+ckpt_b.close()
 if hub is not None:
     hub.stop()
