@@ -20,7 +20,7 @@ from typing import Any, Literal
 from .config import normalize_config, normalize_target
 from .configdiff import ConfigDiff, diff_configs
 from .inventory import Inventory
-from .names import normalize_name, role
+from .names import find, normalize_name, role
 from .render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
 
 Verdict = Literal["compatible", "compatible-after-remap", "incompatible"]
@@ -240,9 +240,8 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
 
 def _read_maps(ckpt) -> tuple[Any, Any]:
     """d2t and t2d by byte range (a few hundred KiB even remotely); None where absent."""
-    inv = ckpt.inventory
-    names = {normalize_name(t.name): t.name for t in inv}
-    return tuple(ckpt.read_numpy(names[k]) if k in names else None for k in ("d2t", "t2d"))
+    entries = (find(ckpt.inventory, k) for k in ("d2t", "t2d"))
+    return tuple(None if t is None else ckpt.read_numpy(t.name) for t in entries)
 
 
 def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = None,

@@ -34,6 +34,14 @@ def normalized(names: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def find(inventory, key: str):
+    """The tensor of ``inventory`` whose normalised name is ``key`` (e.g. "d2t", "midlayer.mlp..."), or None."""
+    for t in inventory.tensors:
+        if normalize_name(t.name) == key:
+            return t
+    return None
+
+
 def role(name: str) -> Role:
     """What a tensor is for: the embedding is frozen (taken from the target), d2t/t2d are buffers."""
     n = normalize_name(name)

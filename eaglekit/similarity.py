@@ -22,7 +22,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Literal
@@ -30,8 +30,8 @@ from typing import Literal
 import numpy as np
 
 from .errors import InputError
-from .inventory import Inventory, TensorEntry
-from .names import normalized
+from .inventory import TensorEntry
+from .names import find
 from .reader import Checkpoint, opened
 from .similarity_plan import Job, Plan, blocks, check_grid, column_runs, plan, row_bytes, select
 from .similarity_report import BufferComparison, SimilarityReport, TensorSimilarity
@@ -80,8 +80,7 @@ def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str]
         with _torch_threads(threads, device):
             results, read = _run(ca, cb, todo, device=device, chunk_bytes=chunk_bytes, progress=progress)
         buffers = [_compare_buffer(ca, cb, ta, tb, key, d2t, chunk_bytes, read) for key, ta, tb in todo.buffers]
-        d2t_bytes = [inv["d2t"].nbytes if v is not None else 0
-                     for inv, v in ((_alias(ca.inventory), d2t[0]), (_alias(cb.inventory), d2t[1]))]
+        d2t_bytes = [find(c.inventory, "d2t").nbytes if v is not None else 0 for c, v in ((ca, d2t[0]), (cb, d2t[1]))]
         return SimilarityReport(
             a=ca.inventory.source, b=cb.inventory.source, grid=grid, tensors=tuple(results),
             buffers=tuple(buffers), only_a=tuple(todo.only_a), only_b=tuple(todo.only_b),
@@ -225,12 +224,8 @@ def _compare_buffer(ca: Checkpoint, cb: Checkpoint, ta: TensorEntry, tb: TensorE
     return BufferComparison(key, ta.dtype, ta.shape, differing == 0, differing)
 
 
-def _alias(inv: Inventory) -> dict[str, TensorEntry]:
-    return {k: inv[v] for k, v in normalized(inv.names).items()}
-
-
 def _read_d2t(ckpt: Checkpoint) -> np.ndarray | None:
-    t = _alias(ckpt.inventory).get("d2t")
+    t = find(ckpt.inventory, "d2t")
     if t is None or t.dtype not in ("I64", "I32", "U32", "I16", "U64") or len(t.shape) != 1:
         return None
     return np.asarray(ckpt.read_numpy(t.name), dtype=np.int64)  # (draft vocab,)
