@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Literal
 
-from .config import normalize_config, normalize_target
+from .config import normalize_config, normalize_target, target_fit
 from .configdiff import ConfigDiff, diff_configs
 from .inventory import Inventory
 from .names import find, normalize_name, role
@@ -214,8 +214,7 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
         for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
             if cfg is None:
                 continue
-            for fld, value, want in (("hidden size", cfg.target_hidden_size, tgt.hidden_size),
-                                     ("vocab size", cfg.vocab_size, tgt.vocab_size)):
+            for fld, value, want in target_fit(cfg.target_hidden_size, cfg.vocab_size, tgt):
                 target_checks.append(TargetCheck(fld, name, value, want, value == want))
                 if value != want:
                     fatal.insert(0, f"{name}'s {fld} {value} does not match the target's {want}.")

@@ -398,6 +398,13 @@ def normalize_target(raw: Mapping[str, Any], *, source: str = "config.json") -> 
     )
 
 
+def target_fit(target_hidden_size: int | None, vocab_size: int | None,
+               target: TargetConfig) -> list[tuple[str, int | None, int]]:
+    """The dimensions a drafter must share with its target: fc reads the target's hidden states
+    (``target_hidden_size``) and t2d/embeddings span its vocabulary. (field, drafter value, target value)."""
+    return [("hidden size", target_hidden_size, target.hidden_size), ("vocab size", vocab_size, target.vocab_size)]
+
+
 def _target_body(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
     for key in TEXT_CONFIG_KEYS:
         sub = raw.get(key)

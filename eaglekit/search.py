@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 from html import escape as _esc
 from typing import Any, Literal
 
-from .config import EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config
+from .config import (EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config,
+                     target_fit)
 from .errors import AuthError, ConfigError, InputError, NotFoundError
 from .render import Html, html_colour, html_table, html_tint, text_table
 
@@ -397,9 +398,6 @@ def _fit(hit: DrafterHit, target: TargetConfig) -> DrafterHit:
     """Whether the drafter's fc input (target_hidden_size) and vocabulary match the target model."""
     if hit.problem is not None:
         return hit
-    misfits = []
-    if hit.target_hidden_size != target.hidden_size:
-        misfits.append(f"hidden {hit.target_hidden_size} != target {target.hidden_size}")
-    if hit.vocab_size != target.vocab_size:
-        misfits.append(f"vocab {hit.vocab_size} != target {target.vocab_size}")
+    misfits = [f"{field.split()[0]} {value} != target {want}"
+               for field, value, want in target_fit(hit.target_hidden_size, hit.vocab_size, target) if value != want]
     return replace(hit, fits_target=not misfits, why="; ".join(misfits) or None)
