@@ -235,8 +235,10 @@ __all__ = ["Checkpoint", "open_checkpoint", "read_inventory", "read_header", "re
 
 
 def load_config(location: str | os.PathLike[str] | Location, *, kind: str = "any", endpoint: str | None = None,
-                token: str | bool | None = None) -> dict[str, Any]:
-    """A config.json from a file path or any location (the config.json beside the weights)."""
+                token: str | bool | None = None, label: str | None = None) -> dict[str, Any]:
+    """A config.json from a file path or any location (the config.json beside the weights).
+
+    ``label`` names the location in the not-found message (default: the location itself)."""
     from .config import load_config_bytes
 
     loc = location if isinstance(location, Location) else parse_location(location)
@@ -246,6 +248,8 @@ def load_config(location: str | os.PathLike[str] | Location, *, kind: str = "any
             and not loc.filename.endswith(".index.json") else CONFIG_NAME
         raw = source.read_small(name)
         if raw is None:
-            raise NotFoundError(f"{loc.raw}: no {name} there.")
+            what = "the target model's config.json" if kind == "target" else "a config.json"
+            raise NotFoundError(f"{label or repr(loc.raw)} has no {name}: give {what}, or a folder or repo "
+                                "that holds it.")
         return load_config_bytes(raw, source=f"{loc.raw}" if loc.filename == name else f"{loc.raw}/{name}",
                                  kind=kind)

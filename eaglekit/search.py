@@ -281,7 +281,7 @@ def _target_label(target: Any) -> str | None:
 def load_target(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> TargetConfig:
     """The target model's config (see :func:`find_drafters`), read and normalised (text_config aware)."""
     from .config import normalize_target
-    from .location import open_source
+    from .reader import load_config
 
     if isinstance(target, TargetConfig):
         return target
@@ -292,15 +292,8 @@ def load_target(target: Any, *, endpoint: str | None = None, token: str | bool |
     text = os.fspath(target)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not os.path.exists(text):
         text = f"hf://{text}"
-    source, loc = open_source(text, endpoint=endpoint, token=token)
-    name = loc.filename if loc.filename and loc.filename.endswith(".json") else "config.json"
-    with source:
-        data = source.read_small(name)
-    where = f"{os.fspath(target).rstrip('/')}" + ("" if loc.filename == name else f"/{name}")
-    if data is None:
-        raise NotFoundError(f"Target {os.fspath(target)!r} has no {name}: give the target model's config.json, "
-                            "or a folder or repo that holds it.")
-    return normalize_target(load_config_bytes(data, source=where, kind="target"), source=where)
+    raw = load_config(text, kind="target", endpoint=endpoint, token=token, label=f"Target {os.fspath(target)!r}")
+    return normalize_target(raw, source=text if text.endswith(".json") else f"{text.rstrip('/')}/config.json")
 
 
 def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, author: str | None,
