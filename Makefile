@@ -27,10 +27,10 @@ demo: $(STAMP)
 	$(PY) -m eaglekit demo $(DEMO)
 
 report: $(STAMP)
-	$(PY) -m eaglekit.report --demo $(DEMO) --out build/report
+	$(PY) -m eaglekit report --demo $(DEMO) --out build/report
 
 lab: $(STAMP)
-	$(PY) -m eaglekit.lab --demo $(DEMO) --port $(PORT)
+	$(PY) -m eaglekit lab --demo $(DEMO) --port $(PORT)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py

@@ -45,7 +45,7 @@ def seed_method(path: Path) -> tuple[float, int]:
 
 
 def local(data: Path) -> None:
-    from eaglekit.reader import read_inventory
+    from eaglekit.io.reader import read_inventory
 
     path = data / "kimi-k2-drafter" / "model.safetensors"
     size = write_sparse(path, KIMI_K2_TENSORS) if not path.exists() else path.stat().st_size
@@ -64,7 +64,7 @@ def local(data: Path) -> None:
 
 def hub(data: Path) -> None:
     from eaglekit import reader
-    from eaglekit.hubserver import HubServer
+    from eaglekit.demo.hubserver import HubServer
 
     root = data / "hub"
     single = root / "bench" / "kimi-k2-drafter"

@@ -57,8 +57,8 @@ def write_pair(folder: Path, scale: int) -> tuple[Path, Path]:
     import numpy as np
     import torch
 
-    from eaglekit.header import encode_header
-    from eaglekit.vocab import build_vocab_map
+    from eaglekit.core.header import encode_header
+    from eaglekit.core.vocab import build_vocab_map
 
     folder.mkdir(parents=True, exist_ok=True)
     pa, pb, stamp = folder / "a.safetensors", folder / "b.safetensors", folder / "layout.json"
@@ -116,7 +116,7 @@ def child(mode: str, pa: str, pb: str) -> dict:
                 out[k] = float(torch.nn.functional.cosine_similarity(x, y, dim=0))
         n = len(out)
     elif mode == "eaglekit":
-        from eaglekit.similarity import similarity
+        from eaglekit.analysis.similarity import similarity
 
         report = similarity(pa, pb, progress=False)
         out = {t.name: t.cosine for t in report.tensors}
@@ -126,8 +126,8 @@ def child(mode: str, pa: str, pb: str) -> dict:
     elif mode == "floor":
         import warnings
 
-        from eaglekit.reader import open_checkpoint
-        from eaglekit.similarity import LOCAL_CHUNK_BYTES
+        from eaglekit.io.reader import open_checkpoint
+        from eaglekit.analysis.similarity import LOCAL_CHUNK_BYTES
 
         warnings.filterwarnings("ignore", message="The given buffer is not writable")
         torch.set_num_threads(max(1, torch.get_num_threads() - 1))  # as eaglekit computes

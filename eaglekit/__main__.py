@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from eaglekit.cli import main
 
 sys.exit(main())

@@ -42,7 +42,8 @@ TARGET_TPS = 150.0
 
 # %%
 import eaglekit
-from eaglekit.demo_hub import serve_demo_hub
+from eaglekit.view.figures import overview
+from eaglekit.demo.shelf import serve_demo_hub
 
 ws = eaglekit.build_demo(DEMO)
 hub = None if ENDPOINT else serve_demo_hub(ws)
@@ -87,7 +88,7 @@ sim = None
 if report.verdict != "incompatible":
     sim = eaglekit.similarity(ckpt_a, ckpt_b)
     display(sim)
-    display(sim.overview())
+    display(overview(sim))
 
 # %% [markdown]
 # ## 6. Would it pay off?
@@ -95,7 +96,7 @@ if report.verdict != "incompatible":
 # the target throughput needs (accept length includes the bonus token, as vLLM, SGLang and EAGLE report).
 
 # %%
-from eaglekit.specmath import fit_from_measurements
+from eaglekit.core.specmath import fit_from_measurements
 
 fit = fit_from_measurements(BASELINE_TPS, SPEC_TPS, OBSERVED_ACCEPT_LENGTH, verify_ms=VERIFY_MS)
 fit
@@ -104,7 +105,7 @@ fit
 # ## Conclusion
 
 # %%
-from eaglekit.conclusion import conclude
+from eaglekit.analysis.conclusion import conclude
 
 conclusion = conclude(report, similarity=sim, fit=fit, expected_accept_length=EXPECTED_ACCEPT_LENGTH,
                       target_tps=TARGET_TPS)

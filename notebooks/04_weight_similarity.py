@@ -39,6 +39,7 @@ DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 
 # %%
 import eaglekit
+from eaglekit.view.figures import heatmap, overview
 
 ws = eaglekit.build_demo(DEMO)
 ws
@@ -65,7 +66,7 @@ ft
 # 0 means unchanged.
 
 # %%
-ft.overview(measure="rel_diff")
+overview(ft, measure="rel_diff")
 
 # %% [markdown]
 # **Reading it.** The q/k/v *hidden* rows and the fc *high* row are the darkest bands. The three MLP
@@ -76,7 +77,7 @@ ft.overview(measure="rel_diff")
 # three measures.
 
 # %%
-ft.heatmap("midlayer.mlp.up_proj.weight", measure="rel_diff")
+heatmap(ft, "midlayer.mlp.up_proj.weight", measure="rel_diff")
 
 # %% [markdown]
 # **Reading it.** Each block row is a band of 18 intermediate units; the drift grows steadily from
@@ -87,17 +88,17 @@ ft.heatmap("midlayer.mlp.up_proj.weight", measure="rel_diff")
 # for two equal-norm tensors, cos ≈ 1 − rel²/2.
 
 # %%
-ft.heatmap("midlayer.mlp.up_proj.weight")
+heatmap(ft, "midlayer.mlp.up_proj.weight")
 
 # %% [markdown]
 # And `fc.weight`'s high block next to its low block (columns 896–1343 and 0–447 of the same matrix),
 # on one colour range, 0 to 0.8.
 
 # %%
-ft.heatmap("fc.weight[high: aux layer 58]", measure="rel_diff", zmax=0.8)
+heatmap(ft, "fc.weight[high: aux layer 58]", measure="rel_diff", zmax=0.8)
 
 # %%
-ft.heatmap("fc.weight[low: aux layer 2]", measure="rel_diff", zmax=0.8)
+heatmap(ft, "fc.weight[low: aux layer 2]", measure="rel_diff", zmax=0.8)
 
 # %% [markdown]
 # **Reading it.** The high block sits around 0.6 everywhere, the low block around 0.1. The change is
@@ -125,10 +126,10 @@ scratch
 # "the same features in another order".)
 
 # %%
-scratch.heatmap("fc.weight[high: aux layer 58]")
+heatmap(scratch, "fc.weight[high: aux layer 58]")
 
 # %%
-scratch.overview()
+overview(scratch)
 
 # %% [markdown]
 # ## What this says for initialising a K2.5 drafter

@@ -28,8 +28,8 @@ import plotly.io as pio
 from IPython.display import display
 
 from eaglekit import Calculator
-from eaglekit.calculator import whatif_figure
-from eaglekit.specmath import AcceptanceMetrics, Scenario, estimate, fit_from_measurements
+from eaglekit.view.calculator import whatif_figure
+from eaglekit.core.specmath import AcceptanceMetrics, Scenario, estimate, fit_from_measurements
 
 # Plotly figures carry their own JavaScript, so the rendered HTML keeps working without a kernel.
 pio.renderers.default = "plotly_mimetype+notebook"

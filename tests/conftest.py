@@ -20,7 +20,7 @@ os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # a closed port: a test that f
 
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory):
-    from eaglekit.demo import build_demo
+    from eaglekit.demo.world import build_demo
 
     return build_demo(tmp_path_factory.mktemp("demo") / "ws")
 
@@ -28,7 +28,7 @@ def demo(tmp_path_factory):
 @pytest.fixture(scope="session")
 def hub(demo):
     """The Hub-compatible server over the demo's hub/ folder, on 127.0.0.1."""
-    from eaglekit.hubserver import HubServer
+    from eaglekit.demo.hubserver import HubServer
 
     with HubServer(demo.hub_root, tokens={"hf_test_token"}) as server:
         yield server
@@ -37,7 +37,7 @@ def hub(demo):
 @pytest.fixture(scope="session")
 def executed_notebook(demo):
     """``executed_notebook("04_weight_similarity")``: the notebook run once per test process, on the demo."""
-    from eaglekit.report import execute_notebook
+    from eaglekit.view.report import execute_notebook
 
     folder = Path(__file__).resolve().parent.parent / "notebooks"
     cache: dict[str, object] = {}

@@ -113,7 +113,7 @@ def hub_root(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def hub_server(hub_root) -> Iterator:
-    from eaglekit.hubserver import HubServer
+    from eaglekit.demo.hubserver import HubServer
 
     with HubServer(hub_root, tokens={TOKEN}, page_size=3) as server:
         yield server

@@ -33,7 +33,7 @@ class Report:
 def report(request, tmp_path_factory) -> Report:
     from filelock import FileLock
 
-    from eaglekit.report import RenderedNotebook, build_report
+    from eaglekit.view.report import RenderedNotebook, build_report
 
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):

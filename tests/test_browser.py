@@ -198,7 +198,7 @@ class Lab:
 @pytest.fixture()
 def lab(demo, tmp_path):
     """JupyterLab (eaglekit.lab's command) on a copy of 05 with the session demo; yields its URL."""
-    from eaglekit.lab import lab_command, lab_env, lab_url
+    from eaglekit.cli.lab import lab_command, lab_env, lab_url
 
     if CALCULATOR not in NAMES:
         pytest.skip(f"notebooks/{CALCULATOR}.ipynb is not there yet")

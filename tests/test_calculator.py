@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from eaglekit.calculator import K_CURVES, Calculator, chart_traces, whatif_figure
-from eaglekit.errors import InputError
-from eaglekit.specmath import Scenario, estimate
+from eaglekit.view.calculator import K_CURVES, Calculator, chart_traces, whatif_figure
+from eaglekit.core.errors import InputError
+from eaglekit.core.specmath import Scenario, estimate
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eaglekit.cli import main
-from eaglekit.hubserver import HubServer
+from eaglekit.demo.hubserver import HubServer
 
 
 def test_table(hub, capsys):

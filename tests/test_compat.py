@@ -11,9 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from eaglekit.compat import compat
-from eaglekit.demo import FT_SHARED, SCRATCH_SHARED
-from eaglekit.errors import ConfigError
+from eaglekit.analysis.compat import compat
+from eaglekit.demo.world import FT_SHARED, SCRATCH_SHARED
+from eaglekit.core.errors import ConfigError
 
 
 def test_k2_vs_finetuned_needs_remap(demo):

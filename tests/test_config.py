@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from eaglekit.config import (DrafterConfig, detect_format, is_eagle3_config, load_config_bytes, looks_like_target,
+from eaglekit.core.config import (DrafterConfig, detect_format, is_eagle3_config, load_config_bytes, looks_like_target,
                              normalize_config, normalize_target)
-from eaglekit.errors import ConfigError
+from eaglekit.core.errors import ConfigError
 
 # SpecForge configs/kimi-k2-eagle3.json (the family of AQ-MedAI's Kimi-K2 drafter).
 K2 = {

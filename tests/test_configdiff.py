@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
-from eaglekit.config import normalize_config
-from eaglekit.configdiff import ABSENT, diff_configs
-from eaglekit.errors import ConfigError
+from eaglekit.core.config import normalize_config
+from eaglekit.core.configdiff import ABSENT, diff_configs
+from eaglekit.core.errors import ConfigError
 
 # SpecForge configs/kimi-k2-eagle3.json
 K2 = {

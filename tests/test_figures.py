@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eaglekit.errors import InputError
-from eaglekit.figures import heatmap, overview, report_page
-from eaglekit.similarity_report import SimilarityReport, TensorSimilarity, measures_from_sums
+from eaglekit.core.errors import InputError
+from eaglekit.view.figures import heatmap, overview, report_page
+from eaglekit.analysis.similarity_report import SimilarityReport, TensorSimilarity, measures_from_sums
 
 
 def _tensor(name="w", rows=10, cols=(8, 14), grid=(4, 3), cos_by_row=None):
     """A TensorSimilarity built from sums: unit-norm cells whose cosine is ``cos_by_row[i]`` per row band."""
-    from eaglekit.similarity_plan import split_edges
+    from eaglekit.analysis.similarity_plan import split_edges
 
     gr, gc = grid
     cos = np.repeat(np.asarray(cos_by_row if cos_by_row is not None else np.linspace(1, -1, gr))[:, None], gc, 1)

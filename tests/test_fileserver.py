@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from eaglekit.errors import InputError, LocationError, NotFoundError
-from eaglekit.fileserver import FileServer, HttpError, RequestRecord, parse_range
+from eaglekit.core.errors import InputError, LocationError, NotFoundError
+from eaglekit.demo.fileserver import FileServer, HttpError, RequestRecord, parse_range
 
 DATA = bytes(range(256)) * 4  # 1024 bytes
 

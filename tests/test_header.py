@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import save
 
-from eaglekit.errors import EaglekitError, HeaderError
-from eaglekit.header import MAX_HEADER_BYTES, parse_header
+from eaglekit.core.errors import EaglekitError, HeaderError
+from eaglekit.core.header import MAX_HEADER_BYTES, parse_header
 
 
 def make(header: dict, data: bytes = b"", *, pad: bool = False) -> bytes:

@@ -24,8 +24,8 @@ from hubfixtures import (  # noqa: F401 (pytest fixtures)
     hub_server,
 )
 
-from eaglekit.errors import InputError
-from eaglekit.hubserver import HubServer
+from eaglekit.core.errors import InputError
+from eaglekit.demo.hubserver import HubServer
 
 SINGLE = "acme/eagle3-single"
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from eaglekit.errors import AuthError, NotFoundError, OfflineError, RangeNotSupportedError, LocationError
-from eaglekit.reader import read_inventory
+from eaglekit.core.errors import AuthError, NotFoundError, OfflineError, RangeNotSupportedError, LocationError
+from eaglekit.io.reader import read_inventory
 
 REPO = "demo-aqmed/Kimi-K2-Instruct-eagle3"
 
@@ -62,7 +62,7 @@ def test_large_header_takes_a_second_request(tmp_path, hub):
     import numpy as np
     from safetensors.numpy import save_file
 
-    from eaglekit.hubserver import HubServer
+    from eaglekit.demo.hubserver import HubServer
 
     repo = tmp_path / "org" / "big"
     repo.mkdir(parents=True)
@@ -90,7 +90,7 @@ def test_hub_not_found(hub, location, err, fragment):
 def gated_hub(tmp_path, demo):
     import shutil
 
-    from eaglekit.hubserver import HubServer
+    from eaglekit.demo.hubserver import HubServer
 
     repo = tmp_path / "org" / "gated"
     shutil.copytree(demo.drafter("k2"), repo)
@@ -124,7 +124,7 @@ def test_offline_mode(hub, monkeypatch):
 
 
 def test_server_ignoring_range_is_refused(demo, tmp_path):
-    from eaglekit.hubserver import HubServer
+    from eaglekit.demo.hubserver import HubServer
 
     with HubServer(demo.hub_root) as server:
         server.ignore_range = True
@@ -156,7 +156,7 @@ def test_cli_errors_are_one_line(hub):
 
 
 def test_ssh_errors(demo, sshd, tmp_path, monkeypatch):
-    from eaglekit.errors import HostKeyError
+    from eaglekit.core.errors import HostKeyError
 
     monkeypatch.setenv("HOME", str(sshd.make_home(tmp_path / "h1", known_hosts="")))
     with pytest.raises(HostKeyError, match="ssh-keyscan"):

@@ -6,23 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from eaglekit.compat import compat
-from eaglekit.conclusion import conclude
-from eaglekit.specmath import fit_from_measurements
+from eaglekit.analysis.compat import compat
+from eaglekit.analysis.conclusion import conclude
+from eaglekit.core.specmath import fit_from_measurements
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "00_investigation.ipynb"
 
 
 def _conclusion(nb) -> str:
     for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("from eaglekit.conclusion import conclude"):
+        if cell.cell_type == "code" and cell.source.startswith("from eaglekit.analysis.conclusion import conclude"):
             return cell.outputs[0]["data"]["text/plain"]
     raise AssertionError("no conclusion cell")
 
 
 @pytest.mark.notebook
 def test_parameters_change_the_conclusion(demo):
-    from eaglekit.report import execute_notebook
+    from eaglekit.view.report import execute_notebook
 
     default = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root))
     other = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root, parameters={

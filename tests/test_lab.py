@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from eaglekit.lab import ROOT, lab_command, lab_env, lab_url, main
+from eaglekit.cli import main
+from eaglekit.cli.lab import ROOT, lab_command, lab_env, lab_url
 
 
 def test_command_serves_loopback_with_the_token_and_no_browser(tmp_path):
@@ -37,6 +38,6 @@ def test_main_says_in_one_line_when_the_demo_folder_is_not_a_demo(tmp_path, caps
     stray = Path(tmp_path / "stray")
     stray.mkdir()
     (stray / "notes.txt").write_text("mine")
-    assert main(["--demo", str(stray), "--port", "8899"]) == 2
+    assert main(["lab", "--demo", str(stray), "--port", "8899"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("lab: error: ") and "not an eaglekit demo workspace" in err and err.count("\n") == 1
+    assert err.startswith("eaglekit lab: error: ") and "not an eaglekit demo workspace" in err and err.count("\n") == 1

@@ -2,8 +2,8 @@
 
 import pytest
 
-from eaglekit.errors import InputError
-from eaglekit.layers import (config_convention, convert_aux_layers, default_aux_layers, interpret_aux_layers,
+from eaglekit.core.errors import InputError
+from eaglekit.core.layers import (config_convention, convert_aux_layers, default_aux_layers, interpret_aux_layers,
                              parse_aux_layer_ids)
 
 

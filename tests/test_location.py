@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from eaglekit.errors import LocationError
-from eaglekit.location import parse_location
+from eaglekit.core.errors import LocationError
+from eaglekit.io.location import parse_location
 
 
 @pytest.mark.parametrize("text, kind, folder, filename", [
@@ -81,7 +81,7 @@ def test_credentials_never_shown():
 
 
 def test_credentials_not_in_errors():
-    from eaglekit.reader import read_inventory
+    from eaglekit.io.reader import read_inventory
 
     with pytest.raises(LocationError) as e:
         read_inventory("http://u:hf_SECRET@127.0.0.1:9/x.safetensors")

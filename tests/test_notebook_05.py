@@ -49,7 +49,7 @@ def _chromium() -> str | None:
 @pytest.mark.browser
 def test_rendered_html_slider_moves_the_point_without_a_kernel(executed, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api")
-    from eaglekit.report import export_html
+    from eaglekit.view.report import export_html
 
     page_path = tmp_path / "05.html"
     page_path.write_text(export_html(executed), encoding="utf-8")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from eaglekit.errors import ConfigError, HeaderError, NotFoundError
-from eaglekit.reader import open_checkpoint, read_inventory
+from eaglekit.core.errors import ConfigError, HeaderError, NotFoundError
+from eaglekit.io.reader import open_checkpoint, read_inventory
 
 
 def write(folder, name, tensors, **kw):
@@ -145,7 +145,7 @@ def test_nothing_written(single):
 
 
 def test_named_file_that_is_not_a_checkpoint(single):
-    from eaglekit.errors import LocationError
+    from eaglekit.core.errors import LocationError
 
     (single / "notes.txt").write_text("hello")
     with pytest.raises(LocationError, match="notes.txt, which is not a checkpoint file"):
@@ -154,7 +154,7 @@ def test_named_file_that_is_not_a_checkpoint(single):
 
 
 def test_special_file_is_not_a_folder():
-    from eaglekit.errors import LocationError
+    from eaglekit.core.errors import LocationError
 
     with pytest.raises(LocationError):
         read_inventory("/dev/null")

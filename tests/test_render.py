@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from eaglekit.render import (Html, ansi, format_value, html_badge, html_table, strip_ansi, text_table, truncate,
+from eaglekit.core.render import (Html, ansi, format_value, html_badge, html_table, strip_ansi, text_table, truncate,
                              use_colour)
 
 

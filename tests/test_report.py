@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from reportfixtures import NAMES, ROOT, report  # noqa: F401  (report: the session fixture)
 
-from eaglekit.report import (ASSETS, PLOTLY_MIME, WIDGET_STATE_MIME, NotebookError, ReportError, build_report,
+from eaglekit.view.report import (ASSETS, PLOTLY_MIME, WIDGET_STATE_MIME, NotebookError, ReportError, build_report,
                              check_page, static_figures, static_widgets)
 
 pytestmark = pytest.mark.xdist_group("report")
@@ -186,13 +186,13 @@ def test_build_report_names_the_notebook_that_fails(demo, tmp_path):
 
 
 def test_main_reports_an_error_in_one_line(tmp_path, capsys):
-    from eaglekit.report import main
+    from eaglekit.cli import main
 
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "stray.txt").write_text("not a demo")
-    assert main(["--demo", str(tmp_path / "demo"), "--out", str(tmp_path / "out")]) == 2
+    assert main(["report", "--demo", str(tmp_path / "demo"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("report: error: ") and err.count("\n") == 1 and "not an eaglekit demo workspace" in err
+    assert err.startswith("eaglekit report: error: ") and err.count("\n") == 1 and "not an eaglekit demo workspace" in err
     assert os.listdir(tmp_path) == ["demo"]
 
 
@@ -200,7 +200,7 @@ def test_channel_waits_poll_in_short_slices_up_to_the_same_deadline():
     import asyncio
     from queue import Empty
 
-    from eaglekit.report import POLL_SLICE, _in_slices
+    from eaglekit.view.report import POLL_SLICE, _in_slices
 
     asked: list[float | None] = []
 

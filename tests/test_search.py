@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 
-from eaglekit.errors import AuthError, ConfigError, InputError, LocationError, NotFoundError, OfflineError, RateLimitError
-from eaglekit.hubserver import HubServer
-from eaglekit.search import DrafterHit, SearchResults, find_drafters, load_target, target_from_name
+from eaglekit.core.errors import AuthError, ConfigError, InputError, LocationError, NotFoundError, OfflineError, RateLimitError
+from eaglekit.demo.hubserver import HubServer
+from eaglekit.analysis.search import DrafterHit, SearchResults, find_drafters, load_target, target_from_name
 
 KIMI_DRAFTERS = {
     "demo-aqmed/Kimi-K2-Instruct-eagle3", "demo-aqmed/Kimi-K2-Instruct-eagle3-sharded",
@@ -306,7 +306,7 @@ def test_pandas_and_locations(for_k2, hub):
     assert frame["fits_target"].sum() == 7
     with pytest.raises(KeyError, match="'nope/nope' is not among the 15 drafters found"):
         for_k2["nope/nope"]
-    from eaglekit.reader import read_inventory
+    from eaglekit.io.reader import read_inventory
 
     inv = read_inventory(for_k2["demo-someone/draft-head-v2"].location, endpoint=hub.endpoint, progress=False)
     assert inv["fc.weight"].shape == (448, 3 * 448) and inv.parameters == for_k2["demo-someone/draft-head-v2"].parameters

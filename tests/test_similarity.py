@@ -11,12 +11,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-import eaglekit.similarity as sim
-from eaglekit.errors import InputError
-from eaglekit.similarity import similarity
-from eaglekit.similarity_plan import matrix_shape
-from eaglekit.similarity_report import dumps
-from eaglekit.vocab import build_vocab_map
+import eaglekit.analysis.similarity as sim
+from eaglekit.core.errors import InputError
+from eaglekit.analysis.similarity import similarity
+from eaglekit.analysis.similarity_plan import matrix_shape
+from eaglekit.analysis.similarity_report import dumps
+from eaglekit.core.vocab import build_vocab_map
 
 
 def _save(folder, tensors, config=None):
@@ -223,7 +223,7 @@ def test_demo_speculators_layout_is_the_same_drafter(demo):
 
 
 def test_remote_reads_only_the_compared_bytes(demo, hub):
-    from eaglekit.reader import read_inventory
+    from eaglekit.io.reader import read_inventory
 
     a, b = "hf://demo-aqmed/Kimi-K2-Instruct-eagle3", "hf://demo-team/Kimi-K2.5-eagle3-finetuned"
     inv = read_inventory(demo.drafter("k2"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eaglekit.similarity import LOCAL_CHUNK_BYTES
+from eaglekit.analysis.similarity import LOCAL_CHUNK_BYTES
 
 ROWS, COLS = 24576, 16384  # bf16: 768 MiB per tensor
 MIB = 1024 * 1024

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eaglekit.errors import InputError
-from eaglekit.inventory import TensorEntry
-from eaglekit.similarity_plan import (Job, _parts, aux_layer_ids, blocks, check_grid, column_runs, matrix_shape,
+from eaglekit.core.errors import InputError
+from eaglekit.io.inventory import TensorEntry
+from eaglekit.analysis.similarity_plan import (Job, _parts, aux_layer_ids, blocks, check_grid, column_runs, matrix_shape,
                                       split_edges)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eaglekit.errors import InputError
-from eaglekit.simulate import simulate
-from eaglekit.specmath import AcceptanceMetrics, alpha_for_accept_length, expected_accept_length
+from eaglekit.core.errors import InputError
+from eaglekit.core.simulate import simulate
+from eaglekit.core.specmath import AcceptanceMetrics, alpha_for_accept_length, expected_accept_length
 
 
 @pytest.mark.parametrize(

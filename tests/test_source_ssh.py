@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from sshd import SshServer, free_port, keygen, sshd  # noqa: F401 - sshd is the fixture
 
-import eaglekit.sources.ssh as ssh_mod
-from eaglekit.errors import AuthError, HostKeyError, LocationError, NotFoundError
-from eaglekit.location import open_source
-from eaglekit.sources.ssh import SshSource
+import eaglekit.io.sources.ssh as ssh_mod
+from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError
+from eaglekit.io.location import open_source
+from eaglekit.io.sources.ssh import SshSource
 
 pytestmark = pytest.mark.ssh
 

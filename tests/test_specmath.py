@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from eaglekit.errors import InputError
-from eaglekit.specmath import (
+from eaglekit.core.errors import InputError
+from eaglekit.core.specmath import (
     AcceptanceMetrics,
     Scenario,
     accept_length_from_rate,

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from eaglekit.errors import InputError, VocabMapError
-from eaglekit.vocab import (RULES, VocabMap, align_rows, build_vocab_map, check_vocab_map, compare_vocab_maps,
+from eaglekit.core.errors import InputError, VocabMapError
+from eaglekit.core.vocab import (RULES, VocabMap, align_rows, build_vocab_map, check_vocab_map, compare_vocab_maps,
                             require_valid, target_ids)
 
 V = 20  # a toy target vocabulary

@@ -2,7 +2,7 @@
 
 Each subcommand module defines ``add_parser(subparsers)`` (registering its arguments and setting
 ``func``) and keeps heavy imports inside its handler, so ``eaglekit --help`` starts fast. Any
-:class:`~eaglekit.errors.EaglekitError` becomes one line on stderr and exit code 2, never a traceback.
+:class:`~eaglekit.core.errors.EaglekitError` becomes one line on stderr and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,10 +12,21 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from ..errors import EaglekitError
+from eaglekit.core.errors import EaglekitError
 
-#: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ("search", "inspect", "diff", "compat", "similarity", "speedup", "demo", "serve_hub")
+#: Subcommand modules listed first by ``--help``, in this order; any other module of this package that
+#: defines ``add_parser`` follows in alphabetical order (a new subcommand is one new module).
+ORDER = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "dump_hidden", "drift",
+         "export", "speedup", "demo", "serve_hub", "report", "lab")
+_NOT_COMMANDS = frozenset({"common"})
+
+
+def commands() -> tuple[str, ...]:
+    """The subcommand modules of this package, in ``--help`` order."""
+    import pkgutil
+
+    found = {m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_COMMANDS and not m.name.startswith("_")}
+    return tuple(n for n in ORDER if n in found) + tuple(sorted(found - set(ORDER)))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eaglekit", description="Inspect, compare and size EAGLE-3 drafters.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in commands():
         importlib.import_module(f".{name}", __name__).add_parser(sub)
     return parser
 

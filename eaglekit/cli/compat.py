@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import add_hub_options
+from eaglekit.cli.common import add_hub_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..compat import compat
+    from eaglekit.analysis.compat import compat
 
     report = compat(args.a, args.b, target=args.target, endpoint=args.endpoint)
     print(json.dumps(report.to_json(), indent=2) if args.json else report)

@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..demo import build_demo
+    from eaglekit.demo.world import build_demo
 
     print(build_demo(args.path, force=args.force))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import add_hub_options
+from eaglekit.cli.common import add_hub_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,8 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..configdiff import diff_configs
-    from ..reader import load_config
+    from eaglekit.core.configdiff import diff_configs
+    from eaglekit.io.reader import load_config
 
     a = load_config(args.a, endpoint=args.endpoint)
     b = load_config(args.b, endpoint=args.endpoint)

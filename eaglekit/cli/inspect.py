@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .common import add_hub_options
+from eaglekit.cli.common import add_hub_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..reader import read_inventory
+    from eaglekit.io.reader import read_inventory
 
     inv = read_inventory(args.location, endpoint=args.endpoint, progress=None if sys.stderr.isatty() else False)
     print(json.dumps(inv.to_json(), indent=2) if args.json else inv)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import add_hub_options
+from eaglekit.cli.common import add_hub_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +38,7 @@ def _positive(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..search import find_drafters
+    from eaglekit.analysis.search import find_drafters
 
     results = find_drafters(args.query, target=args.target, author=args.author, limit=args.limit,
                             endpoint=args.endpoint)

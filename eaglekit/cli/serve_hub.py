@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..hubserver import serve
+    from eaglekit.demo.hubserver import serve
 
     serve(args.root, host=args.host, port=args.port, tokens=args.token, quiet=args.quiet)
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_hub_options
+from eaglekit.cli.common import add_hub_options
 
 _EPILOG = ("Names are normalised (layers.0.* = midlayer.*). lm_head rows are paired by target token "
            "(i + d2t[i]); fc.weight is split into its low/mid/high column blocks and q/k/v into their embedding "
@@ -39,15 +39,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import InputError
-    from ..similarity import similarity
-    from ..similarity_report import dumps
+    from eaglekit.core.errors import InputError
+    from eaglekit.analysis.similarity import similarity
+    from eaglekit.analysis.similarity_report import dumps
+    from eaglekit.view.figures import save_page
 
     report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
                         endpoint=args.endpoint, progress=sys.stderr.isatty())
     if args.html:
         try:
-            report.save_html(args.html)
+            save_page(report, args.html)
         except OSError as e:
             raise InputError(f"cannot write {args.html}: {e.strerror or e}; choose a writable path for --html.") from e
         print(f"wrote {args.html}", file=sys.stderr)

@@ -40,7 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..specmath import Scenario, estimate
+    from eaglekit.core.specmath import Scenario, estimate
 
     scenario = Scenario(
         baseline_tps=args.baseline_tps,

@@ -1,0 +1,396 @@
+"""Find EAGLE-3 drafters on the Hub by what their configs say, and rank them for a target model.
+
+Drafters are named every which way (``EAGLE3-*``, ``*-eagle3``, ``*.eagle3``, ``*_eagle3``, or nothing
+drafter-like at all) and their ``base_model`` metadata sometimes names another drafter (DOMAIN.md,
+"Finding drafters on the Hub"). So a repo counts as a drafter only when its config.json says EAGLE-3
+(:func:`eaglekit.config.is_eagle3_config`: architectures or ``speculators_model_type``), never by name.
+
+How: one Hub listing (``/api/models`` with the config, tags, safetensors, downloads, likes and
+lastModified fields expanded, every page followed), then config.json of each *candidate*, read in
+parallel. The listing's ``config`` is the Hub's summary (architectures, model_type), so candidates
+are the repos whose summary names an EAGLE-3 architecture, whose id or model_type mentions eagle or
+speculator, or that carry an eagle3/speculators/speculative-decoding tag; each is confirmed or
+excluded by its full config. A drafter saved under a plain architecture name whose repo shows none
+of these is not found.
+
+The listing is paged here through huggingface_hub's own session, headers and ``ModelInfo`` rather
+than ``HfApi.list_models``, whose backoff retries a refused connection for 23 s and sleeps through a
+429 five times: here both become an immediate error that says what happened.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from html import escape as _esc
+from typing import Any, Literal
+
+from eaglekit.core.config import (EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config,
+                     target_fit)
+from eaglekit.core.errors import AuthError, ConfigError, InputError, NotFoundError
+from eaglekit.core.render import Html, html_colour, html_table, html_tint, text_table
+
+TargetSource = Literal["declared", "card", "name"]
+#: The listing's fields find_drafters asks the Hub to expand.
+EXPAND = ("config", "tags", "safetensors", "downloads", "likes", "lastModified", "cardData")
+_HINTS = ("eagle", "speculator")
+_DRAFTER_TAG = re.compile(r"eagle-?[123]?|speculators?|speculative-decoding", re.I)
+_NAME_PREFIX = re.compile(r"^(?:sglang[-_.])?eagle-?3[-_.]", re.I)
+_NAME_SUFFIX = re.compile(r"[-_.](?:speculators?[-_.])?eagle-?3(?:[-_.].*)?$", re.I)
+_CONFIG_LIMIT = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DrafterHit:
+    """One repo whose config.json says EAGLE-3, or a candidate whose config could not be read
+    (``problem`` says why; the config fields are then None and ``format`` is "unknown").
+
+    ``target`` is the verifier a speculators config declares (``target_source`` "declared"), else a
+    guess from the model card's base_model ("card") or the repo name ("name"): unreliable.
+    ``hidden_size`` is the drafter's; ``target_hidden_size`` is what its fc layer expects.
+    """
+
+    repo: str
+    format: str
+    architecture: str | None = None
+    target: str | None = None
+    target_source: TargetSource | None = None
+    hidden_size: int | None = None
+    target_hidden_size: int | None = None
+    vocab_size: int | None = None
+    draft_vocab_size: int | None = None
+    aux_layer_ids: tuple[int, ...] | None = None
+    parameters: int | None = None
+    downloads: int = 0
+    likes: int = 0
+    updated: str | None = None  # YYYY-MM-DD
+    base_model: str | None = None  # as the model card says it; not trusted
+    fits_target: bool | None = None  # None: no target given, or the config is unreadable
+    why: str | None = None  # why it does not fit the target
+    problem: str | None = None  # why the config could not be read
+
+    @property
+    def location(self) -> str:
+        """``hf://OWNER/REPO``: hand it to read_inventory, compat or similarity as it is."""
+        return f"hf://{self.repo}"
+
+    @property
+    def target_label(self) -> str | None:
+        if self.target is None or self.target_source == "declared":
+            return self.target
+        return f"{self.target} (inferred from {self.target_source})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``eaglekit search --json`` prints it (issue 6's schema)."""
+        return {"repo": self.repo, "format": self.format, "target": self.target_label,
+                "hidden_size": self.hidden_size, "draft_vocab_size": self.draft_vocab_size,
+                "vocab_size": self.vocab_size,
+                "aux_layer_ids": list(self.aux_layer_ids) if self.aux_layer_ids is not None else None,
+                "parameters": self.parameters, "downloads": self.downloads, "likes": self.likes,
+                "fits_target": self.fits_target, "why": self.problem or self.why}
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    """What :func:`find_drafters` found: drafters best first, and the look-alikes it excluded.
+
+    ``scanned`` counts the repos the Hub listed; ``excluded`` holds (repo, reason) for candidates
+    whose config.json is readable but not EAGLE-3.
+    """
+
+    hits: tuple[DrafterHit, ...]
+    scanned: int
+    excluded: tuple[tuple[str, str], ...] = ()
+    query: str | None = None
+    author: str | None = None
+    target: str | None = None
+    target_config: TargetConfig | None = None
+
+    def __repr__(self) -> str:
+        return f"<SearchResults: {self._caption()}>"
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[DrafterHit]:
+        return iter(self.hits)
+
+    def __getitem__(self, key: int | str) -> DrafterHit:
+        """A row by position, or by repo id (``"owner/name"`` or ``"hf://owner/name"``)."""
+        if isinstance(key, int):
+            return self.hits[key]
+        repo = key.removeprefix("hf://")
+        for hit in self.hits:
+            if hit.repo == repo:
+                return hit
+        raise KeyError(f"{key!r} is not among the {len(self.hits)} drafters found.")
+
+    def with_target(self, target: Any, *, endpoint: str | None = None, token: str | bool | None = None,
+                    label: str | None = None) -> SearchResults:
+        """The same drafters judged against ``target`` and re-ranked, fitting first: no new search."""
+        config = load_target(target, endpoint=endpoint, token=token)
+        hits = sorted((_fit(replace(h, fits_target=None, why=None), config) for h in self.hits), key=_rank)
+        return replace(self, hits=tuple(hits), target=label or _target_label(target), target_config=config)
+
+    @property
+    def fitting(self) -> tuple[DrafterHit, ...]:
+        """The drafters whose hidden size and vocab fit the target (empty without a target)."""
+        return tuple(h for h in self.hits if h.fits_target)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"drafters": [h.to_json() for h in self.hits]}
+
+    def to_pandas(self):
+        """One row per drafter, every field plus ``location``."""
+        import pandas as pd
+
+        columns = list(DrafterHit.__dataclass_fields__)
+        rows = [{**{c: getattr(h, c) for c in columns}, "target": h.target_label, "location": h.location}
+                for h in self.hits]
+        frame = pd.DataFrame(rows, columns=[*columns, "location"])
+        ints = ["hidden_size", "target_hidden_size", "vocab_size", "draft_vocab_size", "parameters"]
+        return frame.astype({**{c: "Int64" for c in ints}, "fits_target": "boolean"})
+
+    # -- rendering -------------------------------------------------------------------------------
+
+    def _caption(self) -> str:
+        scope = " ".join(filter(None, [f"matching {self.query!r}" if self.query else None,
+                                       f"by {self.author}" if self.author else None]))
+        unread = sum(h.problem is not None for h in self.hits)
+        text = (f"{_plural(len(self.hits) - unread, 'EAGLE-3 drafter')} among {_plural(self.scanned, 'Hub model')}"
+                f"{' ' + scope if scope else ''}; {_plural(len(self.excluded), 'look-alike')} excluded by config")
+        if unread:
+            text += f"; {_plural(unread, 'candidate')} with no readable config"
+        if self.target_config is not None:
+            t = self.target_config
+            text += (f"; {len(self.fitting)} fit target {self.target} "
+                     f"(hidden {t.hidden_size}, vocab {t.vocab_size})")
+        return text
+
+    def _rows(self) -> tuple[list[str], list[list[Any]]]:
+        headers = ["repo", "format", "target", "hidden", "vocab", "draft vocab", "aux ids", "params (M)",
+                   "downloads", "likes", "updated"]
+        with_target = self.target_config is not None
+        headers += ["fits", "why"] if with_target else ["why"]
+        rows = []
+        for h in self.hits:
+            row = [h.repo, h.format, h.target_label or "", h.hidden_size or "", h.vocab_size or "",
+                   h.draft_vocab_size or "", _aux(h),
+                   f"{h.parameters / 1e6:.2f}" if h.parameters is not None else "", f"{h.downloads:,}",
+                   f"{h.likes:,}", h.updated or ""]
+            fits = "" if h.fits_target is None else ("yes" if h.fits_target else "no")
+            rows.append(row + ([fits] if with_target else []) + [h.problem or h.why or ""])
+        return headers, rows
+
+    def __str__(self) -> str:
+        headers, rows = self._rows()
+        align = ["left"] * 3 + ["right"] * 8 + ["left"] * (len(headers) - 11)
+        text = text_table(headers, rows, align=align, title=self._caption())
+        if self.excluded:
+            text += "\nexcluded: " + "; ".join(f"{repo} ({why})" for repo, why in self.excluded)
+        return text
+
+    def _repr_html_(self) -> str:
+        headers, rows = self._rows()
+        for h, row in zip(self.hits, rows):
+            row[0], row[10] = (Html(f'<span style="white-space:nowrap">{_esc(row[i])}</span>') for i in (0, 10))
+            if h.target is not None and h.target_source != "declared":
+                row[2] = Html(f'{_esc(h.target)} <span style="color:{html_colour("grey")};font-size:0.85em">'
+                              f"inferred from {h.target_source}</span>")
+        styles = [f"background:{html_tint('yellow')}" if h.problem else
+                  f"background:{html_tint('green')}" if h.fits_target else None for h in self.hits]
+        align = ["left"] * 3 + ["right"] * 8 + ["left"] * (len(headers) - 11)
+        table = html_table(headers, rows, row_styles=styles, align=align, classes=["eaglekit-search"],
+                           caption=self._caption() + " (click a column to sort)")
+        table = table.replace('<th style="', f'<th onclick="{_esc(_SORT_JS)}" style="cursor:pointer;')
+        if self.excluded:
+            items = "".join(f"<li><code>{_esc(repo)}</code>: {_esc(why)}</li>" for repo, why in self.excluded)
+            table += f"<details><summary>excluded by config ({len(self.excluded)})</summary><ul>{items}</ul></details>"
+        return table
+
+
+#: Sorts the table's body by the clicked column, numbers numerically; no network, no library.
+_SORT_JS = ("var t=this.closest('table'),b=t.tBodies[0],i=this.cellIndex,"
+            "d=this.dataset.dir=this.dataset.dir==='a'?'d':'a',"
+            "k=function(r){var s=r.cells[i].textContent.replace(/,/g,''),n=parseFloat(s);"
+            "return isNaN(n)||!/^[-\\d.]/.test(s)?s:n};"
+            "Array.from(b.rows).sort(function(x,y){var p=k(x),q=k(y),c=(typeof p===typeof q)?"
+            "(p<q?-1:p>q?1:0):(typeof p==='number'?-1:1);return d==='a'?c:-c})"
+            ".forEach(function(r){b.appendChild(r)})")
+
+
+def _aux(hit: DrafterHit) -> str:
+    if hit.aux_layer_ids is None:
+        return "" if hit.problem else "default"  # the config leaves them to the engine
+    return ",".join(map(str, hit.aux_layer_ids))
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def find_drafters(query: str | None = None, *, target: Any = None, author: str | None = None, limit: int = 1000,
+                  endpoint: str | None = None, token: str | bool | None = None, workers: int = 8) -> SearchResults:
+    """Search the Hub for EAGLE-3 drafters; with ``target``, mark and rank the ones that fit it.
+
+    ``query``: text the repo id must contain (the Hub's search); None lists every model, most
+    downloaded first. ``limit``: how many listed models to examine (pages are followed until then).
+    ``target``: the target model's config, as a file or folder path, a location (``hf://...``,
+    ``https://...``, ``ssh://...``), a Hub repo id (``owner/name``), a dict or a TargetConfig.
+    ``endpoint``/``token``: default HF_ENDPOINT and HF_TOKEN (or the stored login).
+
+    Raises OfflineError (HF_HUB_OFFLINE), LocationError (endpoint unreachable), AuthError (401/403),
+    RateLimitError (429, with the server's retry time). A candidate whose config.json is missing,
+    broken or gated becomes a row with ``problem`` set, not an error.
+    """
+    from huggingface_hub import constants
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InputError(f"limit must be a positive integer (how many Hub models to examine), got {limit!r}.")
+    endpoint = (endpoint or constants.ENDPOINT).rstrip("/")
+    # read the target first: a bad one fails before the listing
+    target_config = load_target(target, endpoint=endpoint, token=token) if target is not None else None
+    models = _list_models(endpoint, token, query=query, author=author, limit=limit)
+    candidates = [m for m in models if _is_candidate(m)]
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(candidates)))) as pool:
+        fetched = list(pool.map(lambda m: _fetch_config(m.id, endpoint, token), candidates))
+    hits, excluded = [], []
+    for model, (data, problem) in zip(candidates, fetched):
+        hit = _summarise(model, data, problem)
+        (excluded if isinstance(hit, tuple) else hits).append(hit)
+    drafter_ids = {h.repo for h in hits}
+    hits = sorted((_guess_target(h, drafter_ids) for h in hits), key=_rank)
+    results = SearchResults(tuple(hits), len(models), tuple(excluded), query=query, author=author)
+    return results if target_config is None else results.with_target(target_config, label=_target_label(target))
+
+
+def _rank(hit: DrafterHit) -> tuple:
+    """Readable configs first, then fitting ones (when judged), then the most downloaded."""
+    return (hit.problem is not None, hit.fits_target is False, -hit.downloads, hit.repo)
+
+
+def _target_label(target: Any) -> str | None:
+    if target is None or isinstance(target, (str, os.PathLike)):
+        return None if target is None else os.fspath(target)
+    return target.source if isinstance(target, TargetConfig) else "the target config"
+
+
+def load_target(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> TargetConfig:
+    """The target model's config (see :func:`find_drafters`), read and normalised (text_config aware)."""
+    from eaglekit.core.config import normalize_target
+    from eaglekit.io.reader import load_config
+
+    if isinstance(target, TargetConfig):
+        return target
+    if isinstance(target, Mapping):
+        return normalize_target(target, source="the target config")
+    if not isinstance(target, (str, os.PathLike)):
+        raise InputError(f"target must be a path, a location, a Hub repo id or a config dict, got {type(target).__name__}.")
+    text = os.fspath(target)
+    if re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not os.path.exists(text):
+        text = f"hf://{text}"
+    raw = load_config(text, kind="target", endpoint=endpoint, token=token, label=f"Target {os.fspath(target)!r}")
+    return normalize_target(raw, source=text if text.endswith(".json") else f"{text.rstrip('/')}/config.json")
+
+
+def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, author: str | None,
+                 limit: int) -> list:
+    """Page through ``/api/models`` (Link headers) until ``limit`` models; no retries, no sleeping."""
+    from huggingface_hub.hf_api import ModelInfo
+
+    from eaglekit.io.sources.hub import hub_json_pages
+
+    params: list[tuple[str, str]] = [*([("search", query)] if query else []),
+                                     *([("author", author)] if author else []),
+                                     ("sort", "downloads"), ("limit", str(limit)),
+                                     *(("expand", field) for field in EXPAND)]
+    models: list = []
+    for page in hub_json_pages(f"{endpoint}/api/models", what=f"Hub search at {endpoint}", endpoint=endpoint,
+                               params=params, token=token):
+        models.extend(ModelInfo(**{"siblings": None, **item}) for item in page)
+        if len(models) >= limit:
+            break
+    return models[:limit]
+
+
+def _is_candidate(model) -> bool:
+    """Worth reading config.json for (module doc); tags match whole: "eaglekit-demo" is no hint."""
+    summary = model.config if isinstance(model.config, dict) else {}
+    archs = summary.get("architectures") if isinstance(summary.get("architectures"), list) else []
+    if any(a in EAGLE3_ARCHITECTURES for a in archs):
+        return True
+    words = f"{model.id} {summary.get('model_type') or ''}".lower()
+    return any(hint in words for hint in _HINTS) or any(_DRAFTER_TAG.fullmatch(t) for t in model.tags or ())
+
+
+def _fetch_config(repo: str, endpoint: str, token: str | bool | None) -> tuple[bytes | None, str | None]:
+    """(config.json bytes or None when absent, None) or (None, why it could not be read)."""
+    from eaglekit.io.sources.hub import HubSource
+
+    try:
+        return HubSource(repo, endpoint=endpoint, token=token).read_small("config.json", _CONFIG_LIMIT), None
+    except (NotFoundError, AuthError) as e:  # gone since the listing, gated, or private
+        return None, f"config.json not readable: {e}"
+
+
+def _summarise(model, data: bytes | None, problem: str | None) -> DrafterHit | tuple[str, str]:
+    """A row for a candidate, or (repo, reason) when its config says it is not an EAGLE-3 drafter."""
+    base = (model.card_data.to_dict() if model.card_data is not None else {}).get("base_model")
+    base = base[0] if isinstance(base, list) and base else base
+    st = model.safetensors
+    stats = dict(downloads=model.downloads or 0, likes=model.likes or 0,
+                 updated=model.last_modified.date().isoformat() if model.last_modified else None,
+                 parameters=st.total if st is not None else None, base_model=base if isinstance(base, str) else None)
+    source = f"hf://{model.id}/config.json"
+    if problem is None and data is None:
+        problem = "no config.json in the repo, so nothing says it is an EAGLE-3 drafter"
+    if problem is None:
+        try:
+            raw = load_config_bytes(data, source=source, kind="any")
+            if not is_eagle3_config(raw):
+                return model.id, _not_eagle3(raw)
+            cfg = normalize_config(raw, source=source)
+        except ConfigError as e:
+            problem = str(e)
+    if problem is not None:
+        return DrafterHit(model.id, "unknown", problem=problem, **stats)
+    return DrafterHit(model.id, cfg.format, architecture=cfg.architecture, target=cfg.declared_target,
+                      target_source="declared" if cfg.declared_target else None, hidden_size=cfg.hidden_size,
+                      target_hidden_size=cfg.target_hidden_size, vocab_size=cfg.vocab_size,
+                      draft_vocab_size=cfg.draft_vocab_size, aux_layer_ids=cfg.aux_layer_ids, **stats)
+
+
+def _not_eagle3(raw: Mapping[str, Any]) -> str:
+    said = ", ".join(f"{k} {raw[k]!r}" for k in ("architectures", "model_type", "speculators_model_type") if k in raw)
+    return f"config.json has {said or 'no architectures'}: not an EAGLE-3 drafter"
+
+
+def target_from_name(repo: str) -> str | None:
+    """The target a drafter's repo name suggests (``sglang-EAGLE3-Llama-3.1-8B-Instruct`` ->
+    ``Llama-3.1-8B-Instruct``, ``Qwen3-8B-speculator.eagle3`` -> ``Qwen3-8B``), or None. A guess."""
+    name = repo.rsplit("/", 1)[-1]
+    stripped = _NAME_SUFFIX.sub("", _NAME_PREFIX.sub("", name))
+    return stripped if stripped and stripped != name else None
+
+
+def _guess_target(hit: DrafterHit, drafters: set[str]) -> DrafterHit:
+    """Declared targets stand; else the card's base_model unless it names a drafter; else the name."""
+    if hit.target_source == "declared":
+        return hit
+    base = hit.base_model
+    if base and base not in drafters and not any(w in base.lower() for w in _HINTS):
+        return replace(hit, target=base, target_source="card")
+    guess = target_from_name(hit.repo)
+    return replace(hit, target=guess, target_source="name" if guess else None)
+
+
+def _fit(hit: DrafterHit, target: TargetConfig) -> DrafterHit:
+    """Whether the drafter's fc input (target_hidden_size) and vocabulary match the target model."""
+    if hit.problem is not None:
+        return hit
+    misfits = [f"{field.split()[0]} {value} != target {want}"
+               for field, value, want in target_fit(hit.target_hidden_size, hit.vocab_size, target) if value != want]
+    return replace(hit, fits_target=not misfits, why="; ".join(misfits) or None)

@@ -1,0 +1,80 @@
+"""``make lab``: JupyterLab on ``notebooks/`` with the demo workspace ready and widgets working.
+
+``eaglekit lab --demo build/demo --port 8888`` builds the demo on first use, then runs
+JupyterLab bound to 127.0.0.1 with a fresh token and prints the URL to open. The kernels see
+``EAGLEKIT_DEMO`` (the demo, relative to ``notebooks/`` so outputs hold no absolute path) and this
+checkout on ``PYTHONPATH``. Widgets need nothing more: ipywidgets' JupyterLab extension, plotly's and
+anywidget's (for ``FigureWidget``) ship inside the pip packages. The server never calls home: no
+update check, no news feed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def lab_url(port: int, token: str, *, path: str | None = None, host: str = "127.0.0.1") -> str:
+    """The URL that opens JupyterLab (on ``path``, a notebook relative to the root folder, if given)."""
+    where = f"lab/tree/{path}" if path else "lab"
+    return f"http://{host}:{port}/{where}?token={token}"
+
+
+def lab_command(*, root_dir: str | os.PathLike[str], port: int, token: str, host: str = "127.0.0.1") -> list[str]:
+    """The command that serves JupyterLab on ``host:port`` over ``root_dir``, with ``token``, no browser."""
+    return [
+        sys.executable, "-m", "jupyterlab",
+        "--no-browser",
+        f"--ServerApp.ip={host}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",  # a busy port is an error, not a silently different URL
+        f"--ServerApp.root_dir={Path(root_dir).resolve()}",
+        f"--IdentityProvider.token={token}",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.news_url=None",
+        "--LabApp.extension_manager=readonly",  # no PyPI queries from the extension manager
+        *(["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),  # CI containers run as root
+    ]
+
+
+def lab_env(*, demo: str | os.PathLike[str], root_dir: str | os.PathLike[str],
+            base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: ``EAGLEKIT_DEMO`` relative to ``root_dir``, this checkout on ``PYTHONPATH``."""
+    env = dict(os.environ if base is None else base)
+    env["EAGLEKIT_DEMO"] = os.path.relpath(Path(demo).resolve(), Path(root_dir).resolve())
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lab", help="open JupyterLab on the notebooks with the demo ready (make lab)",
+                       description="Build the demo workspace when missing and serve JupyterLab on 127.0.0.1 with a "
+                                   "token; prints the URL to open.")
+    p.add_argument("--demo", default="build/demo", help="demo workspace (built when missing)")
+    p.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888)")
+    p.add_argument("--notebooks", default=str(NOTEBOOKS), help="folder JupyterLab opens (default notebooks/)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from eaglekit.demo.world import build_demo
+
+    build_demo(args.demo)
+    token = secrets.token_hex(24)
+    command = lab_command(root_dir=args.notebooks, port=args.port, token=token)
+    print(f"demo workspace ready at {args.demo}\nJupyterLab on {args.notebooks}; open this URL "
+          f"(Ctrl-C stops the server):\n\n    {lab_url(args.port, token)}\n", flush=True)
+    server = subprocess.Popen(command, env=lab_env(demo=args.demo, root_dir=args.notebooks))
+    # Ctrl-C reaches the server too (same terminal): it asks to confirm, then stops its kernels and exits.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
+    return server.wait()

@@ -1,0 +1,31 @@
+"""``eaglekit report``: build the demo workspace when missing, execute every notebook on it and write
+the rendered pages (``make report``). The pages themselves come from :mod:`eaglekit.view.report`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="execute every notebook on the demo and write rendered HTML",
+                       description="Execute every notebook on the demo workspace (built when missing) and write "
+                                   "self-contained pages, index.html and assets/ to OUT.")
+    p.add_argument("--demo", default="build/demo", help="demo workspace (built when missing)")
+    p.add_argument("--out", default="build/report", help="output folder")
+    p.add_argument("--only", nargs="*", help="notebook names (without .ipynb) to render")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from eaglekit.demo.world import build_demo
+    from eaglekit.view.report import build_report
+
+    start = time.perf_counter()
+    build_demo(args.demo)
+    pages = build_report(args.out, demo=args.demo, only=args.only)
+    print(f"wrote {len(pages)} pages, index.html and assets/ to {args.out} in {time.perf_counter() - start:.0f} s; "
+          f"open {Path(args.out) / 'index.html'}")
+    return 0

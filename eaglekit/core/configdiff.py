@@ -1,0 +1,446 @@
+"""Diff two config.json dicts: nested, every difference classified shape | behaviour | metadata.
+
+* ``shape``: changes a tensor's shape or adds/removes a tensor (hidden size, heads, vocab, draft
+  vocab, MLA ranks, norm_before_fc's input_norm, bias flags...). Weights cannot be shared as they are.
+* ``behaviour``: same tensors, different runtime behaviour (rope theta/scaling, max positions, aux
+  layer ids, norm placement, eps, activation, drafted tokens...).
+* ``metadata``: labels that change no computation (dtype labels, versions, names, model_type,
+  architecture aliases, an absent key whose default equals the other side's value).
+
+A key eaglekit does not know is classified ``behaviour``: it is not known to change a shape, and
+calling it metadata would hide a change nobody has checked (the reason says so).
+
+Lists of plain values (aux layer ids, architectures) are compared whole; lists holding objects are
+compared item by item (``proposal_methods[0].speculative_tokens``). ``dtype`` and ``torch_dtype``
+(transformers renamed the key in 4.56) are one key.
+
+Across formats (a SpecForge config against a speculators one) the configs are compared by their
+normalised fields (:func:`eaglekit.config.normalize_config`), so the same value spelled elsewhere
+(``eagle_config.eagle_aux_hidden_state_layer_ids`` vs top-level, ``transformer_layer_config.hidden_size``
+vs ``hidden_size``, ``Eagle3Speculator`` vs ``LlamaForCausalLMEagle3``) is not a difference; keys
+only one format has are listed once as metadata. speculators omits every value equal to the
+LlamaConfig default, so across formats an absent key whose other side holds that default is equal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from eaglekit.core.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_KEYS, NORMALISED_FIELDS,
+                     SPECULATORS_ARCHITECTURES, TEXT_CONFIG_KEYS, DrafterConfig, detect_format, normalize_config)
+from eaglekit.core.errors import ConfigError
+from eaglekit.core.render import ansi, format_value, html_badge, html_table, html_tint, text_table, truncate, use_colour
+
+DiffClass = Literal["shape", "behaviour", "metadata"]
+CLASSES: tuple[DiffClass, ...] = ("shape", "behaviour", "metadata")
+_COLOURS = {"shape": "red", "behaviour": "yellow", "metadata": "grey"}
+
+
+class _Absent:
+    """A key missing on one side; shows as ``(absent)``."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "(absent)"
+
+    __str__ = __repr__
+
+
+ABSENT: Any = _Absent()
+
+_SHAPE = {
+    "hidden_size": "draft hidden size H sets every tensor's width (fc, attention, MLP, norms, lm_head)",
+    "target_hidden_size": "fc.weight's input width is 3 x target_hidden_size",
+    "intermediate_size": "MLP width: gate/up/down_proj shapes",
+    "num_attention_heads": "q_proj/o_proj shapes are heads x head_dim",
+    "num_key_value_heads": "k_proj/v_proj shapes are kv_heads x head_dim",
+    "head_dim": "attention projection shapes are heads x head_dim",
+    "vocab_size": "target vocabulary: t2d (and embed_tokens) length",
+    "draft_vocab_size": "lm_head rows and d2t length",
+    "num_hidden_layers": "number of decoder layers, so the tensor set",
+    "q_lora_rank": "MLA low-rank query projection shapes",
+    "kv_lora_rank": "MLA low-rank key/value projection shapes",
+    "qk_nope_head_dim": "MLA head dimensions set projection shapes",
+    "qk_rope_head_dim": "MLA head dimensions set projection shapes",
+    "v_head_dim": "MLA head dimensions set projection shapes",
+    "norm_before_fc": "adds or removes input_norm.weight [3 x target hidden] before fc",
+    "fc_norm": "adds or removes fc_norm.{0,1,2}.weight (EAGLE-3.1)",
+    "attention_bias": "adds or removes the q/k/v/o_proj bias tensors",
+    "mlp_bias": "adds or removes the gate/up/down_proj bias tensors",
+    "quantization_config": "quantised weights change tensor dtypes and shapes",
+}
+_BEHAVIOUR = {
+    "eagle_aux_hidden_state_layer_ids": "which target hidden states feed fc: same shapes, different tensors",
+    "aux_layer_ids": "which target hidden states feed fc: same shapes, different tensors",
+    "use_aux_hidden_state": "whether fc reads the target's aux hidden states",
+    "rope_theta": "rotary base: changes position encoding",
+    "rope_scaling": "rotary scaling: changes position encoding (long context)",
+    "rope_parameters": "rotary parameters: change position encoding",
+    "partial_rotary_factor": "share of head_dim that is rotated",
+    "max_position_embeddings": "longest position the rotary cache covers",
+    "rms_norm_eps": "RMSNorm epsilon",
+    "norm_before_residual": "where hidden_norm applies relative to the residual",
+    "hidden_act": "MLP activation function",
+    "tie_word_embeddings": "whether lm_head shares the embedding matrix",
+    "sliding_window": "attention window", "use_sliding_window": "attention window",
+    "max_window_layers": "attention window",
+    "attention_dropout": "dropout (training only)",
+    "speculative_tokens": "tokens drafted per step",
+    "proposal_type": "speculative proposal method", "default_proposal_method": "speculative proposal method",
+    "algorithm": "speculative algorithm", "accept_tolerance": "acceptance rule",
+    "verifier_accept_k": "acceptance rule",
+}
+_METADATA = {
+    "torch_dtype": "dtype label: the tensors' real dtypes are in the safetensors header",
+    "transformers_version": "version of the library that wrote the file",
+    "speculators_version": "version of the library that wrote the file",
+    "_name_or_path": "a name, not a value the model uses", "name_or_path": "a name, not a value the model uses",
+    "model_type": "label: architectures selects the model code",
+    "speculators_model_type": "format marker",
+    "auto_map": "remote-code pointer",
+    "initializer_range": "weight initialisation (training start only)",
+    "use_cache": "runtime KV-cache flag the engine sets",
+    "bos_token_id": "special token id: the engine takes it from the target's tokenizer",
+    "eos_token_id": "special token id: the engine takes it from the target's tokenizer",
+    "pad_token_id": "special token id: the engine takes it from the target's tokenizer",
+    "pretraining_tp": "tensor-parallel training hint",
+    "has_no_defaults_at_init": "serialisation flag", "embed_requires_grad": "training flag",
+    "enable_sp_ulysses": "training flag",
+}
+#: Top-level keys only speculators configs have (speculators src/speculators/config.py).
+_SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version", "auto_map",
+                     "has_no_defaults_at_init", "embed_requires_grad", "enable_sp_ulysses")
+#: Keys whose absence equals a known neutral default, beyond LlamaConfig's (Qwen2-style window keys).
+_NEUTRAL = {**LLAMA_DEFAULTS, "sliding_window": None, "use_sliding_window": False}
+_INDEX = re.compile(r"\[\d+\]")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One difference: ``a``/``b`` are the values (:data:`ABSENT` when missing on that side)."""
+
+    path: str
+    a: Any
+    b: Any
+    cls: DiffClass
+    reason: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "a": _jsonable(self.a), "b": _jsonable(self.b), "class": self.cls,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    """All differences between config A and config B, ordered shape, behaviour, metadata."""
+
+    a_name: str
+    b_name: str
+    a_format: str | None
+    b_format: str | None
+    differences: tuple[Difference, ...]
+
+    @property
+    def cross_format(self) -> bool:
+        return self.a_format != self.b_format
+
+    @property
+    def identical(self) -> bool:
+        return not self.differences
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {c: sum(d.cls == c for d in self.differences) for c in CLASSES}
+
+    def by_class(self, *classes: DiffClass) -> tuple[Difference, ...]:
+        """The differences of the given classes, e.g. ``diff.by_class("shape", "behaviour")``."""
+        unknown = [c for c in classes if c not in CLASSES]
+        if unknown:
+            raise ValueError(f"unknown difference class {unknown[0]!r}: expected one of {', '.join(CLASSES)}")
+        return tuple(d for d in self.differences if d.cls in classes)
+
+    def __iter__(self) -> Iterator[Difference]:
+        return iter(self.differences)
+
+    def __len__(self) -> int:
+        return len(self.differences)
+
+    def to_json(self) -> list[dict]:
+        return [d.to_json() for d in self.differences]
+
+    @property
+    def summary(self) -> str:
+        fa, fb = (f" ({f})" if f else "" for f in (self.a_format, self.b_format))
+        head = f"Config diff {self.a_name}{fa} vs {self.b_name}{fb}: "
+        if self.identical:
+            return head + "no differences"
+        return head + ", ".join(f"{n} {c}" for c, n in self.counts.items() if n)
+
+    def render_text(self, *, colour: bool | None = None, width: int = 40) -> str:
+        """Aligned text table; ``colour`` None means ANSI only when stdout is a terminal."""
+        colour = use_colour() if colour is None else colour
+        rows = [(ansi(d.cls, _COLOURS[d.cls], enabled=colour), d.path, truncate(_show(d.a), width),
+                 truncate(_show(d.b), width), d.reason) for d in self.differences]
+        if not rows:
+            return self.summary
+        return text_table(["class", "path", self.a_name, self.b_name, "reason"], rows, title=self.summary)
+
+    def __str__(self) -> str:
+        return self.render_text()
+
+    def _repr_html_(self) -> str:
+        rows = [(html_badge(d.cls, _COLOURS[d.cls]), d.path, truncate(_show(d.a), 200),
+                 truncate(_show(d.b), 200), d.reason) for d in self.differences]
+        styles = [f"background:{html_tint(_COLOURS[d.cls])}" for d in self.differences]
+        return html_table(["class", "path", self.a_name, self.b_name, "reason"], rows, row_styles=styles,
+                          caption=self.summary, classes=["eaglekit-configdiff"])
+
+
+def diff_configs(a: Mapping[str, Any] | DrafterConfig, b: Mapping[str, Any] | DrafterConfig, *,
+                 a_name: str = "A", b_name: str = "B") -> ConfigDiff:
+    """Diff two configs (raw dicts or :class:`DrafterConfig`); drafter or target configs alike."""
+    raw_a = dict(a.raw) if isinstance(a, DrafterConfig) else a
+    raw_b = dict(b.raw) if isinstance(b, DrafterConfig) else b
+    for raw, name in ((raw_a, a_name), (raw_b, b_name)):
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"config {name} must be a JSON object (dict), got {type(raw).__name__}.")
+    fa, fb = detect_format(raw_a), detect_format(raw_b)
+    ctx = _Context(a_name, b_name, fa, fb)
+    if fa and fb and fa != fb:
+        found = _cross_format(raw_a, raw_b, ctx)
+    else:
+        ctx.cfg_a, ctx.cfg_b = _try_normalize(raw_a, a_name), _try_normalize(raw_b, b_name)
+        raw_a, raw_b, wrapped = _unwrap_targets(raw_a, raw_b, ctx)
+        found = wrapped + [_classified(p, x, y, ctx) for p, x, y in _walk(raw_a, raw_b, "")]
+    found = [d for d in found if d is not None]
+    ordered = tuple(sorted(found, key=lambda d: CLASSES.index(d.cls)))  # stable: keeps discovery order
+    return ConfigDiff(a_name, b_name, fa, fb, ordered)
+
+
+class _Context:
+    def __init__(self, a_name: str, b_name: str, fa: str | None, fb: str | None) -> None:
+        self.a_name, self.b_name, self.fa, self.fb = a_name, b_name, fa, fb
+        self.cfg_a: DrafterConfig | None = None
+        self.cfg_b: DrafterConfig | None = None
+        self.cross = False
+
+
+def _try_normalize(raw: Mapping[str, Any], name: str) -> DrafterConfig | None:
+    if detect_format(raw) is None:
+        return None
+    try:
+        return normalize_config(raw, source=name)
+    except ConfigError:
+        return None  # a broken config still diffs key by key
+
+
+def _walk(a: Any, b: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
+    """Yield (path, a, b) for every leaf that differs."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        a, b = _alias(a), _alias(b)
+        for key in [*a, *(k for k in b if k not in a)]:
+            yield from _walk(a.get(key, ABSENT), b.get(key, ABSENT), f"{path}.{key}" if path else str(key))
+    elif (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+          and any(isinstance(v, (Mapping, list)) for v in [*a, *b])):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _walk(x, y, f"{path}[{i}]")
+    elif not _equal(a, b):
+        yield path, a, b
+
+
+def _alias(d: Mapping[str, Any]) -> Mapping[str, Any]:
+    if "dtype" in d and "torch_dtype" not in d:
+        return {("torch_dtype" if k == "dtype" else k): v for k, v in d.items()}
+    return d
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Equality where true != 1 but 1 == 1.0, applied through lists and dicts."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def _classified(path: str, a: Any, b: Any, ctx: _Context) -> Difference | None:
+    keys = [k for k in _INDEX.sub("", path).split(".") if k]
+    leaf = keys[-1] if keys else path
+    # Explicit on one side, default on the other, same effective value.
+    field = _field_for(path, ctx)
+    if field and ctx.cfg_a and ctx.cfg_b and _equal(_norm(ctx.cfg_a, field), _norm(ctx.cfg_b, field)):
+        return Difference(path, a, b, "metadata",
+                          f"same effective {field} in both ({format_value(_norm(ctx.cfg_a, field))}): the key is "
+                          f"spelled elsewhere or left to its default")
+    if (a is ABSENT or b is ABSENT) and _llama_family(ctx) and len(keys) <= 2 and leaf in _NEUTRAL:
+        present = b if a is ABSENT else a
+        if _equal(present, _NEUTRAL[leaf]):
+            if ctx.cross:
+                return None  # speculators drops defaults by design: not a difference across formats
+            missing = ctx.a_name if a is ABSENT else ctx.b_name
+            return Difference(path, a, b, "metadata", f"absent in {missing}, where the default "
+                              f"{format_value(_NEUTRAL[leaf])} applies: same effective value")
+    cls, reason = _classify_keys(keys, a, b)
+    return Difference(path, a, b, cls, reason)
+
+
+def _classify_keys(keys: list[str], a: Any, b: Any) -> tuple[DiffClass, str]:
+    if "verifier" in keys:
+        return "metadata", "declared target model: a name only; check the target's own config"
+    for key in reversed(keys):
+        if key == "architectures":
+            fam_a, fam_b = _family(a), _family(b)
+            if fam_a and fam_a == fam_b:
+                return "metadata", "aliases of the same drafter architecture"
+            return "shape", "different model architecture: different code and tensor layout"
+        if key in ("eagle_aux_hidden_state_layer_ids", "aux_layer_ids") and isinstance(a, list) \
+                and isinstance(b, list) and len(a) != len(b):
+            return "shape", "the number of aux layers sets fc.weight's input width (n x target hidden size)"
+        for cls, table in (("shape", _SHAPE), ("behaviour", _BEHAVIOUR), ("metadata", _METADATA)):
+            if key in table:
+                return cls, table[key]
+    return "behaviour", ("not a key eaglekit knows: assumed to change behaviour until checked "
+                         "(unknown keys are not assumed harmless)")
+
+
+def _family(value: Any) -> str | None:
+    archs = value if isinstance(value, list) else [value]
+    if any(x in LLAMA_ARCHITECTURES or x in SPECULATORS_ARCHITECTURES for x in archs):
+        return "llama"
+    if any(x in MLA_ARCHITECTURES for x in archs):
+        return "mla"
+    return None
+
+
+def _llama_family(ctx: _Context) -> bool:
+    return ctx.fa in ("specforge", "speculators") or ctx.fb in ("specforge", "speculators")
+
+
+def _field_for(path: str, ctx: _Context) -> str | None:
+    for cfg in (ctx.cfg_a, ctx.cfg_b):
+        if cfg is not None:
+            for name, src in cfg.sources.items():
+                if src and _alias_path(src) == path:
+                    return name
+    return None
+
+
+def _alias_path(path: str) -> str:
+    head, _, leaf = path.rpartition(".")
+    return f"{head}.torch_dtype" if head and leaf == "dtype" else ("torch_dtype" if leaf == "dtype" else path)
+
+
+def _norm(cfg: DrafterConfig, field: str) -> Any:
+    value = getattr(cfg, field)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _unwrap_targets(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context):
+    """When one target keeps its language model under text_config (K2.5) and the other does not
+    (K2), compare the wrapped fields with the other's top level."""
+    if ctx.fa or ctx.fb:
+        return a, b, []
+    keys_a = [k for k in TEXT_CONFIG_KEYS if isinstance(a.get(k), Mapping)]
+    keys_b = [k for k in TEXT_CONFIG_KEYS if isinstance(b.get(k), Mapping)]
+    if bool(keys_a) == bool(keys_b):
+        return a, b, []
+    key = (keys_a or keys_b)[0]
+    note = Difference(key, "(wrapper)" if keys_a else ABSENT, "(wrapper)" if keys_b else ABSENT, "metadata",
+                      f"{ctx.a_name if keys_a else ctx.b_name} keeps its language model config under {key}; "
+                      f"those fields are compared with the other config's top level")
+
+    def flat(d):
+        inner = d[key]
+        return {**{k: v for k, v in d.items() if k != key}, **inner}
+
+    return (flat(a) if keys_a else a), (flat(b) if keys_b else b), [note]
+
+
+def _cross_format(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context) -> list[Difference | None]:
+    ctx.cross = True
+    try:
+        cfg_a, cfg_b = normalize_config(a, source=ctx.a_name), normalize_config(b, source=ctx.b_name)
+    except ConfigError as e:
+        raise ConfigError(f"Cannot compare configs of different formats ({ctx.fa} vs {ctx.fb}): {e}") from e
+    out: list[Difference | None] = []
+    for name in NORMALISED_FIELDS:
+        va, vb = _norm(cfg_a, name), _norm(cfg_b, name)
+        if not _equal(va, vb):
+            cls, reason = _classify_keys([name], va, vb)
+            sa, sb = cfg_a.sources.get(name), cfg_b.sources.get(name)
+            if sa != sb:
+                spelled = f" ({ctx.a_name}: {sa or 'default'}; {ctx.b_name}: {sb or 'default'})"
+            else:
+                spelled = " (default on both sides)" if sa is None else ""
+            out.append(Difference(name, va, vb, cls, reason + spelled))
+    for key in [*cfg_a.mla, *(k for k in cfg_b.mla if k not in cfg_a.mla)]:
+        va, vb = cfg_a.mla.get(key, ABSENT), cfg_b.mla.get(key, ABSENT)
+        if not _equal(va, vb):
+            out.append(Difference(key, va, vb, *_classify_keys([key], va, vb)))
+    left_a, only_a = _leftovers(cfg_a)
+    left_b, only_b = _leftovers(cfg_b)
+    out.extend(_classified(p, x, y, ctx) for p, x, y in _walk(left_a, left_b, ""))
+    family = _family(cfg_a.architecture)
+    same_family = family is not None and family == _family(cfg_b.architecture)
+    out.append(Difference(
+        "format", f"{cfg_a.format} ({cfg_a.architecture})", f"{cfg_b.format} ({cfg_b.architecture})",
+        "metadata" if same_family else "shape",
+        "different config formats, compared by normalised fields: equal values spelled differently are not "
+        "differences" if same_family else "different drafter architectures (Llama attention vs MLA): tensor "
+        "layouts differ"))
+    for key, value in only_a.items():
+        out.append(Difference(key, value, ABSENT, "metadata", f"only {cfg_a.format} configs have this key"))
+    for key, value in only_b.items():
+        out.append(Difference(key, ABSENT, value, "metadata", f"only {cfg_b.format} configs have this key"))
+    return out
+
+
+def _leftovers(cfg: DrafterConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Raw keys the normalised fields did not consume (speculators' layer config flattened to the top
+    level, as SpecForge spells it), and the keys only this format has."""
+    used = set(cfg.read_paths) | {"architectures"} | set(MLA_KEYS)
+    left: dict[str, Any] = {}
+    only: dict[str, Any] = {}
+    for key, value in cfg.raw.items():
+        if key in used:
+            continue
+        if key in ("eagle_config", "transformer_layer_config") and isinstance(value, Mapping):
+            flat = key == "transformer_layer_config"
+            for sub, v in value.items():
+                path = f"{key}.{sub}"
+                if path in used or (flat and sub in ("dtype", "torch_dtype")):
+                    continue
+                if flat and sub == "architectures":
+                    only[path] = v
+                else:
+                    left[sub if flat else path] = v
+        elif cfg.format == "speculators" and key in _SPECULATORS_ONLY:
+            only[key] = value
+        else:
+            left[key] = value
+    return left, only
+
+
+def _show(value: Any) -> str:
+    return "(absent)" if value is ABSENT else format_value(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is ABSENT:
+        return "(absent)"
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return value

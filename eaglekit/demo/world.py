@@ -1,0 +1,302 @@
+"""A deterministic demo workspace: synthetic EAGLE-3 drafters in real layout, at 1/16 scale.
+
+Everything here is SYNTHETIC (random weights, labelled so in every config and file metadata). The
+shapes, names, dtypes, ratios and config formats follow the Kimi-K2 drafter of ../shared/DOMAIN.md
+scaled by 1/16 (hidden 7168 -> 448, vocab 163840 -> 10240, draft vocab 32000 -> 2000); the target
+configs keep Kimi's 61 layers and are scaled the same way so the drafters fit them.
+
+Drafters built (``drafters/<name>/model.safetensors`` + ``config.json``):
+
+- ``k2``: the public Kimi-K2 drafter's stand-in. SpecForge config, no embed_tokens (frozen).
+- ``k25-scratch``: a team's own K2.5 drafter trained from scratch: independent weights, embed_tokens
+  saved, a different draft vocabulary.
+- ``k25-finetuned``: K2 fine-tuned for K2.5: K2's weights plus structured drift (fc's high-layer
+  block and the hidden half of q/k/v move most, the MLP drifts more with the row index) and a
+  regenerated d2t sharing exactly ``FT_SHARED`` of K2's 2000 draft tokens; lm_head rows follow tokens.
+- ``k2-speculators``: K2 again in the vllm-project/speculators layout (layers.0.*, Eagle3Speculator).
+- ``k2-sharded``: K2's tensors split over 3 shards with a model.safetensors.index.json.
+- ``llama-small``: a drafter for another target (hidden 256): incompatible with the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, HEAD_DIM, HEADS, LABEL, LAYERS, SCRATCH_SHARED,
+                                 VOCAB, H, I, specforge_config, speculators_config)
+
+
+@dataclass(frozen=True)
+class DemoWorkspace:
+    """Paths of a built demo workspace; ``manifest`` holds what was built in (overlaps, drift)."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    def drafter(self, name: str) -> Path:
+        return self.root / "drafters" / name
+
+    def target(self, name: str) -> Path:
+        return self.root / "targets" / name / "config.json"
+
+    @property
+    def hub_root(self) -> Path:
+        return self.root / "hub"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(f"<li><code>{escape(n)}</code>: {escape(d)}</li>"
+                       for n, d in self.manifest["drafters"].items())
+        return f"<b>eaglekit demo workspace</b> at <code>{escape(str(self.root))}</code> ({LABEL})<ul>{rows}</ul>"
+
+    def __str__(self) -> str:
+        lines = [f"eaglekit demo workspace at {self.root} ({LABEL})"]
+        lines += [f"  drafters/{n}: {d}" for n, d in self.manifest["drafters"].items()]
+        return "\n".join(lines)
+
+
+def target_configs() -> dict[str, dict[str, Any]]:
+    """Kimi-K2 (DeepseekV3-style, FP8 block-quantised) and K2.5 (kimi_k2 text_config, 4-bit packed)."""
+    text = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "num_hidden_layers": LAYERS,
+            "hidden_size": H, "vocab_size": VOCAB, "n_routed_experts": 384, "num_experts_per_tok": 8,
+            "first_k_dense_replace": 1, "kv_lora_rank": 512, "q_lora_rank": 1536, "eaglekit_demo": LABEL}
+    k2 = {**text, "max_position_embeddings": 131072,
+          "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}}
+    k25 = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+           "text_config": {**text, "max_position_embeddings": 262144},
+           "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                   "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 32}}}},
+           "eaglekit_demo": LABEL}
+    return {"kimi-k2": k2, "kimi-k25": k25}
+
+
+def _vocab_sets(rng) -> dict[str, Any]:
+    """Draft vocabularies as sets of target ids, with the overlaps built in exactly."""
+    import numpy as np
+
+    order = rng.permutation(VOCAB)             # token popularity ranking of the K2 training data
+    k2 = order[:DRAFT_VOCAB]
+    fresh = order[DRAFT_VOCAB:]
+    keep_ft = rng.choice(k2, FT_SHARED, replace=False)
+    ft = np.concatenate([keep_ft, fresh[:DRAFT_VOCAB - FT_SHARED]])
+    keep_sc = rng.choice(k2, SCRATCH_SHARED, replace=False)
+    sc = np.concatenate([keep_sc, fresh[-(DRAFT_VOCAB - SCRATCH_SHARED):]])
+    return {"k2": np.sort(k2), "k25-finetuned": np.sort(ft), "k25-scratch": np.sort(sc)}
+
+
+def _drafter_tensors(gen, *, hidden=H, inter=I, heads=HEADS, vocab=VOCAB, draft_vocab=DRAFT_VOCAB,
+                     embed=False) -> dict[str, Any]:
+    """float32 weights of a Llama-style EAGLE-3 drafter (DOMAIN.md layout), std 0.02 like a fresh init."""
+    import torch
+
+    qkv = heads * HEAD_DIM
+
+    def w(*shape):
+        return torch.randn(*shape, generator=gen) * 0.02
+
+    def norm():
+        return 1.0 + 0.05 * torch.randn(hidden, generator=gen)
+
+    t = {
+        "fc.weight": w(hidden, 3 * hidden),                        # (H, 3*Ht): low | mid | high blocks
+        "midlayer.self_attn.q_proj.weight": w(qkv, 2 * hidden),    # (heads*hd, 2H): embed | hidden
+        "midlayer.self_attn.k_proj.weight": w(qkv, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": w(qkv, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": w(hidden, qkv),
+        "midlayer.mlp.gate_proj.weight": w(inter, hidden),
+        "midlayer.mlp.up_proj.weight": w(inter, hidden),
+        "midlayer.mlp.down_proj.weight": w(hidden, inter),
+        "midlayer.hidden_norm.weight": norm(),
+        "midlayer.input_layernorm.weight": norm(),
+        "midlayer.post_attention_layernorm.weight": norm(),
+        "norm.weight": norm(),
+        "lm_head.weight": w(draft_vocab, hidden),                  # row i predicts draft token i
+    }
+    if embed:
+        t["embed_tokens.weight"] = w(vocab, hidden)
+    return t
+
+
+#: Relative drift (std of the change / std of the weight) the fine-tune applies, by region.
+FT_DRIFT = {"fc.low": 0.1, "fc.mid": 0.3, "fc.high": 0.6, "qkv.embed": 0.05, "qkv.hidden": 0.4,
+            "o_proj": 0.2, "mlp.rows": (0.05, 0.5), "lm_head": 0.15, "norm": 0.02}
+
+
+def _finetune(gen, base: dict[str, Any], k2_ids, ft_ids) -> dict[str, Any]:
+    """K2's weights plus the structured drift of FT_DRIFT; lm_head rows move with their tokens."""
+    import torch
+
+    def drift(x, scale):
+        return x + torch.randn(x.shape, generator=gen) * x.std() * scale
+
+    out = {}
+    for name, x in base.items():
+        if name == "fc.weight":
+            blocks = x.chunk(3, dim=1)
+            out[name] = torch.cat([drift(b, FT_DRIFT[f"fc.{k}"]) for b, k in zip(blocks, ("low", "mid", "high"))], 1)
+        elif name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")):
+            e, h = x.chunk(2, dim=1)
+            out[name] = torch.cat([drift(e, FT_DRIFT["qkv.embed"]), drift(h, FT_DRIFT["qkv.hidden"])], 1)
+        elif name.endswith("o_proj.weight"):
+            out[name] = drift(x, FT_DRIFT["o_proj"])
+        elif ".mlp." in name:
+            lo, hi = FT_DRIFT["mlp.rows"]
+            ramp = torch.linspace(lo, hi, x.shape[0]).unsqueeze(1)      # (rows, 1): drift grows with row
+            out[name] = x + torch.randn(x.shape, generator=gen) * x.std() * ramp
+        elif name == "lm_head.weight":
+            rows = drift(x, FT_DRIFT["lm_head"])
+            new = torch.randn(len(ft_ids), x.shape[1], generator=gen) * 0.02
+            pos = {int(t): i for i, t in enumerate(k2_ids)}
+            for j, tok in enumerate(ft_ids):
+                if int(tok) in pos:
+                    new[j] = rows[pos[int(tok)]]
+            out[name] = new
+        else:
+            out[name] = drift(x, FT_DRIFT["norm"])
+    return out
+
+
+def _write(folder: Path, tensors: dict[str, Any], config: dict[str, Any], d2t, t2d, *, rename=None,
+           shards: int = 1) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {(rename(k) if rename else k): v.to(torch.bfloat16).contiguous() for k, v in tensors.items()}
+    out["d2t"] = torch.from_numpy(d2t.astype("int64"))
+    out["t2d"] = torch.from_numpy(t2d.astype(bool))
+    meta = {"format": "pt", "eaglekit_demo": LABEL}
+    if shards == 1:
+        save_file(out, str(folder / "model.safetensors"), metadata=meta)
+    else:
+        names = sorted(out)
+        weight_map = {}
+        for s in range(shards):
+            fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+            part = {k: out[k] for k in names[s::shards]}
+            weight_map.update({k: fname for k in part})
+            save_file(part, str(folder / fname), metadata=meta)
+        total = sum(v.numel() * v.element_size() for v in out.values())
+        (folder / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+
+
+def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWorkspace:
+    """Write (or reuse) the demo workspace at ``path``: drafters, target configs and a Hub folder."""
+    from eaglekit.core.errors import InputError
+
+    root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"{root} is a file; give a folder for the demo workspace.")
+    manifest = _read_manifest(root)
+    if manifest is not None and manifest.get("version") == DEMO_VERSION and not force:
+        return DemoWorkspace(root, manifest)
+    if root.exists() and any(root.iterdir()) and manifest is None:
+        raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder "
+                         "(eaglekit never deletes a folder it did not write).")
+    try:
+        if root.exists():
+            shutil.rmtree(root)  # proven ours: its manifest carries the demo's label
+        return _build(root)
+    except OSError as e:
+        raise InputError(f"Cannot write the demo workspace at {root}: {e.strerror or e}.") from e
+
+
+def _read_manifest(root: Path) -> dict[str, Any] | None:
+    """The workspace's manifest when ``root`` holds one that eaglekit wrote, else None."""
+    try:
+        manifest = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and manifest.get("label") == LABEL else None
+
+
+def _build(root: Path) -> DemoWorkspace:
+    import numpy as np
+    import torch
+
+    from eaglekit.core.vocab import build_vocab_map
+
+    rng = np.random.default_rng(20261129)
+    gen = torch.Generator().manual_seed(20261129)
+    ids = _vocab_sets(rng)
+    maps = {k: build_vocab_map(v, VOCAB) for k, v in ids.items()}
+    drafters = root / "drafters"
+
+    k2 = _drafter_tensors(gen)
+    k2_cfg = specforge_config()
+    _write(drafters / "k2", k2, k2_cfg, *maps["k2"])
+    _write(drafters / "k2-sharded", k2, k2_cfg, *maps["k2"], shards=3)
+    _write(drafters / "k2-speculators", k2, speculators_config(k2_cfg), *maps["k2"],
+           rename=lambda n: n.replace("midlayer.", "layers.0."))
+    ft = _finetune(gen, k2, ids["k2"], ids["k25-finetuned"])
+    _write(drafters / "k25-finetuned", ft, specforge_config(max_pos=262144), *maps["k25-finetuned"])
+    scratch = _drafter_tensors(gen, embed=True)
+    _write(drafters / "k25-scratch", scratch, specforge_config(max_pos=262144), *maps["k25-scratch"])
+    small_ids = np.sort(rng.permutation(8016)[:1000])
+    small = _drafter_tensors(gen, hidden=256, inter=704, heads=2, vocab=8016, draft_vocab=1000)
+    _write(drafters / "llama-small", small,
+           {**specforge_config(hidden=256, inter=704, heads=2, vocab=8016, draft_vocab=1000),
+            "model_type": "llama", "rope_theta": 500000.0,
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 16, 29], "use_aux_hidden_state": True}},
+           *build_vocab_map(small_ids, 8016))
+    for name, cfg in target_configs().items():
+        (root / "targets" / name).mkdir(parents=True, exist_ok=True)
+        (root / "targets" / name / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+    manifest = {
+        "version": DEMO_VERSION, "label": LABEL,
+        "drafters": {
+            "k2": "public Kimi-K2 drafter stand-in (SpecForge config, no embed_tokens)",
+            "k2-sharded": "k2's tensors in 3 shards with an index",
+            "k2-speculators": "k2 in the speculators layout (layers.0.*, Eagle3Speculator config)",
+            "k25-finetuned": f"k2 fine-tuned for K2.5: structured drift, regenerated d2t ({FT_SHARED} shared tokens)",
+            "k25-scratch": f"K2.5 drafter from scratch: independent weights, embed_tokens, {SCRATCH_SHARED} shared tokens",
+            "llama-small": "a drafter for another target (hidden 256): incompatible",
+        },
+        "overlap": {"k2~k25-finetuned": FT_SHARED, "k2~k25-scratch": SCRATCH_SHARED},
+        "ft_drift": {k: list(v) if isinstance(v, tuple) else v for k, v in FT_DRIFT.items()},
+        "shapes": {"hidden": H, "intermediate": I, "heads": HEADS, "head_dim": HEAD_DIM, "vocab": VOCAB,
+                   "draft_vocab": DRAFT_VOCAB, "target_layers": LAYERS, "aux_layer_ids": AUX_IDS},
+    }
+    _build_hub(root)
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return DemoWorkspace(root, manifest)
+
+
+#: Demo Hub repos (owner/name -> drafter or target folder). Owners say "demo" so nobody mistakes them.
+HUB_REPOS = {
+    "demo-aqmed/Kimi-K2-Instruct-eagle3": "drafters/k2",
+    "demo-aqmed/Kimi-K2-Instruct-eagle3-sharded": "drafters/k2-sharded",
+    "demo-redhat/Kimi-K2-Instruct-speculator.eagle3": "drafters/k2-speculators",
+    "demo-team/Kimi-K2.5-eagle3-finetuned": "drafters/k25-finetuned",
+    "demo-team/Kimi-K2.5-eagle3-scratch": "drafters/k25-scratch",
+    "demo-lab/Llama-small-EAGLE3": "drafters/llama-small",
+    "demo-moonshot/Kimi-K2-Instruct": "targets/kimi-k2",
+    "demo-moonshot/Kimi-K2.5": "targets/kimi-k25",
+}
+
+
+def _build_hub(root: Path) -> None:
+    """The Hub-compatible server's folder: one repo per drafter/target, files hard-linked (no copies)."""
+    for repo, src in HUB_REPOS.items():
+        dst = root / "hub" / repo
+        dst.mkdir(parents=True, exist_ok=True)
+        for f in sorted((root / src).iterdir()):
+            try:
+                os.link(f, dst / f.name)
+            except OSError:
+                shutil.copy2(f, dst / f.name)
+        meta = {"tags": ["eaglekit-demo", "synthetic"], "downloads": 0, "likes": 0,
+                "lastModified": "2026-11-01T00:00:00.000Z", "cardData": {"tags": ["synthetic"]}}
+        (dst / ".hub.json").write_text(json.dumps(meta, indent=2) + "\n")
+    from eaglekit.demo.shelf import build_demo_hub_repos  # the search shelf: look-alikes, other targets, broken uploads
+
+    build_demo_hub_repos(root / "hub", root)

@@ -1,0 +1,313 @@
+"""Rendered report pages: execute every notebook on the demo workspace and write rendered, self-contained HTML.
+
+Each notebook runs top to bottom in a fresh kernel (nbclient) with ``notebooks/`` as its working folder
+and ``EAGLEKIT_DEMO`` pointing at the demo workspace (given relative to ``notebooks/`` so outputs hold
+no absolute path of this machine); widget state is stored so sliders render without a kernel.
+
+A page opens from disk with no network (:func:`export_html`): the template (``report_template/``,
+nbconvert's JupyterLab template without its CDN scripts) inlines plotly.js once on pages that draw a
+figure, and loads the static widget manager from ``assets/`` beside the pages (the vendored
+``@jupyter-widgets/html-manager`` bundle, see ``report_template/assets/README.md``). Before a page is
+written, :func:`check_page` refuses remote scripts, absolute paths of this machine and tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+from eaglekit.core.errors import EaglekitError
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+TEMPLATE = Path(__file__).resolve().parent / "report_template"
+ASSETS = TEMPLATE / "assets"
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+#: Widget modules the static manager (html-manager's embed.js) renders without fetching code.
+STATIC_WIDGET_MODULES = frozenset({"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output"})
+
+
+class NotebookError(EaglekitError):
+    """A notebook raised while executing; the message names the notebook and the cell."""
+
+
+class ReportError(EaglekitError):
+    """A rendered page would not open offline, or would leak an absolute path or a token."""
+
+
+@dataclass(frozen=True)
+class RenderedNotebook:
+    name: str
+    title: str
+    html_path: Path
+    #: trace count of each plotly figure, in page order (what the page must draw)
+    figures: tuple[int, ...] = ()
+
+
+def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[str] | None = None,
+                     parameters: dict[str, object] | None = None, timeout: int = 900):
+    """Run a notebook in a fresh kernel; returns the executed nbformat node. ``parameters`` replace the
+    assignments of the cell tagged ``parameters`` (papermill's convention) by injecting a cell after it."""
+    import nbformat
+    from nbclient.exceptions import CellExecutionError
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    if parameters:
+        _inject_parameters(nb, parameters)
+    env_before = os.environ.get("EAGLEKIT_DEMO")
+    if demo is not None:
+        os.environ["EAGLEKIT_DEMO"] = os.path.relpath(Path(demo).resolve(), path.parent.resolve())
+    try:
+        client = _notebook_client(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                                  resources={"metadata": {"path": str(path.parent)}})
+        client.execute()
+    except CellExecutionError as e:
+        from eaglekit.core.render import strip_ansi
+
+        raise NotebookError(f"{path.name} failed: {strip_ansi(str(e)).strip().splitlines()[-1]}") from e
+    finally:
+        if env_before is None:
+            os.environ.pop("EAGLEKIT_DEMO", None)
+        else:
+            os.environ["EAGLEKIT_DEMO"] = env_before
+    return nb
+
+
+#: Longest single wait on a kernel channel, in seconds (see :func:`_notebook_client`).
+POLL_SLICE = 0.5
+
+
+def _notebook_client(nb, **options):
+    """An nbclient ``NotebookClient`` whose waits on the kernel's shell and iopub channels poll in
+    :data:`POLL_SLICE` steps up to the same deadline. With one long poll, zmq.asyncio now and then misses
+    that a reply has arrived and wakes only when the wait times out: each cell's whole timeout (seen
+    under load: a 40 s cell timeout gave a 40 s pause after a 0.3 s cell, and no error)."""
+    from nbclient import NotebookClient
+
+    class Client(NotebookClient):
+        async def async_start_new_kernel_client(self):
+            kc = await super().async_start_new_kernel_client()
+            kc.shell_channel.get_msg = _in_slices(kc.shell_channel.get_msg)
+            kc.iopub_channel.get_msg = _in_slices(kc.iopub_channel.get_msg)
+            return kc
+
+    return Client(nb, **options)
+
+
+def _in_slices(get_msg):
+    from queue import Empty
+
+    async def get_msg_in_slices(timeout: float | None = None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = POLL_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await get_msg(timeout=min(POLL_SLICE, left))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    return get_msg_in_slices
+
+
+def _inject_parameters(nb, parameters: dict[str, object]) -> None:
+    import nbformat
+
+    source = "# Parameters injected by eaglekit.report\n" + "\n".join(f"{k} = {v!r}" for k, v in parameters.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    idx = next((i + 1 for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), 0)
+    nb.cells.insert(idx, cell)
+
+
+# --- making an executed notebook static ---------------------------------------------------------------
+
+def _is_plotlyjs_loader(html: object) -> bool:
+    """The ~5 MB output plotly's "notebook" renderer emits once per kernel to define ``window.Plotly``."""
+    return isinstance(html, str) and "window.PlotlyConfig" in html and "* plotly.js v" in html
+
+
+def static_figures(nb) -> tuple[int, ...]:
+    """Give every plotly output (``application/vnd.plotly.v1+json``, what JupyterLab draws) an HTML
+    rendering that draws with the page's one copy of plotly.js, and drop the copies of plotly.js the
+    kernel's "notebook" renderer emitted. Rewrites ``nb`` in place; returns each figure's trace count.
+
+    The renderer's own HTML is replaced because it also loads MathJax from a CDN
+    (plotly.io's ``NotebookRenderer`` hard-codes ``include_mathjax="cdn"``).
+    """
+    import plotly.io as pio
+
+    traces = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if _is_plotlyjs_loader(data.get("text/html")):
+                continue
+            if PLOTLY_MIME in data:
+                figure = data[PLOTLY_MIME]
+                data["text/html"] = pio.to_html(figure, config=figure.get("config"), include_plotlyjs=False,
+                                                include_mathjax=False, full_html=False, validate=False,
+                                                default_width="100%", default_height=525)
+                traces.append(len(figure.get("data", [])))
+            kept.append(output)
+        cell.outputs = kept
+    return tuple(traces)
+
+
+def static_widgets(nb) -> list[str]:
+    """Replace each stored widget model the static manager cannot load (any module but
+    :data:`STATIC_WIDGET_MODULES`: plotly's ``FigureWidget``, an anywidget; its code would come from a CDN)
+    by an HTML note saying it needs a kernel. Rewrites ``nb`` in place; returns what was replaced."""
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    controls = next((m["model_module_version"] for m in state.values()
+                     if m["model_module"] == "@jupyter-widgets/controls"), "2.0.0")
+    replaced = []
+    for model in state.values():
+        if model["model_module"] in STATIC_WIDGET_MODULES:
+            continue
+        old = model["state"]
+        what = str(old.get("_anywidget_id") or model["model_name"]).rsplit(".", 1)[-1]
+        replaced.append(what)
+        note = (f"<p style='padding:0.5em 1em;color:var(--jp-ui-font-color2, #666)'><em>A live {escape(what)} "
+                "sits here: it needs a running kernel (open the notebook with <code>make lab</code>).</em></p>")
+        model.update(model_module="@jupyter-widgets/controls", model_module_version=controls,
+                     model_name="HTMLModel", state={
+                         "_model_module": "@jupyter-widgets/controls", "_model_module_version": controls,
+                         "_model_name": "HTMLModel", "_view_module": "@jupyter-widgets/controls",
+                         "_view_module_version": controls, "_view_name": "HTMLView",
+                         "description": "", "placeholder": "", "value": note,
+                         **({"layout": old["layout"]} if "layout" in old else {})})
+    return replaced
+
+
+# --- HTML ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Page:
+    html: str
+    figures: tuple[int, ...]
+    plotly_js: str | None
+
+
+def _export(nb, *, assets_url: str, title: str | None = None) -> _Page:
+    from nbconvert import HTMLExporter
+    from plotly.offline import get_plotlyjs
+
+    nb = copy.deepcopy(nb)
+    figures = static_figures(nb)
+    static_widgets(nb)
+    plotly_js = get_plotlyjs() if figures else None
+    exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATE.parent)], template_name=TEMPLATE.name)
+    exporter.embed_images = True
+    resources = {"metadata": {"name": title or _title(nb, "eaglekit")}, "plotly_js": plotly_js,
+                 "assets_url": assets_url}
+    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    return _Page(body, figures, plotly_js)
+
+
+def export_html(nb, *, assets_url: str = "assets", title: str | None = None) -> str:
+    """Render an executed notebook to one HTML page that opens from disk with no network, given the
+    report's ``assets/`` folder at ``assets_url`` (relative to the page; see :func:`copy_assets`).
+    ``title`` (the browser tab's) defaults to the notebook's first heading."""
+    return _export(nb, assets_url=assets_url, title=title).html
+
+
+def copy_assets(out: str | os.PathLike[str]) -> Path:
+    """Copy the widget front end (``report_template/assets``) to ``out/assets``; returns that folder."""
+    target = Path(out) / "assets"
+    shutil.copytree(ASSETS, target, dirs_exist_ok=True)
+    return target
+
+
+# Requests a page would make to another host: script/img/iframe/link sources, CSS url() and @import, ES imports.
+_REMOTE = re.compile(
+    r"""<(?:script|img|iframe|link|source|audio|video|embed)\b[^>]*?\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//"""
+    r"""|url\(\s*["']?\s*(?:https?:)?//|@import\s+["']\s*(?:https?:)?//|\bimport\s*\(?\s*["'](?:https?:)?//""",
+    re.IGNORECASE)
+_TOKENS = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b|[?&]token=[0-9a-f]{16,}")
+_TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "JUPYTER_TOKEN")
+
+
+def check_page(html: str, *, paths: Iterable[str | os.PathLike[str]] = (), plotly_js: str | None = None) -> list[str]:
+    """What would break the report's promise in one page: a request to another host, an absolute path
+    from ``paths`` (allowed only after ``..``, as the relative demo path spells it), or a token. The
+    inlined ``plotly_js`` (whose code names map-tile servers) is skipped. Returns the problems found."""
+    if plotly_js:
+        html = html.replace(plotly_js, "")
+    problems = [f"loads {m.group(0)!r}..." for m in _REMOTE.finditer(html)]
+    for path in dict.fromkeys(str(p).rstrip("/") for p in paths):
+        if len(path) > 1 and re.search(r"(?<!\.\.)" + re.escape(path) + r"(?![\w.-])", html):
+            problems.append(f"holds the absolute path {path}")
+    secrets = {os.environ[v] for v in _TOKEN_VARS if len(os.environ.get(v, "")) >= 8}
+    if _TOKENS.search(html) or any(s in html for s in secrets):
+        problems.append("holds a token")
+    return problems
+
+
+def _title(nb, fallback: str) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("#"):
+                    return line.lstrip("#").strip()
+    return fallback
+
+
+def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], notebooks: Path = NOTEBOOKS,
+                 only: list[str] | None = None, timeout: int = 900) -> list[RenderedNotebook]:
+    """Execute the notebooks and write ``out/<name>.html`` for each, ``out/assets/`` and ``out/index.html``.
+    ``timeout`` bounds each cell, in seconds.
+
+    Raises :class:`NotebookError` when a notebook fails and :class:`ReportError` when a page would reach
+    the network or hold an absolute path of this machine (the repository, the demo, ``out``, the home
+    folder) or a token.
+    """
+    from tqdm.auto import tqdm
+
+    if not Path(demo).is_dir():
+        raise EaglekitError(f"No demo workspace at {demo}: build it first (eaglekit demo {demo}).")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = sorted(p for p in Path(notebooks).glob("*.ipynb") if not only or p.stem in only)
+    if not paths:
+        raise EaglekitError(f"No notebooks found in {notebooks}.")
+    private = [Path(notebooks).resolve().parent, Path(demo).resolve(), out.resolve(), Path.home()]
+    copy_assets(out)
+    rendered = []
+    for path in tqdm(paths, desc="notebooks", unit="nb"):
+        nb = execute_notebook(path, demo=demo, timeout=timeout)
+        title = _title(nb, path.stem)
+        page = _export(nb, assets_url="assets", title=title)
+        problems = check_page(page.html, paths=private, plotly_js=page.plotly_js)
+        if problems:
+            raise ReportError(f"{path.name} renders a page that {'; '.join(problems)}. Change the notebook so "
+                              "its outputs show relative paths and no tokens, and load nothing from the web.")
+        html_path = out / f"{path.stem}.html"
+        html_path.write_text(page.html, encoding="utf-8")
+        rendered.append(RenderedNotebook(path.stem, title, html_path, page.figures))
+    (out / "index.html").write_text(_index(rendered), encoding="utf-8")
+    return rendered
+
+
+def _index(pages: list[RenderedNotebook]) -> str:
+    def figures(p: RenderedNotebook) -> str:
+        return f" · {len(p.figures)} figure{'s' * (len(p.figures) != 1)}" if p.figures else ""
+
+    items = "\n".join(f'<li><a href="{escape(p.html_path.name)}">{escape(p.title)}</a> '
+                      f"<small>({escape(p.name)}.ipynb{figures(p)})</small></li>" for p in pages)
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>eaglekit report</title>"
+            "<style>body{font-family:system-ui,sans-serif;max-width:48em;margin:2em auto}</style></head>"
+            "<body><h1>eaglekit report</h1><p>Rendered on the synthetic demo workspace "
+            "(random weights in real EAGLE-3 layout). Each page opens offline.</p>"
+            f"<ol>{items}</ol></body></html>\n")
