@@ -26,7 +26,7 @@ from eaglekit.core.specmath import (
     throughput,
 )
 
-# -- the seed's account (../shared/seed): 82 tok/s baseline, 30 ms verify, accept length 2.0 ----------
+# -- the seed's account (docs/domain.md): 82 tok/s baseline, 30 ms verify, accept length 2.0 ----------
 
 
 def test_seed_break_even_is_2_46():
@@ -104,9 +104,10 @@ def test_estimate_by_alpha_equals_estimate_by_length():
 def test_estimate_renders_aligned_text_and_html():
     est = estimate(Scenario.seed(), accept_length=2.0, target_tps=150)
     lines = str(est).splitlines()
-    assert lines[3] == "cycle          30.00 ms (verify 30 + overhead 0)"
+    assert lines[3] == "cycle          30.00 ms (verify 30 + overhead 0; unbounded chain, drafting counted free)"
     assert "break-even     accept length 2.46" in lines
-    assert lines[-1] == "target         150 tok/s needs accept length 4.50 (alpha 0.778)"
+    assert lines[-1] == ("target         150 tok/s needs accept length 4.50 (alpha 0.778, unbounded chain, "
+                         "drafting counted free)")
     html = est._repr_html_()
     assert html.startswith("<table") and "Speculative decoding estimate" in html and "accept length 2.46" in html
     assert list(est.to_dict()) == [

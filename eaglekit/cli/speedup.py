@@ -1,9 +1,13 @@
 """``eaglekit speedup``: throughput, speedup and break-even of speculative decoding for one scenario.
 
     eaglekit speedup --baseline-tps 82 --verify-ms 30 --accept-length 2.0 --target-tps 150
+    eaglekit speedup --baseline-tps 82 --verify-ms 30 --accept-length 2.0 --steps 2 --spec-tps 60 --target-tps 150
 
-All arithmetic is :mod:`eaglekit.specmath`; bad values raise :class:`~eaglekit.errors.InputError`
-there and become one line on stderr with exit code 2.
+With ``--spec-tps`` (the throughput measured with speculation) the cycle is fitted from the
+measurement and the whole account is printed (:class:`~eaglekit.core.account.Account`): the measured
+cycle beside the verify-only arithmetic, and what each target needs at the given steps. All arithmetic
+is :mod:`eaglekit.core.specmath`; bad values raise :class:`~eaglekit.errors.InputError` there and
+become one line on stderr with exit code 2.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import argparse
 _EPILOG = (
     "Accept length counts the bonus token (as vLLM, SGLang and EAGLE report it). "
     "Cycle = verify + steps x draft + overhead; without --steps the chain is unbounded "
-    "(accept length = 1/(1-alpha)) and --draft-ms must be 0."
+    "(accept length = 1/(1-alpha)) and --draft-ms must be 0. "
+    "--spec-tps fits the cycle from a measurement (needs --accept-length and --steps): "
+    "cycle = accept length / spec tok/s, the part beyond --verify-ms is drafting, per step unless --draft-ms is given."
 )
 
 
@@ -26,13 +32,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--baseline-tps", type=float, required=True, metavar="X", help="decode tok/s without speculation")
     p.add_argument("--verify-ms", type=float, required=True, metavar="V", help="target verify time per cycle (ms)")
-    p.add_argument("--draft-ms", type=float, default=0.0, metavar="D", help="drafter time per step (ms, default 0)")
+    p.add_argument("--draft-ms", type=float, default=None, metavar="D",
+                   help="drafter time per step (ms; default 0, or derived from --spec-tps)")
     p.add_argument("--steps", type=int, default=None, metavar="K", help="draft steps k per cycle (default: unbounded)")
     p.add_argument("--overhead-ms", type=float, default=0.0, metavar="O", help="other time per cycle (ms, default 0)")
     rate = p.add_mutually_exclusive_group(required=True)
     rate.add_argument("--accept-length", type=float, metavar="L", help="mean tokens per cycle, bonus included")
     rate.add_argument("--alpha", type=float, metavar="A", help="i.i.d. per-token acceptance in [0, 1)")
-    p.add_argument("--target-tps", type=float, default=None, metavar="T", help="what a target tok/s needs")
+    p.add_argument("--spec-tps", type=float, default=None, metavar="S",
+                   help="measured tok/s with speculation at --accept-length: fit the cycle from it")
+    p.add_argument("--target-tps", type=float, action="append", default=None, metavar="T",
+                   help="what a target tok/s needs (repeatable with --spec-tps)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     p.set_defaults(func=run)
 
@@ -40,15 +50,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from eaglekit.core.errors import InputError
     from eaglekit.core.specmath import Scenario, estimate
 
-    scenario = Scenario(
-        baseline_tps=args.baseline_tps,
-        verify_ms=args.verify_ms,
-        draft_ms=args.draft_ms,
-        steps=args.steps,
-        overhead_ms=args.overhead_ms,
-    )
-    result = estimate(scenario, accept_length=args.accept_length, alpha=args.alpha, target_tps=args.target_tps)
+    targets = args.target_tps or []
+    if args.spec_tps is not None:
+        from eaglekit.core.account import Account
+
+        if args.accept_length is None:
+            raise InputError("--spec-tps needs --accept-length: the accept length measured with that throughput")
+        if args.steps is None:
+            raise InputError("--spec-tps needs --steps: the draft steps per cycle the measurement ran with "
+                             "(the measured cycle is split into verify and k draft steps)")
+        if args.overhead_ms:
+            raise InputError("--spec-tps derives the overhead from the measurement: leave out --overhead-ms")
+        result = Account.from_measurements(args.baseline_tps, args.spec_tps, args.accept_length,
+                                           verify_ms=args.verify_ms, steps=args.steps, draft_ms=args.draft_ms,
+                                           targets=targets)
+    else:
+        if len(targets) > 1:
+            raise InputError("give --target-tps once without --spec-tps (or add --spec-tps for several targets)")
+        scenario = Scenario(
+            baseline_tps=args.baseline_tps,
+            verify_ms=args.verify_ms,
+            draft_ms=args.draft_ms or 0.0,
+            steps=args.steps,
+            overhead_ms=args.overhead_ms,
+        )
+        result = estimate(scenario, accept_length=args.accept_length, alpha=args.alpha,
+                          target_tps=targets[0] if targets else None)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result)
     return 0

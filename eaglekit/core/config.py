@@ -93,12 +93,9 @@ def looks_like_target(raw: object) -> bool:
 def load_config_bytes(data: bytes, *, source: str = "config.json", kind: ConfigKind = "drafter") -> dict:
     """Parse config.json bytes into a dict, refusing what is not JSON, not an object, or (for
     ``kind="drafter"``) not an EAGLE-3 drafter config, and (for ``kind="target"``) not a model config."""
-    try:
-        raw = json.loads(data)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{source} is not valid JSON: {e.msg} (line {e.lineno} column {e.colno}).") from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{source} is not valid JSON: it is not UTF-8 text ({e.reason} at byte {e.start}).") from e
+    from eaglekit.core.safejson import loads
+
+    raw = loads(data, what=source, error=ConfigError)
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} is a JSON {_json_type(raw)}, not an object: a config.json holds one "
                           f"JSON object of fields.")

@@ -38,6 +38,16 @@ DTYPE_BITS: Mapping[str, int] = MappingProxyType({
 MAX_HEADER_BYTES = 100_000_000
 #: Bytes of the length prefix that starts every safetensors file.
 PREFIX_BYTES = 8
+#: Tensors one file may describe. Generous: a whole 1 T-parameter MoE model with quantisation scales
+#: has about 200,000 tensors, spread over dozens of shards; a single file rarely holds 10,000.
+MAX_TENSORS = 500_000
+#: Values (list items and object members, counted by their separating commas) one header may hold:
+#: bounds what the JSON parse builds, so a crafted header cannot make it take gigabytes.
+MAX_JSON_VALUES = 16 * MAX_TENSORS
+
+_BITS = dict(DTYPE_BITS)
+#: Shapes, element counts and offsets are ``usize`` in the reference implementation.
+_USIZE_MAX = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,16 @@ class TensorInfo:
     def __post_init__(self) -> None:
         object.__setattr__(self, "parameters", math.prod(self.shape))
         object.__setattr__(self, "nbytes", self.data_offsets[1] - self.data_offsets[0])
+
+    @classmethod
+    def _trusted(cls, name: str, dtype: str, shape: tuple[int, ...], data_offsets: tuple[int, int],
+                 parameters: int) -> TensorInfo:
+        """A record from fields :func:`parse_header` has already checked: skips the frozen dataclass's
+        per-field ``__setattr__`` (a third of a 100,000-tensor header's parse time otherwise)."""
+        t = cls.__new__(cls)
+        t.__dict__.update(name=name, dtype=dtype, shape=shape, data_offsets=data_offsets, parameters=parameters,
+                          nbytes=data_offsets[1] - data_offsets[0])
+        return t
 
 
 @dataclass(frozen=True)
@@ -93,6 +113,8 @@ def parse_header(data: bytes, *, file_size: int, filename: str, display: str | N
     """Parse a header from the file's first bytes (the prefix and at least the whole JSON).
 
     ``filename`` is recorded in the result; messages name ``display`` (the full location) when given.
+    Time is linear in the header's size: one JSON parse and one pass over the tensors (plus a sort
+    only when the header does not list them in file order, as every safetensors writer does).
     """
     record_name, filename = filename, display or filename
     n = header_length(data, file_size=file_size, filename=filename)
@@ -100,26 +122,154 @@ def parse_header(data: bytes, *, file_size: int, filename: str, display: str | N
         raise HeaderError(
             f"Failed to parse safetensors header for {filename}: file is truncated. Expected {n} bytes "
             f"of metadata but got {len(data) - PREFIX_BYTES}.")
-    raw = data[PREFIX_BYTES:PREFIX_BYTES + n]
-    if not raw.lstrip().startswith(b"{"):
+    end = PREFIX_BYTES + n
+    raw = memoryview(data)[PREFIX_BYTES:end]
+    if not bytes(raw[:64]).lstrip().startswith(b"{"):
         raise HeaderError(
             f"Failed to parse safetensors header for {filename}: the header must be a JSON object "
-            f"starting with '{{', got {raw[:16]!r}.")
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise HeaderError(f"Failed to parse safetensors header for {filename}: header is not valid UTF-8 ({e}).") from e
-    except json.JSONDecodeError as e:
-        raise HeaderError(f"Failed to parse safetensors header for {filename}: header is not valid JSON ({e}).") from e
+            f"starting with '{{', got {bytes(raw[:16])!r}.")
+    _check_size(data, PREFIX_BYTES, end, filename)
+    obj = _load_json(raw, filename)
     if not isinstance(obj, dict):
         raise HeaderError(
             f"Failed to parse safetensors header for {filename}: header must be a JSON object, "
             f"got {type(obj).__name__}.")
     metadata = _metadata(obj.pop("__metadata__", None), filename)
-    tensors = sorted((_tensor(name, spec, filename) for name, spec in obj.items()),
-                     key=lambda t: t.data_offsets)
-    _check_tiling(tensors, data_bytes=file_size - PREFIX_BYTES - n, filename=filename)
-    return FileHeader(record_name, file_size, PREFIX_BYTES + n, tuple(tensors), MappingProxyType(metadata))
+    tensors = _tensors(obj, data_bytes=file_size - end, filename=filename)
+    return FileHeader(record_name, file_size, end, tensors, MappingProxyType(metadata))
+
+
+def _check_size(data: bytes, start: int, end: int, filename: str) -> None:
+    """Bound what the JSON parse may build before it runs: every tensor is one JSON object (one "{"),
+    and every value after the first in a list or object follows a ","; braces and commas inside
+    strings only raise the counts. A header within both bounds parses in a few hundred MiB at most."""
+    objects, commas = data.count(b"{", start, end), data.count(b",", start, end)
+    if objects > MAX_TENSORS + 2 or commas > MAX_JSON_VALUES:
+        what = (f"{objects:,} JSON objects: more than {MAX_TENSORS:,} tensors" if objects > MAX_TENSORS + 2
+                else f"{commas:,} JSON values, over the limit of {MAX_JSON_VALUES:,}")
+        raise HeaderError(
+            f"Failed to parse safetensors header for {filename}: the header holds {what}, far more than any "
+            "real checkpoint file describes; eaglekit refuses to parse it (a crafted or corrupt file).")
+
+
+def _load_json(raw: memoryview, filename: str) -> object:
+    where = f"Failed to parse safetensors header for {filename}"
+    try:
+        return json.loads(str(raw, "utf-8"))
+    except UnicodeDecodeError as e:
+        raise HeaderError(f"{where}: header is not valid UTF-8 ({e}).") from e
+    except json.JSONDecodeError as e:
+        raise HeaderError(f"{where}: header is not valid JSON ({e}).") from e
+    except RecursionError as e:
+        raise HeaderError(f"{where}: header nests JSON arrays or objects too deeply to parse (a safetensors "
+                          "header is a flat object of tensor entries).") from e
+    except ValueError as e:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise HeaderError(f"{where}: header holds a number too long to parse ({e}).") from e
+
+
+def _tensors(obj: dict, *, data_bytes: int, filename: str) -> tuple[TensorInfo, ...]:
+    """Validate every entry in one pass (the rules of safetensors ``Metadata::validate``) and return the
+    tensors in file order. Offsets are checked to tile the data section in the same pass; a header that
+    does not list its tensors in file order is sorted and checked again, for the exact message."""
+    rows = []  # (begin, end, name, dtype, shape, parameters)
+    append = rows.append
+    cursor, in_order = 0, True
+    for name, spec in obj.items():
+        if type(spec) is not dict:
+            raise HeaderError(f"{_where(filename, name)} must be an object with dtype, shape and data_offsets.")
+        try:
+            dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+        except KeyError:
+            missing = [k for k in ("dtype", "shape", "data_offsets") if k not in spec]
+            raise HeaderError(f"{_where(filename, name)} lacks {', '.join(missing)}.") from None
+        bits = _BITS.get(dtype) if type(dtype) is str else None
+        if bits is None:
+            raise HeaderError(f"{_where(filename, name)} has unknown dtype {_short(dtype)}; "
+                              f"known: {', '.join(DTYPE_BITS)}.")
+        if type(shape) is not list:
+            raise _bad_shape(filename, name, shape)
+        count = 1
+        for d in shape:  # checked multiplication, as the reference does: linear even for [2]*N + [0]
+            if type(d) is not int or d < 0:
+                raise _bad_shape(filename, name, shape)
+            count *= d
+            if count > _USIZE_MAX:
+                raise HeaderError(f"{_where(filename, name)} has shape {_short(shape)}, whose element count "
+                                  "overflows 64 bits.")
+        if type(offsets) is not list or len(offsets) != 2:
+            raise _bad_offsets(filename, name, offsets)
+        begin, end = offsets
+        if type(begin) is not int or type(end) is not int or begin < 0 or end < 0 \
+                or begin > _USIZE_MAX or end > _USIZE_MAX:
+            raise _bad_offsets(filename, name, offsets)
+        if end < begin:
+            raise HeaderError(f"{_where(filename, name)} has data_offsets [{begin}, {end}]: end is before begin.")
+        nbits = count * bits
+        if nbits % 8 or nbits >> 3 != end - begin:
+            needs = f"{nbits >> 3}" if nbits % 8 == 0 else f"{nbits / 8:g}"
+            raise HeaderError(
+                f"{_where(filename, name)} has {end - begin} bytes of data but shape {_short(shape)} x {dtype} "
+                f"({bits} bits) needs {needs}.")
+        if begin != cursor:
+            in_order = False
+        cursor = end
+        append((begin, end, name, dtype, shape, count))
+    if not in_order:
+        rows.sort(key=_span)  # stable: equal spans (zero-size tensors) keep header order
+        _check_tiling(rows, filename)
+        cursor = rows[-1][1]
+    if cursor != data_bytes:
+        where = f"Failed to parse safetensors header for {filename}"
+        if cursor > data_bytes:
+            raise HeaderError(
+                f"{where}: tensor data ends at byte {cursor} of the data section but the file holds only "
+                f"{data_bytes} bytes there (truncated, or offsets out of range).")
+        raise HeaderError(
+            f"{where}: the data section holds {data_bytes} bytes but tensors account for {cursor} "
+            f"(trailing bytes no tensor claims).")
+    make = TensorInfo._trusted
+    return tuple(make(name, dtype, tuple(shape), (begin, end), count) for begin, end, name, dtype, shape, count in rows)
+
+
+def _span(row: tuple) -> tuple[int, int]:
+    return row[0], row[1]
+
+
+def _check_tiling(rows: list[tuple], filename: str) -> None:
+    """Offsets (sorted) must tile the data section from 0: no gap, no overlap."""
+    cursor = 0
+    for begin, end, name, *_ in rows:
+        if begin != cursor:
+            kind = "overlaps the previous tensor" if begin < cursor else f"leaves a gap of {begin - cursor} bytes"
+            raise HeaderError(f"Failed to parse safetensors header for {filename}: tensor {_short(name)} starts at "
+                              f"{begin}, expected {cursor}: it {kind}.")
+        cursor = end
+
+
+def _where(filename: str, name: str) -> str:
+    return f"Failed to parse safetensors header for {filename}: tensor {_short(name)}"
+
+
+def _bad_shape(filename: str, name: str, shape: object) -> HeaderError:
+    return HeaderError(f"{_where(filename, name)} has shape {_short(shape)}; a shape is a list of non-negative "
+                       "integers.")
+
+
+def _bad_offsets(filename: str, name: str, offsets: object) -> HeaderError:
+    return HeaderError(f"{_where(filename, name)} has data_offsets {_short(offsets)}; expected [begin, end] "
+                       "non-negative integers under 2**64.")
+
+
+def _short(value: object, limit: int = 80) -> str:
+    """repr of a value from a header, cut to ``limit`` characters: a message stays one short line even for
+    a shape of a million dimensions or a number of 4,000 digits."""
+    if isinstance(value, list) and len(value) > 8:
+        head = ", ".join(_short(v, 24) for v in value[:6])
+        return f"[{head}, ... ({len(value):,} entries)]"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _sniff(prefix: bytes) -> str:
@@ -143,55 +293,6 @@ def _metadata(value: object, filename: str) -> dict[str, str]:
         raise HeaderError(
             f"Failed to parse safetensors header for {filename}: __metadata__ must map strings to strings.")
     return dict(value)
-
-
-def _tensor(name: str, spec: object, filename: str) -> TensorInfo:
-    where = f"Failed to parse safetensors header for {filename}: tensor {name!r}"
-    if not isinstance(spec, dict):
-        raise HeaderError(f"{where} must be an object with dtype, shape and data_offsets.")
-    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in spec]
-    if missing:
-        raise HeaderError(f"{where} lacks {', '.join(missing)}.")
-    dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        raise HeaderError(f"{where} has unknown dtype {dtype!r}; known: {', '.join(DTYPE_BITS)}.")
-    if not isinstance(shape, list) or not all(_is_uint(d) for d in shape):
-        raise HeaderError(f"{where} has shape {shape!r}; a shape is a list of non-negative integers.")
-    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_uint(o) for o in offsets)):
-        raise HeaderError(f"{where} has data_offsets {offsets!r}; expected [begin, end] non-negative integers.")
-    begin, end = offsets
-    if end < begin:
-        raise HeaderError(f"{where} has data_offsets [{begin}, {end}]: end is before begin.")
-    bits = math.prod(shape) * DTYPE_BITS[dtype]
-    if bits % 8 or bits // 8 != end - begin:
-        raise HeaderError(
-            f"{where} has {end - begin} bytes of data but shape {shape} x {dtype} "
-            f"({DTYPE_BITS[dtype]} bits) needs {bits / 8:g}.")
-    return TensorInfo(name, dtype, tuple(shape), (begin, end))
-
-
-def _is_uint(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _check_tiling(tensors: list[TensorInfo], *, data_bytes: int, filename: str) -> None:
-    """Offsets must tile [0, data_bytes) exactly: no gap, no overlap, nothing past the end."""
-    where = f"Failed to parse safetensors header for {filename}"
-    cursor = 0
-    for t in tensors:
-        begin, end = t.data_offsets
-        if begin != cursor:
-            kind = "overlaps the previous tensor" if begin < cursor else f"leaves a gap of {begin - cursor} bytes"
-            raise HeaderError(f"{where}: tensor {t.name!r} starts at {begin}, expected {cursor}: it {kind}.")
-        cursor = end
-    if cursor != data_bytes:
-        if cursor > data_bytes:
-            raise HeaderError(
-                f"{where}: tensor data ends at byte {cursor} of the data section but the file holds only "
-                f"{data_bytes} bytes there (truncated, or offsets out of range).")
-        raise HeaderError(
-            f"{where}: the data section holds {data_bytes} bytes but tensors account for {cursor} "
-            f"(trailing bytes no tensor claims).")
 
 
 def encode_header(tensors: Mapping[str, tuple[str, Sequence[int]]], *,

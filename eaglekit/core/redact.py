@@ -1,9 +1,22 @@
-"""Credentials never shown: the one place that strips them from URLs before a message or a page shows one."""
+"""What may be shown: the one place that strips credentials from URLs and makes control characters
+visible before a message, a table or a page shows text that came from outside.
+
+Credentials are a URL's ``user:password@`` part and its query string (a pre-signed URL's ``?sig=`` is
+its credential). Control characters (ESC, BEL, CR, ... in tensor names, metadata, shard names or a
+server's error text) would otherwise move the cursor, retitle the window or write the clipboard
+(OSC 52) of whoever reads the output; they are shown as ``\\x1b``-style escapes instead.
+"""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import urlsplit
+
+# scheme://[userinfo@]host[...]: userinfo is anything up to the last "@" before the path.
+_URL_IN_TEXT = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s/?#'\"<>]*@)?([^\s?#'\"<>]*)(\?[^\s#'\"<>]*)?")
+# C0 controls except TAB and LF, DEL, and the C1 controls (U+0080-U+009F: CSI, OSC... in one byte).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_ALL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def redact_url(url: str) -> str:
@@ -13,6 +26,24 @@ def redact_url(url: str) -> str:
         parts = urlsplit(url)
     except ValueError:
         return re.sub(r"//[^/@]*@", "//", url.split("?")[0])
-    if not (parts.username or parts.password or parts.query):
+    if not (parts.username or parts.password or parts.query or "@" in parts.netloc):
         return url
     return parts._replace(netloc=parts.netloc.rpartition("@")[2], query="").geturl()
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every URL in it redacted (userinfo and query dropped): for free-form messages that
+    may quote a location, an endpoint or a library's error text."""
+    return _URL_IN_TEXT.sub(lambda m: m[1] + m[3], text)
+
+
+def visible(text: str, *, newlines: bool = True) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``), so that a hostile name cannot
+    drive the terminal. TAB and LF stay unless ``newlines`` is False (one-line messages)."""
+    pattern = _CONTROL if newlines else _CONTROL_ALL
+    return pattern.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+def shown(text: object) -> str:
+    """Text from outside, ready for a one-line message: credentials redacted, controls visible."""
+    return visible(redact_text(str(text)), newlines=False)

@@ -301,9 +301,12 @@ class Estimate:
 
     def rows(self) -> list[tuple[str, str]]:
         s = self.scenario
-        draft = "" if s.steps is None else f" + {s.steps} x draft {s.draft_ms:g}"
+        if s.steps is None:
+            how = f"verify {s.verify_ms:g} + overhead {s.overhead_ms:g}; unbounded chain, drafting counted free"
+        else:
+            how = f"verify {s.verify_ms:g} + {s.steps} x draft {s.draft_ms:g} + overhead {s.overhead_ms:g}"
         rows = [
-            ("cycle", f"{self.cycle_ms:.2f} ms (verify {s.verify_ms:g}{draft} + overhead {s.overhead_ms:g})"),
+            ("cycle", f"{self.cycle_ms:.2f} ms ({how})"),
             ("accept length", f"{self.accept_length:.2f} tokens/cycle (alpha {self.alpha:.3f}, {_steps(s.steps)})"),
             ("throughput", f"{self.tokens_per_s:.1f} tok/s"),
             ("speedup", f"{self.speedup:.2f}x over {s.baseline_tps:g} tok/s baseline ({self.speedup - 1:+.0%})"),
@@ -311,11 +314,17 @@ class Estimate:
         ]
         if self.target is not None:
             t = self.target
-            if t.alpha is None:
-                how = f": unreachable with k = {s.steps} (at most {s.steps + 1} tokens per cycle)"
+            if s.steps is not None:
+                from eaglekit.core.account import reach  # the account builds on this module
+
+                r = reach(t.tokens_per_s, verify_ms=s.verify_ms, steps=s.steps, draft_ms=s.draft_ms,
+                          overhead_ms=s.overhead_ms)
+                rows.append(("target", r.headline()))
+                if not r.reachable:
+                    rows.append(("to reach it", r.remedy()))
             else:
-                how = f" (alpha {t.alpha:.3f})"
-            rows.append(("target", f"{t.tokens_per_s:g} tok/s needs accept length {t.accept_length:.2f}{how}"))
+                rows.append(("target", f"{t.tokens_per_s:g} tok/s needs accept length {t.accept_length:.2f} "
+                                       f"(alpha {t.alpha:.3f}, unbounded chain, drafting counted free)"))
         return rows
 
     def __str__(self) -> str:

@@ -1,0 +1,54 @@
+"""JSON from files and servers we do not control: parsed with bounds, failing with one clear error.
+
+``json.loads`` alone lets hostile input escape as a RecursionError (``[[[[...`` nested thousands
+deep), a ValueError (an integer of 5,000 digits: Python caps int parsing at 4,300) or, for nesting a
+little under the interpreter's limit, a RecursionError later in whatever walks the value (a config
+diff, a renderer). :func:`loads` turns all of these into the caller's error type and refuses nesting
+deeper than :data:`MAX_DEPTH` (real configs, indexes and Hub listings nest a handful of levels).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from eaglekit.core.errors import EaglekitError
+
+#: Deepest nesting accepted (objects and arrays). Real configs nest about 4 levels, Hub listings 5.
+MAX_DEPTH = 64
+
+
+def loads(data: bytes | str, *, what: str, error: type[EaglekitError], max_depth: int = MAX_DEPTH) -> Any:
+    """Parse ``data`` (the contents of ``what``); raise ``error`` with a one-line reason on anything
+    that is not bounded, valid JSON."""
+    try:
+        value = json.loads(data)
+    except json.JSONDecodeError as e:
+        raise error(f"{what} is not valid JSON: {e.msg} (line {e.lineno} column {e.colno}).") from e
+    except UnicodeDecodeError as e:
+        raise error(f"{what} is not valid JSON: it is not UTF-8 text ({e.reason} at byte {e.start}).") from e
+    except RecursionError as e:
+        raise error(f"{what} nests arrays or objects too deeply to parse; expected at most {max_depth} "
+                    "levels.") from e
+    except ValueError as e:  # an integer literal longer than Python's int-parsing limit
+        raise error(f"{what} is not usable JSON: {str(e).split(';')[0]}.") from e
+    if depth(value, stop=max_depth + 1) > max_depth:
+        raise error(f"{what} nests arrays or objects more than {max_depth} levels deep; refusing it.")
+    return value
+
+
+def depth(value: Any, *, stop: int | None = None) -> int:
+    """How deeply arrays and objects nest in ``value`` (a scalar is 0), counting no further than
+    ``stop``. Iterative: safe on any input."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        level += 1
+        deepest = max(deepest, level)
+        if stop is not None and deepest >= stop:
+            return deepest
+        todo.extend((child, level) for child in children if isinstance(child, (dict, list)))
+    return deepest
