@@ -35,6 +35,7 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py
 	$(PY) benchmarks/bench_similarity.py
+	$(PY) benchmarks/bench_export.py
 
 clean:
 	rm -rf build .pytest_cache

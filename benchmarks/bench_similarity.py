@@ -1,23 +1,30 @@
-"""Benchmark: streamed weight similarity (eaglekit) against the naive way, side by side.
+"""Benchmark: streamed weight similarity (eaglekit) against what a user would write instead, side by side.
 
-Two real-scale drafters in the Kimi-K2 EAGLE-3 layout (DOMAIN.md: fc [7168, 21504], q/k/v
-[8192, 14336], o [7168, 8192], MLP [18432, 7168] x2 + [7168, 18432], lm_head [32000, 7168], norms,
-d2t/t2d; about 2.4 GB each in bf16) are generated under ``--data`` (random: B is A plus 10% drift, with
-a partly different draft vocabulary), reused when present. Then, each in its own subprocess while
-the parent samples the child's anonymous memory (RssAnon in /proc/PID/status, every 5 ms):
+Two real-scale drafters in the Kimi-K2 EAGLE-3 layout (fc [7168, 21504], q/k/v [8192, 14336],
+o [7168, 8192], MLP [18432, 7168] x2 + [7168, 18432], lm_head [32000, 7168], norms, d2t/t2d; 2.38 GB
+each in bf16) are generated under ``--data`` (random: B is A plus 10% drift, with a partly different
+draft vocabulary), reused when present. Every mode runs in its own subprocess while the parent samples
+the child's anonymous memory (RssAnon in /proc/PID/status, every 5 ms); modes are interleaved
+(``--repeat`` rounds of every mode in turn, so load from other processes hits them alike) and medians
+are reported, with the load average seen during the runs.
 
-- naive: ``safetensors.torch.load_file`` both, upcast each tensor to float32, cosine per tensor;
-- eaglekit: ``eaglekit.similarity(a, b)``: every tensor, 64 x 64 grids, lm_head aligned by token;
-- floor: a plain bf16 -> float32 pass over the same bytes (the same reads, converted, nothing else):
-  the practical floor.
+Anchors, measured in the same run:
 
-Whole-tensor cosines of both are checked against a float64 reference (fc.weight, gate_proj): eaglekit
-accumulates in float64, the naive float32 cosine drifts on 100M-element tensors.
+- ``cat``: ``cat A B > /dev/null`` (reading the bytes, nothing else);
+- ``floor``: a plain single-thread bf16 -> float32 pass over the same bytes (2 MiB reads into one
+  reused float32 buffer): the practical floor of any compute over them;
+- ``loop64`` / ``loop32``: the hand-written 20 lines: ``safe_open`` both, ``get_slice`` row blocks of
+  every float tensor, whole-tensor sums ``a.a``, ``b.b``, ``a.b`` in float64 (``.double()``) or with
+  float32 products and sums; ``loop64`` is also the float64 reference for the accuracy check;
+- ``naive`` (``--naive``): ``load_file`` both, upcast, cosine per tensor;
+- ``eaglekit``: ``eaglekit.similarity(a, b)``, every tensor, 64 x 64 grids, lm_head aligned by token;
+- ``eaglekit-http``, ``eaglekit-hf``: the same through the loopback file server and Hub-compatible
+  server (served from the parent process), and ``eaglekit-hf-20ms`` / ``-50ms`` with every answer
+  delayed that long; ``curl``: curl fetching both files from the loopback file server.
 
-Both files are read once before timing so every mode starts from a warm page cache.
-
-    python benchmarks/bench_similarity.py            # real scale (about 5 GB of disk)
-    python benchmarks/bench_similarity.py --small    # 1/4 scale, seconds
+    python benchmarks/bench_similarity.py               # real scale (about 5 GB of disk), a few minutes
+    python benchmarks/bench_similarity.py --small       # 1/4 scale, seconds
+    python benchmarks/bench_similarity.py --modes floor,eaglekit --repeat 5
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -35,6 +43,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 H, I, HEADS_DIM, DRAFT_VOCAB, VOCAB = 7168, 18432, 8192, 32000, 163840
+MODES = ("cat", "floor", "loop64", "loop32", "eaglekit", "eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms",
+         "eaglekit-hf-50ms", "curl")
+CHECKED = ("fc.weight", "midlayer.mlp.gate_proj.weight")  # accuracy against the float64 loop
 
 
 def layout(scale: int = 1) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -100,86 +111,90 @@ def _jsonable(spec):
     return {k: [d, list(s)] for k, (d, s) in spec.items()}
 
 
-# -- the three modes, each run in a child process ---------------------------------------------------
-def child(mode: str, pa: str, pb: str) -> dict:
+def hub_folder(data: Path, pa: Path, pb: Path) -> Path:
+    """ROOT/bench/{a,b}/model.safetensors as hard links of the generated files (no disk, no symlinks)."""
+    root = data / "hubroot"
+    for src, repo in ((pa, "a"), (pb, "b")):
+        dst = root / "bench" / repo / "model.safetensors"
+        if not (dst.exists() and os.path.samefile(dst, src)):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.unlink(missing_ok=True)
+            os.link(src, dst)
+    return root
+
+
+# -- the modes, each run in a child process ---------------------------------------------------------
+def child(mode: str, a: str, b: str, endpoint: str) -> dict:
     import torch
 
+    out, extra = {}, {}
     t0 = time.perf_counter()
     if mode == "naive":
         from safetensors.torch import load_file
 
-        A, B = load_file(pa), load_file(pb)
-        out = {}
-        for k, a in A.items():
-            if a.is_floating_point():
-                x, y = a.float().flatten(), B[k].float().flatten()
-                out[k] = float(torch.nn.functional.cosine_similarity(x, y, dim=0))
-        n = len(out)
-    elif mode == "eaglekit":
+        A, B = load_file(a), load_file(b)
+        for k, x in A.items():
+            if x.is_floating_point():
+                out[k] = float(torch.nn.functional.cosine_similarity(x.float().flatten(), B[k].float().flatten(), dim=0))
+    elif mode.startswith("eaglekit"):
         from eaglekit.analysis.similarity import similarity
 
-        report = similarity(pa, pb, progress=False)
+        report = similarity(a, b, progress=False, endpoint=endpoint or None)
         out = {t.name: t.cosine for t in report.tensors}
-        n = len(out)
         s = sum(t.totals for t in report.tensors if t.tensor == "fc.weight")  # aa, bb, ab, dd
-        fc_total = float(s[2] / (s[0] * s[1]) ** 0.5)
+        out["fc.weight"] = float(s[2] / (s[0] * s[1]) ** 0.5)
+        extra["bytes_read"] = sum(report.bytes_read)
     elif mode == "floor":
         import warnings
 
         from eaglekit.io.reader import open_checkpoint
-        from eaglekit.analysis.similarity import LOCAL_CHUNK_BYTES
 
         warnings.filterwarnings("ignore", message="The given buffer is not writable")
-        torch.set_num_threads(max(1, torch.get_num_threads() - 1))  # as eaglekit computes
-        buf = torch.empty(LOCAL_CHUNK_BYTES // 2, dtype=torch.float32)
-        n = 0
-        for p in (pa, pb):
+        torch.set_num_threads(1)
+        step = 2 << 20
+        buf = torch.empty(step // 2, dtype=torch.float32)
+        for p in (a, b):
             with open_checkpoint(p) as ck:
                 for t in ck.inventory:
                     if t.dtype == "BF16":
-                        for data in ck.iter_bytes(t.name, chunk_bytes=LOCAL_CHUNK_BYTES):
+                        for data in ck.iter_bytes(t.name, chunk_bytes=step):
                             x = torch.frombuffer(data, dtype=torch.bfloat16)
                             buf[:x.numel()].copy_(x)
-                        n += 1
-        out = {}
+    elif mode in ("loop64", "loop32"):
+        from safetensors import safe_open
+
+        torch.set_num_threads(1)
+        wide = torch.float64 if mode == "loop64" else torch.float32
+        with safe_open(a, "pt") as fa, safe_open(b, "pt") as fb:
+            for name in fa.keys():
+                sa, sb = fa.get_slice(name), fb.get_slice(name)
+                if sa.get_dtype() != "BF16":
+                    continue
+                shape = sa.get_shape()
+                step = max(1, (1 << 22) // max(1, int(torch.tensor(shape[1:]).prod()) if len(shape) > 1 else 1))
+                ab = aa = bb = 0.0
+                for r in range(0, shape[0], step):
+                    x, y = sa[r:r + step].to(wide), sb[r:r + step].to(wide)
+                    ab, aa, bb = ab + float((x * y).sum()), aa + float((x * x).sum()), bb + float((y * y).sum())
+                out[name] = ab / (aa * bb) ** 0.5
     else:
         raise SystemExit(f"unknown mode {mode}")
     seconds = time.perf_counter() - t0
-    status = Path("/proc/self/status").read_text()
-    hwm = int(status.split("VmHWM:")[1].split()[0]) * 1024
-    return {"mode": mode, "seconds": seconds, "tensors": n, "vmhwm": hwm, "cosines": out,
-            "fc_total": fc_total if mode == "eaglekit" else None}
+    hwm = int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) * 1024
+    return {"seconds": seconds, "vmhwm": hwm, "cosines": out, **extra}
 
 
-def reference(pa: Path, pb: Path, names) -> dict[str, float]:
-    """float64 cosine of whole tensors, row block by row block (in this process, not timed)."""
-    from safetensors import safe_open
-
-    out = {}
-    with safe_open(str(pa), "pt") as fa, safe_open(str(pb), "pt") as fb:
-        for name in names:
-            sa, sb = fa.get_slice(name), fb.get_slice(name)
-            rows = sa.get_shape()[0]
-            ab = aa = bb = 0.0
-            for r in range(0, rows, 512):
-                x, y = sa[r:r + 512].double(), sb[r:r + 512].double()
-                ab, aa, bb = ab + float((x * y).sum()), aa + float((x * x).sum()), bb + float((y * y).sum())
-            out[name] = ab / (aa * bb) ** 0.5
-    return out
-
-
-def run_child(mode: str, pa: Path, pb: Path) -> dict:
+def run_child(mode: str, a: str, b: str, endpoint: str = "") -> dict:
     """Run one mode in a subprocess, sampling its RssAnon; returns the child's figures plus peak_anon."""
-    proc = subprocess.Popen([sys.executable, __file__, "--child", mode, str(pa), str(pb)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, __file__, "--child", mode, a, b, endpoint], stdout=subprocess.PIPE,
+                            text=True)
     peak = [0]
 
     def sample() -> None:
         path = f"/proc/{proc.pid}/status"
         while proc.poll() is None:
             try:
-                text = Path(path).read_text()
-                peak[0] = max(peak[0], int(text.split("RssAnon:")[1].split()[0]) * 1024)
+                peak[0] = max(peak[0], int(Path(path).read_text().split("RssAnon:")[1].split()[0]) * 1024)
             except (OSError, IndexError):
                 pass
             time.sleep(0.005)
@@ -195,53 +210,79 @@ def run_child(mode: str, pa: Path, pb: Path) -> dict:
     return result
 
 
-def warm(paths) -> None:
-    for p in paths:
-        with open(p, "rb") as f:
-            while f.read(64 << 20):
-                pass
+def timed(cmd: list[str]) -> dict:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return {"seconds": time.perf_counter() - t0, "peak_anon": 0, "vmhwm": 0, "cosines": {}}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=HERE / "data", help="where the generated drafters go")
     ap.add_argument("--small", action="store_true", help="1/4 scale (about 150 MB per drafter)")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per mode; the fastest counts")
-    ap.add_argument("--child", nargs=3, metavar=("MODE", "A", "B"), help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; medians are reported")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}, naive")
+    ap.add_argument("--naive", action="store_true", help="also the load_file mode (4.5 GB of memory)")
+    ap.add_argument("--child", nargs=4, metavar=("MODE", "A", "B", "ENDPOINT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(*args.child)))
         return
+    from eaglekit.demo.fileserver import FileServer
+    from eaglekit.demo.hubserver import HubServer
+
+    modes = [m for m in args.modes.split(",") if m] + (["naive"] if args.naive else [])
     scale = 4 if args.small else 1
-    pa, pb = write_pair(args.data / ("small" if args.small else "k2"), scale)
+    data = args.data / ("small" if args.small else "k2")
+    pa, pb = write_pair(data, scale)
+    root = hub_folder(data, pa, pb)
     size = pa.stat().st_size + pb.stat().st_size
-    results = {}
-    for mode in ("floor", "naive", "eaglekit"):
-        runs = []
+    subprocess.run(["cat", str(pa), str(pb)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    loads = []
+    with HubServer(root) as hub, FileServer(root) as files:
+        urls = [f"{files.endpoint}/files/bench/{r}/model.safetensors" for r in ("a", "b")]
         for _ in range(args.repeat):
-            warm((pa, pb))
-            runs.append(run_child(mode, pa, pb))
-        results[mode] = min(runs, key=lambda r: r["seconds"])
-    ref = reference(pa, pb, ["fc.weight", "midlayer.mlp.gate_proj.weight"])
+            for mode in modes:
+                loads.append(os.getloadavg()[0])
+                hub.latency = {"eaglekit-hf-20ms": 0.02, "eaglekit-hf-50ms": 0.05}.get(mode, 0.0)
+                if mode == "cat":
+                    r = timed(["cat", str(pa), str(pb)])
+                elif mode == "curl":
+                    r = timed(["curl", "-sf", "-o", "/dev/null", urls[0], "-o", "/dev/null", urls[1]])
+                elif mode == "eaglekit-http":
+                    r = run_child(mode, *urls)
+                elif mode.startswith("eaglekit-hf"):
+                    r = run_child(mode, "hf://bench/a", "hf://bench/b", hub.endpoint)
+                else:
+                    r = run_child(mode, str(pa), str(pb))
+                runs[mode].append(r)
+                print(f"  {mode:<18}{r['seconds']:8.2f} s  load {loads[-1]:.2f}", file=sys.stderr)
+    med = {m: statistics.median(r["seconds"] for r in rs) for m, rs in runs.items()}
     mib = 1024 * 1024
     print(f"\ntwo drafters, {size / 1e9:.2f} GB of safetensors ({'1/4 scale' if args.small else 'Kimi-K2 scale'}), "
-          f"{os.cpu_count()} CPUs, torch threads default")
-    print(f"{'mode':<10}{'wall s':>9}{'GB/s':>8}{'peak anon MiB':>15}{'VmHWM MiB':>11}")
-    for mode, r in results.items():
-        print(f"{mode:<10}{r['seconds']:>9.2f}{size / r['seconds'] / 1e9:>8.2f}{r['peak_anon'] / mib:>15.0f}"
-              f"{r['vmhwm'] / mib:>11.0f}")
-    e, n, f = results["eaglekit"], results["naive"], results["floor"]
-    print(f"eaglekit / naive wall time: {e['seconds'] / n['seconds']:.3f} (goal <= 0.35)")
-    print(f"eaglekit peak anonymous memory: {e['peak_anon'] / mib:.0f} MiB (goal <= 512); "
-          f"naive: {n['peak_anon'] / mib:.0f} MiB ({n['peak_anon'] / max(e['peak_anon'], 1):.1f}x)")
-    print(f"eaglekit throughput {size / e['seconds'] / 1e9:.2f} GB/s = {f['seconds'] / e['seconds']:.2f} of the "
-          f"bf16->float32 floor ({size / f['seconds'] / 1e9:.2f} GB/s)")
-    for name, cos in ref.items():
-        mine = results["eaglekit"]["cosines"].get(name)
-        if mine is None:  # fc.weight is reported in three parts; recombine from the child's sums
-            mine = results["eaglekit"]["fc_total"]
-        print(f"{name}: float64 reference cosine {cos:.8f}; |error| eaglekit {abs(mine - cos):.1e}, "
-              f"naive {abs(results['naive']['cosines'][name] - cos):.1e}")
+          f"{os.cpu_count()} CPUs, median of {args.repeat} interleaved rounds, load average during the runs "
+          f"{min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f})")
+    print(f"{'mode':<18}{'wall s':>8}{'GB/s':>7}{'peak anon MiB':>15}{'VmHWM MiB':>11}   runs (s)")
+    for mode, rs in runs.items():
+        anon = max(r["peak_anon"] for r in rs) / mib
+        hwm = max(r["vmhwm"] for r in rs) / mib
+        print(f"{mode:<18}{med[mode]:>8.2f}{size / med[mode] / 1e9:>7.2f}{anon:>15.0f}{hwm:>11.0f}   "
+              f"{', '.join(format(r['seconds'], '.2f') for r in rs)}")
+    if "eaglekit" in med:
+        e = med["eaglekit"]
+        for anchor in ("floor", "cat", "loop64", "loop32", "naive"):
+            if anchor in med:
+                print(f"eaglekit throughput / {anchor}: {med[anchor] / e:.2f}")
+        for remote in ("eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms", "eaglekit-hf-50ms"):
+            if remote in med:
+                print(f"{remote} throughput / local eaglekit: {e / med[remote]:.2f}")
+    if "loop64" in runs:
+        ref = runs["loop64"][0]["cosines"]
+        for name in CHECKED:
+            errs = {m: abs(rs[0]["cosines"][name] - ref[name]) for m, rs in runs.items() if name in rs[0]["cosines"]}
+            print(f"{name}: float64 cosine {ref[name]:.10f}; |error| " +
+                  ", ".join(f"{m} {v:.1e}" for m, v in errs.items() if m != "loop64"))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Real-scale Kimi-K2 EAGLE-3 drafter layout (DOMAIN.md shapes), written as sparse safetensors files.
+"""Real-scale Kimi-K2 EAGLE-3 drafter layout (docs/domain.md shapes), written as sparse safetensors files.
 
 A sparse file has a real header and a data section of holes: perfect for header benchmarks (no 2.4 GB
 written to disk) and still a valid safetensors file that safetensors itself loads (as zeros).

@@ -38,10 +38,19 @@ _EXPORTS = {
     "build_demo": "demo.world", "compare_inventories": "io.inventory",
     "normalize_config": "core.config", "diff_configs": "core.configdiff",
     "compat": "analysis.compat", "CompatReport": "analysis.compat",
+    "check": "analysis.check", "CheckReport": "analysis.check",
+    "export": "analysis.export", "ExportResult": "analysis.export",
     "similarity": "analysis.similarity", "SimilarityReport": "analysis.similarity_report",
     "find_drafters": "analysis.search",
+    "drift": "analysis.drift", "DriftReport": "analysis.drift_report",
+    "hidden_drift": "analysis.hidden_drift", "HiddenDrift": "analysis.hidden_drift",
     "Calculator": "view.calculator",
     "HubServer": "demo.hubserver",
+    "measure_acceptance": "analysis.acceptance", "AcceptanceResult": "analysis.acceptance",
+    "DraftModel": "analysis.draft_model", "load_target": "analysis.target_features",
+    "dump_hidden_states": "analysis.target_features", "open_dump": "io.hidden_states",
+    "build_trained_demo": "demo.trained",
+    "Account": "core.account",
 }
 
 #: module path of the flat layout -> its home now (kept importable for notebooks and scripts)
@@ -112,7 +121,12 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # for type checkers and IDEs
     from eaglekit.analysis.compat import CompatReport, compat
+    from eaglekit.analysis.check import CheckReport, check
+    from eaglekit.analysis.export import ExportResult, export
     from eaglekit.analysis.search import find_drafters
+    from eaglekit.analysis.drift import drift
+    from eaglekit.analysis.drift_report import DriftReport
+    from eaglekit.analysis.hidden_drift import HiddenDrift, hidden_drift
     from eaglekit.analysis.similarity import similarity
     from eaglekit.analysis.similarity_report import SimilarityReport
     from eaglekit.core.config import normalize_config
@@ -124,3 +138,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs
     from eaglekit.io.location import parse_location
     from eaglekit.io.reader import Checkpoint, open_checkpoint, read_inventory
     from eaglekit.view.calculator import Calculator
+    from eaglekit.analysis.acceptance import AcceptanceResult, measure_acceptance
+    from eaglekit.analysis.draft_model import DraftModel
+    from eaglekit.analysis.target_features import dump_hidden_states, load_target
+    from eaglekit.demo.trained import build_trained_demo
+    from eaglekit.io.hidden_states import open_dump
+    from eaglekit.core.account import Account

@@ -36,9 +36,10 @@ TARGET = "hf://demo-moonshot/Kimi-K2.5"
 BASELINE_TPS = 82.0  # measured without speculation
 SPEC_TPS = 60.0  # measured with the team's drafter
 OBSERVED_ACCEPT_LENGTH = 2.0
+STEPS = 2  # draft steps per cycle in the measured deployment
 VERIFY_MS = 30.0
 EXPECTED_ACCEPT_LENGTH = 3.2  # what the public drafter reaches on its own target
-TARGET_TPS = 150.0
+TARGET_TPS = (150.0, 200.0)
 
 # %%
 import eaglekit
@@ -91,15 +92,31 @@ if report.verdict != "incompatible":
     display(overview(sim))
 
 # %% [markdown]
-# ## 6. Would it pay off?
-# The measured deployment implies the cycle time; from it, the break-even accept length and what
-# the target throughput needs (accept length includes the bonus token, as vLLM, SGLang and EAGLE report).
+# ## 5b. Are the two targets' hidden states similar enough?
+# The account's open risk: shapes cannot say. `eaglekit.drift` compares the two targets where drafter A
+# looks (its frozen embedding, its draft rows of lm_head, the layers whose outputs feed it, per engine)
+# and, given two hidden-state dumps of the same prompts (`eaglekit dump-hidden`), the states themselves
+# per aux layer: cosine, and linear CKA, which forgives a rotated basis. Here on the demo's thin
+# synthetic targets (notebook 07 walks through them); point it at real ones to answer for real.
 
 # %%
-from eaglekit.core.specmath import fit_from_measurements
+target_drift = eaglekit.drift(ws.target_weights("k2"), ws.target_weights("k25"), drafter=ckpt_a, full=False,
+                              budget="4MB", hidden=(ws.hidden_dump("k2"), ws.hidden_dump("k25")), progress=False)
+print(target_drift.summary)
+target_drift.hidden
 
-fit = fit_from_measurements(BASELINE_TPS, SPEC_TPS, OBSERVED_ACCEPT_LENGTH, verify_ms=VERIFY_MS)
-fit
+# %% [markdown]
+# ## 6. Would it pay off?
+# One throughput account, the same one notebook 05 and `eaglekit speedup --spec-tps` print. The measured
+# deployment implies the cycle (accept length / throughput); what it spends beyond the verify time is
+# drafting, per draft step. The seed's own arithmetic used the 30 ms verify alone (drafting free, no
+# limit on steps): the account shows both, and says which targets the deployment's steps can reach.
+# Accept length includes the bonus token, as vLLM, SGLang and EAGLE report it.
+
+# %%
+account = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, OBSERVED_ACCEPT_LENGTH, verify_ms=VERIFY_MS,
+                                             steps=STEPS, targets=TARGET_TPS, expected=(EXPECTED_ACCEPT_LENGTH,))
+account
 
 # %% [markdown]
 # ## Conclusion
@@ -107,9 +124,29 @@ fit
 # %%
 from eaglekit.analysis.conclusion import conclude
 
-conclusion = conclude(report, similarity=sim, fit=fit, expected_accept_length=EXPECTED_ACCEPT_LENGTH,
-                      target_tps=TARGET_TPS)
+conclusion = conclude(report, similarity=sim, account=account)
 conclusion
+
+# %% [markdown]
+# ## 7. The warm-start checkpoint, and is it ready?
+# When the verdict asks for a remap, `eaglekit.export` writes it: A's weights with lm_head rows
+# re-aligned to B's vocabulary map by target token (rows for tokens A never had start from the
+# target's lm_head rows, read by byte range), streamed into a new folder. `eaglekit.check` then runs
+# the pre-serving checks on it against the target.
+
+# %%
+warm = None
+if report.verdict == "compatible-after-remap":
+    os.makedirs(os.path.join(DEMO, "exports"), exist_ok=True)
+    warm = eaglekit.export(ckpt_a, os.path.join(DEMO, "exports", "warm-start"), vocab_map=DRAFTER_B, target=TARGET,
+                           endpoint=endpoint, force=True)
+    display(warm)
+else:
+    print(f"No warm-start checkpoint: the verdict is {report.verdict}, not a remap.")
+
+# %%
+if warm is not None:
+    display(eaglekit.check(warm.out, target=TARGET, endpoint=endpoint))
 
 # %%
 ckpt_a.close()

@@ -53,13 +53,12 @@ target = TARGET or targets[0]
 
 # %% [markdown]
 # ## Everything whose config says EAGLE-3
-# Most downloaded first. The `target` column is what a speculators config declares (its verifier);
-# anything marked *inferred* is a guess from the model card or the repo name. Candidates whose config
-# could not be read are listed last with the reason. Click a column header to sort.
+# One search lists the Hub and reads each candidate's config; the table comes once, below, judged
+# against a target. Here, what the search found:
 
 # %%
 everything = find_drafters(query, limit=LIMIT, endpoint=endpoint)
-everything
+print(repr(everything))
 
 # %% [markdown]
 # What crossed the wire: the listing, page by page (the search follows the `Link` headers), then one
@@ -89,17 +88,18 @@ for hit in everything:
 # %% [markdown]
 # ## Which drafters fit my target?
 # A drafter fits when its fc layer takes the target's hidden size (`target_hidden_size`) and its
-# vocabulary is the target's. Fitting drafters come first, then misfits with the reason.
+# vocabulary is the target's. Fitting drafters come first (green), then misfits with the reason in
+# `why`. The `target` column is what a speculators config declares (its verifier); anything marked
+# *inferred* is a guess from the model card or the repo name. Candidates whose config could not be read
+# are listed last (yellow) with the reason. Click a column header to sort. (`fit.to_pandas()` gives the
+# same rows as a DataFrame.)
 
 # %%
 fit = everything.with_target(target, endpoint=endpoint)  # the same search, judged against the target
 fit
 
 # %% [markdown]
-# The same rows as a DataFrame, and the best fit handed straight to `read_inventory` (headers only).
-
-# %%
-fit.to_pandas()[["repo", "format", "target", "hidden_size", "vocab_size", "fits_target", "why", "downloads"]]
+# The best fit handed straight to `read_inventory` (headers only):
 
 # %%
 if fit.fitting:
@@ -108,7 +108,8 @@ if fit.fitting:
 
 # %% [markdown]
 # ## Search box and target picker
-# Type in the box (Enter searches) or pick a target; the table below them follows.
+# With a running kernel (`make lab`): type in the box (Enter searches) or pick a target, and the table
+# appears below them. They run a search in Python, so a rendered page without a kernel leaves them out.
 
 # %%
 import ipywidgets as widgets
@@ -119,9 +120,6 @@ query_box = widgets.Text(value=query or "", placeholder="text in the repo id (em
 target_pick = widgets.Dropdown(options=[("(no target)", None), *((t, t) for t in targets)], value=target,
                                description="target")
 table = widgets.Output()
-shown = {}
-
-
 searched = {query: everything}  # query -> results: picking a target re-ranks, it does not search again
 
 
@@ -132,17 +130,9 @@ def show(_=None):
         if q not in searched:
             searched[q] = find_drafters(q, limit=LIMIT, endpoint=endpoint)
         results = searched[q]
-        shown["results"] = results.with_target(target_pick.value, endpoint=endpoint) if target_pick.value else results
-        display(shown["results"])
+        display(results.with_target(target_pick.value, endpoint=endpoint) if target_pick.value else results)
 
 
 query_box.observe(show, "value")
 target_pick.observe(show, "value")
-show()
-widgets.VBox([widgets.HBox([query_box, target_pick]), table])
-
-# %% [markdown]
-# Without a live kernel the widgets above cannot search; this is the table they last showed.
-
-# %%
-shown["results"]
+widgets.VBox([widgets.HBox([query_box, target_pick]), table])  # the table above is not repeated until you search

@@ -56,16 +56,36 @@ eaglekit.normalize_config(k2_spec, source="k2-speculators/config.json")
 # %% [markdown]
 # ## The targets: Kimi-K2 vs Kimi-K2.5
 # K2.5 wraps a `kimi_k2` text config and ships 4-bit pack-quantised weights; the text model's layer
-# count, hidden size and vocabulary are unchanged, so a K2 drafter fits K2.5 in shape.
+# count, hidden size and vocabulary are unchanged, so a K2 drafter fits K2.5 in shape. The target's
+# `quantization_config` changes how the target stores its own weights, not any drafter tensor: it is
+# a behaviour difference (the hidden states the drafter reads shift slightly), not a shape one.
 
 # %%
 eaglekit.diff_configs(load_config(ws.target("kimi-k2")), load_config(ws.target("kimi-k25")),
                       a_name="kimi-k2", b_name="kimi-k25")
 
 # %% [markdown]
-# ## Aux hidden-state layer ids
-# `[2, 30, 58]` in a SpecForge config counts layer *inputs* (SGLang reads it); the same tensors are
-# the *outputs* of layers `[1, 29, 57]`. For a 61-layer target both conventions' defaults agree.
+# ## Aux hidden-state layer ids, engine by engine
+# What an id selects depends on the engine that reads it, not on the config format. SGLang reads id
+# *i* as the output of layer *i* (as SpecForge trained it); vLLM reads it as the input of layer *i*,
+# one layer earlier. So the SpecForge config's `[2, 30, 58]` feeds SGLang what training used, and vLLM
+# the outputs of `[1, 29, 57]`: for vLLM write `[3, 31, 59]` (`eaglekit export --engine vllm` does).
 
 # %%
-eaglekit.normalize_config(k2).aux_report(61)
+eaglekit.normalize_config(k2).aux_view(61)
+
+# %% [markdown]
+# The speculators twin copied the SpecForge ids unchanged; its trainer is guessed from its format
+# (speculators trains on layer inputs), so the view says what vLLM and SGLang feed under that guess.
+# When you know who trained it, say so:
+
+# %%
+eaglekit.normalize_config(k2_spec).aux_view(61, trained_by="specforge")
+
+# %% [markdown]
+# ## Ready to serve? One drafter against its target
+# `eaglekit check` runs the pre-serving checks from headers: lm_head, embed_tokens, the vocabulary map,
+# fc width, aux ids per engine, target fit, architecture, dtype, rope. Every finding has a fix.
+
+# %%
+eaglekit.check(ws.drafter("k2"), target=ws.target("kimi-k2").parent, engine="sglang")

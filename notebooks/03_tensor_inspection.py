@@ -115,6 +115,38 @@ eaglekit.compat(ws.drafter("k2"), ws.drafter("k2-speculators"), target=str(ws.ta
 eaglekit.compat("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", "hf://demo-lab/Llama-small-EAGLE3",
                 target="hf://demo-moonshot/Kimi-K2-Instruct", endpoint=endpoint)
 
+# %% [markdown]
+# ## Before serving: one drafter against its target
+# `eaglekit.check` finds the faults that no engine reports before serving badly. The demo holds one
+# broken copy of K2 per fault; each is caught, and the healthy drafters pass.
+
+# %%
+import pandas as pd
+
+rows = []
+for name, what in ws.manifest["broken"].items():
+    r = eaglekit.check(ws.broken(name), target=ws.target("kimi-k2").parent)
+    rows.append({"drafter": name, "planted fault": what, "ready": r.ready,
+                 "found": "; ".join(f"{f.check}: {f.message}" for f in r.errors)})
+for name in ["k2", "k2-sharded", "k25-finetuned"]:
+    r = eaglekit.check(ws.drafter(name), target=ws.target("kimi-k25" if "k25" in name else "kimi-k2").parent)
+    rows.append({"drafter": name, "planted fault": "-", "ready": r.ready, "found": ""})
+pd.DataFrame(rows).style.hide(axis="index").set_properties(**{"white-space": "normal", "text-align": "left"})
+
+# %% [markdown]
+# One report in full: an `embed_tokens.weight` that is not the target's, compared by value on sampled
+# rows read by byte range (`full=True` compares every row). The aux table says what each engine feeds.
+
+# %%
+eaglekit.check(ws.broken("foreign-embed"), target=ws.target("kimi-k2").parent)
+
+# %% [markdown]
+# Through the Hub it reads the same few bytes: headers, config, the maps.
+
+# %%
+eaglekit.check("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", target="hf://demo-moonshot/Kimi-K2-Instruct",
+               endpoint=endpoint, engine="vllm")
+
 # %%
 if hub is not None:
     hub.stop()

@@ -26,6 +26,15 @@ def demo(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def trained(demo):
+    """The trained demo world (tiny target, two versions, EAGLE-3 drafters), inside the demo workspace
+    where notebook 06 finds it; trained once per test process."""
+    from eaglekit.demo.trained import build_trained_demo
+
+    return build_trained_demo(demo.root / "trained", progress=False)
+
+
+@pytest.fixture(scope="session")
 def hub(demo):
     """The Hub-compatible server over the demo's hub/ folder, on 127.0.0.1."""
     from eaglekit.demo.hubserver import HubServer

@@ -47,9 +47,10 @@ def report(request, tmp_path_factory) -> Report:
                 mp.setenv("PYTHONPATH", str(ROOT), prepend=os.pathsep)
                 pages = build_report(out, demo=demo, timeout=CELL_TIMEOUT)
             done.write_text(json.dumps({"demo": str(demo), "seconds": time.perf_counter() - start, "pages": [
-                {"name": p.name, "title": p.title, "html_path": str(p.html_path), "figures": p.figures}
+                {"name": p.name, "title": p.title, "html_path": str(p.html_path), "figures": p.figures,
+                 "single_path": str(p.single_path)}
                 for p in pages]}))
     record = json.loads(done.read_text())
-    pages = [RenderedNotebook(p["name"], p["title"], Path(p["html_path"]), tuple(p["figures"]))
+    pages = [RenderedNotebook(p["name"], p["title"], Path(p["html_path"]), tuple(p["figures"]), Path(p["single_path"]))
              for p in record["pages"]]
     return Report(out, {p.name: p for p in pages}, Path(record["demo"]), record["seconds"])

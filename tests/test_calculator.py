@@ -1,17 +1,16 @@
-"""The Calculator widget (sliders set from Python, no browser) and the static plotly what-if figure."""
+"""The Calculator (an anywidget computing in the browser; here its Python side) and the plotly what-if."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from eaglekit.view.calculator import K_CURVES, Calculator, chart_traces, whatif_figure
+from eaglekit.core.account import Account
 from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import Scenario, estimate
+from eaglekit.view.calculator import K_CURVES, Calculator, chart_traces, numbers, whatif_figure
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def calc():
     return Calculator.preset("seed")
 
@@ -20,82 +19,69 @@ def _trace(figure, name):
     return next(t for t in figure.data if t.name == name)
 
 
-def test_seed_preset_readouts(calc):
+def test_seed_preset_is_the_measured_deployment(calc):
     r = calc.readouts
-    assert r["cycle_ms"] == 30.0
-    assert round(r["break_even_accept_length"], 2) == 2.46
-    assert (r["accept_length"], r["alpha"]) == (2.0, 0.5)
-    assert r["tokens_per_s"] == pytest.approx(66.67, abs=0.01)
-    assert (r["target_accept_length"], round(r["target_alpha"], 2)) == (4.5, 0.78)
-    assert "2.46" in calc.readout.value
+    assert r["cycle_ms"] == pytest.approx(100 / 3) and r["tokens_per_s"] == pytest.approx(60.0)
+    assert round(r["break_even_accept_length"], 2) == 2.73
+    assert calc.values["steps"] == 2 and not calc.values["unbounded"]
+    assert calc.values["draft_ms"] == pytest.approx(Account.seed().draft_ms)
+    assert r["target_alpha"] is None and r["target_min_steps"] == 5  # 150 tok/s: out of reach at k = 2
+    verify_only = Calculator.preset("seed-verify-only").readouts
+    assert verify_only["cycle_ms"] == 30.0 and verify_only["tokens_per_s"] == pytest.approx(66.67, abs=0.01)
+    assert (verify_only["target_accept_length"], round(verify_only["target_alpha"], 2)) == (4.5, 0.78)
 
 
-def test_slider_changes_update_readouts_and_figure_in_place(calc):
-    figure = calc.figure
-    point = _trace(figure, "current")
-    calc.controls["verify_ms"].value = 20.0
-    assert figure is calc.figure and point is _trace(figure, "current")  # same objects, updated in place
+def test_moving_controls_recomputes(calc):
+    calc.widget.verify_ms = 20.0
+    calc.widget.draft_ms = 0.0
     assert calc.readouts["tokens_per_s"] == pytest.approx(100.0)
     assert calc.readouts["break_even_accept_length"] == pytest.approx(1.64)
-    assert point.y == (pytest.approx(100.0),)
-    assert figure.data[1].x == (pytest.approx(1.64), pytest.approx(1.64))  # break-even mark moved
-    calc.controls["target_tps"].value = 200.0
-    assert calc.readouts["target_accept_length"] == pytest.approx(4.0)
-    assert _trace(figure, "needed for target").x == (pytest.approx(4.0),)
-    calc.apply(Scenario.seed(), accept_length=2.0, target_tps=150.0)
-    assert calc.readouts["tokens_per_s"] == pytest.approx(66.67, abs=0.01)
+    assert calc.estimate.tokens_per_s == pytest.approx(100.0)
 
 
-def test_bounded_chain_clamps_accept_length_and_hides_unreachable_target(calc):
-    c = calc.controls
-    try:
-        c["unbounded"].value = False
-        c["steps"].value = 2
-        c["draft_ms"].value = 2.0
-        assert calc.readouts["cycle_ms"] == 34.0
-        k1 = next(t for t in calc.figure.data if (t.hovertemplate or "").startswith("k = 1,"))
-        assert k1.hovertemplate.startswith("k = 1, cycle 32.0 ms") and k1.y[-1] == pytest.approx(2 / 0.032)
-        c["accept_length"].value = 5.0  # above k+1: the slider's max is 3
-        assert calc.readouts["accept_length"] == 3.0 and calc.readouts["alpha"] == 1.0
-        assert calc.readouts["target_alpha"] is None  # 150 tok/s needs 5.1 > 3
-        assert _trace(calc.figure, "needed for target").x == ()
-    finally:
-        calc.apply(Scenario.seed(), accept_length=2.0, target_tps=150.0)
-    assert c["draft_ms"].disabled and calc.readouts["cycle_ms"] == 30.0
+def test_a_clamp_is_reported_never_silent(calc):
+    """Item 4: unticking "unbounded chain" with accept length 5.91 computes at 3.00 and says so."""
+    calc.widget.unbounded = True
+    calc.widget.accept_length = 5.91
+    assert calc.readouts["clamped"] is None and calc.readouts["accept_length"] == 5.91
+    calc.widget.unbounded = False  # k = 2
+    r = calc.readouts
+    assert r["clamped"] == {"asked": 5.91, "ceiling": 3} and r["accept_length"] == 3.0 and r["alpha"] == 1.0
+    assert calc.widget.accept_length == 5.91  # the control keeps what the reader asked for
 
 
 def test_alpha_mode_drives_accept_length(calc):
-    c = calc.controls
-    try:
-        c["mode"].value = "alpha"
-        c["alpha"].value = 0.75
-        assert calc.readouts["accept_length"] == pytest.approx(4.0)
-        assert c["accept_length"].value == pytest.approx(4.0)
-        assert c["accept_length"].layout.display == "none"
-    finally:
-        calc.apply(Scenario.seed(), accept_length=2.0, target_tps=150.0)
-    assert c["mode"].value == "accept_length" and c["alpha"].layout.display == "none"
+    calc.widget.unbounded = True
+    calc.widget.mode = "alpha"
+    calc.widget.alpha = 0.75
+    assert calc.readouts["accept_length"] == pytest.approx(4.0)
 
 
-def test_update_takes_milliseconds(calc):
-    start = time.perf_counter()
-    for v in range(60, 100):
-        calc.controls["baseline_tps"].value = float(v)
-    assert (time.perf_counter() - start) / 40 < 0.05
-    calc.apply(Scenario.seed(), accept_length=2.0, target_tps=150.0)
-
-
-def test_displays_as_a_widget(calc):
+def test_displays_as_an_anywidget_with_its_front_end_inline(calc):
     bundle = calc._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in data
+    esm = calc.widget._esm
+    assert "export function compute" in esm and "http" not in esm.replace("http://www.w3.org/2000/svg", "")
 
 
-def test_unknown_preset():
-    with pytest.raises(InputError, match=r"unknown preset 'nope': choose one of \['seed'\]"):
+def test_unknown_preset_and_out_of_range_values():
+    with pytest.raises(InputError, match=r"unknown preset 'nope': choose one of \['seed', 'seed-verify-only'\]"):
         Calculator.preset("nope")
+    with pytest.raises(InputError, match="verify_ms = 500 is outside the calculator's range 1 to 200"):
+        Calculator(Scenario(82, 500))
 
 
-def test_chart_traces_keep_their_order():
+def test_numbers_agree_with_specmath_and_report_unreachable_targets():
+    p = {"baseline_tps": 82, "verify_ms": 30, "draft_ms": 2, "steps": 3, "unbounded": False, "overhead_ms": 1,
+         "mode": "accept_length", "accept_length": 2.5, "alpha": 0.5, "target_tps": 200}
+    r = numbers(p)
+    est = estimate(Scenario(82, 30, draft_ms=2, steps=3, overhead_ms=1), accept_length=2.5, target_tps=200)
+    assert r["tokens_per_s"] == pytest.approx(est.tokens_per_s) and r["cycle_ms"] == 37.0
+    assert r["target_alpha"] is None and r["target_max_draft_ms"] is None and r["target_min_steps"] == 9
+
+
+def test_chart_traces_keep_their_order_and_other_chains_only_when_they_differ():
     est = estimate(Scenario(82, 30, draft_ms=2, steps=4), accept_length=2.0)
     names = [t["name"] for t in chart_traces(est)]
     assert names[:4] == ["baseline 82 tok/s", "break-even L = 3.12", "target", "this scenario (k = 4, 38.0 ms)"]
@@ -103,6 +89,8 @@ def test_chart_traces_keep_their_order():
     hovers = [t["hovertemplate"] for t in chart_traces(est)[4:-2]]
     assert hovers[0].startswith("k = 1, cycle 32.0 ms<br>") and hovers[-1].startswith("k = 8, cycle 46.0 ms<br>")
     assert names[-2:] == ["current", "needed for target"]
+    free = estimate(Scenario.seed(), accept_length=2.0)  # no draft cost: every k lies on the main line
+    assert not any(t["name"].startswith("other chains") for t in chart_traces(free))
 
 
 # -- static what-if: plotly's own slider, no kernel --------------------------------------------------

@@ -97,3 +97,51 @@ def test_html_page_opens_offline_with_hover(demo, tmp_path, capsys):
         browser.close()
     assert not errors and not blocked
     assert "rows 1008–1151" in text and "cols 0–55" in text and "cosine" in text
+
+
+def test_incompatible_pair_says_why_nothing_was_compared_and_exits_4(demo, capsys):
+    """Item 10: an incompatible pair printed "0 compared" and exited 0."""
+    code, out, err = _run(capsys, str(demo.drafter("k2")), str(demo.drafter("llama-small")))
+    assert code == 4 and "0 compared" in out
+    assert err.startswith("eaglekit similarity: nothing compared between ") and err.count("\n") == 1
+    assert "every tensor both have differs: d2t (shape [2000] vs [1000])" in err and "eaglekit compat A B" in err
+
+
+@pytest.mark.parametrize("measure", ["rel_diff", "cosine", "norm_ratio"])
+def test_html_measure_colours_on_a_range_that_shows_the_drift(demo, tmp_path, capsys, measure):
+    """Item 8: cosine on -1..1 painted a fine-tune one uniform colour."""
+    import json as _json
+
+    page = tmp_path / f"{measure}.html"
+    args = [str(demo.drafter("k2")), str(demo.drafter("k25-finetuned")), "--tensors", "midlayer.mlp.up_proj.weight",
+            "--grid", "8", "8", "--html", str(page)]
+    code, _, _ = _run(capsys, *args, *(["--measure", measure] if measure != "rel_diff" else []))
+    assert code == 0
+    text = page.read_text()
+    figures = [_json.loads(m) for m in re.findall(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', text, re.S)]
+    lo, hi = figures[-1][0]["zmin"], figures[-1][0]["zmax"]
+    assert figures[0][1]["zmin"] == lo and figures[0][1]["zmax"] == hi  # the overview shares the range
+
+    from eaglekit.analysis.similarity import similarity
+    from eaglekit.analysis.similarity_report import measures_from_sums
+
+    report = similarity(demo.drafter("k2"), demo.drafter("k25-finetuned"), tensors="midlayer.mlp.up_proj.weight",
+                        grid=(8, 8), progress=False)
+    z = measures_from_sums(report.tensors[0].sums)[measure]
+    assert lo <= z.min() and z.max() <= hi
+    assert (z.max() - z.min()) / (hi - lo) > 0.8  # the data spans the colours: the drift from 0.05 to 0.5 shows
+    if measure == "rel_diff":
+        assert lo == 0.0 and "Colour: ‖a−b‖/‖a‖ (0 means unchanged), from 0 to" in text
+    if measure == "cosine":
+        assert lo > 0.5  # not -1..1: a fine-tune's cosines all sit near 1
+    assert "the same in every figure" in text
+
+
+def test_device_cuda_without_a_gpu_says_so_in_user_words(demo, capsys, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    k2 = str(demo.drafter("k2"))
+    code, _, err = _run(capsys, k2, k2, "--tensors", "norm.weight", "--device", "cuda")
+    assert code == 2 and err.count("\n") == 1
+    assert "cannot compute on a GPU" in err and "--device cpu" in err and "--device auto" in err

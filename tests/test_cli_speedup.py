@@ -51,12 +51,12 @@ def test_text_output_is_aligned(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["Speculative decoding estimate", "field          value"]
     assert lines[3:] == [
-        "cycle          30.00 ms (verify 30 + overhead 0)",
+        "cycle          30.00 ms (verify 30 + overhead 0; unbounded chain, drafting counted free)",
         "accept length  2.00 tokens/cycle (alpha 0.500, unbounded chain)",
         "throughput     66.7 tok/s",
         "speedup        0.81x over 82 tok/s baseline (-19%)",
         "break-even     accept length 2.46",
-        "target         200 tok/s needs accept length 6.00 (alpha 0.833)",
+        "target         200 tok/s needs accept length 6.00 (alpha 0.833, unbounded chain, drafting counted free)",
     ]
 
 
@@ -106,3 +106,43 @@ def test_subprocess_prints_no_traceback():
     assert proc.stderr.startswith("eaglekit speedup: error: alpha must be in [0, 1), got 1.5")
     ok = subprocess.run([*cmd[:-1], "0.5", "--json"], cwd=root, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and json.loads(ok.stdout)["accept_length"] == 2.0
+
+
+# -- --spec-tps: the cycle fitted from a measurement, the whole account -------------------------------
+
+MEASURED = [*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60"]
+
+
+def test_spec_tps_fits_the_cycle_and_prices_the_targets(capsys):
+    assert main([*MEASURED, "--target-tps", "150", "--target-tps", "200", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cycle_ms"] == pytest.approx(33.333, abs=1e-3) and out["draft_ms"] == pytest.approx(1.667, abs=1e-3)
+    assert round(out["break_even_accept_length"], 2) == 2.73
+    assert round(out["verify_only_break_even_accept_length"], 2) == 2.46
+    assert out["ceiling_tps"] == pytest.approx(90.0)
+    t150, t200 = out["targets"]
+    assert t150["alpha"] is None and t150["accept_length"] == pytest.approx(5.0)
+    assert t150["max_draft_ms"] is None and t150["min_steps"] == 5  # 150 x (30 + 5 x 1.67) / 1000 = 5.75 <= 6
+    assert t200["min_steps"] == 8
+
+
+def test_spec_tps_text_says_steps_draft_cost_and_why_two_break_evens(capsys):
+    assert main([*MEASURED, "--target-tps", "150"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "33.3 ms per draft-verify cycle: the 30 ms verify plus 3.3 ms of drafting" in text
+    assert "2 steps of 1.67 ms" in text and "above accept length 2.73" in text
+    assert "gives break-even 2.46; 150 tok/s needs 4.5 (78% per-token acceptance)" in text
+    assert "150 tok/s is out of reach at k = 2 draft steps of 1.67 ms" in text
+    assert "it takes k = 5 (cycle 38.3 ms)" in text
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--steps", "2", "--spec-tps", "60", "--alpha", "0.5"], "--spec-tps needs --accept-length"),
+    (["--accept-length", "2", "--spec-tps", "60"], "--spec-tps needs --steps"),
+    (["--accept-length", "2", "--steps", "2", "--spec-tps", "90"], "shorter than the 30 ms verify alone"),
+    (["--accept-length", "2", "--steps", "2", "--spec-tps", "60", "--draft-ms", "3"], "do not fit the measured"),
+])
+def test_spec_tps_bad_input_is_one_line(capsys, extra, message):
+    assert main([*SEED, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

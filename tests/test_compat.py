@@ -55,8 +55,9 @@ def test_changed_hidden_size_is_incompatible(demo):
 def test_aux_layers_interpreted_for_the_target(demo):
     r = compat(demo.drafter("k2"), demo.drafter("k25-finetuned"), target=str(demo.target("kimi-k25")))
     a = r.aux_layers["a"]
-    assert a["ids"] == [2, 30, 58] and a["convention"] == "inputs"
-    assert a["equivalent"]["ids"] == [1, 29, 57] and a["in_range"] and a["is_default"]
+    # SpecForge trained on the outputs of layers 2, 30, 58 (= inputs 3, 31, 59).
+    assert a["ids"] == [2, 30, 58] and a["convention"] == "outputs"
+    assert a["equivalent"]["ids"] == [3, 31, 59] and a["in_range"] and a["is_default"] is False
     assert r.aux_layers["target_layers"] == 61
 
 
@@ -148,3 +149,19 @@ def test_renders(demo):
     assert "compatible-after-remap" in html and "expected-absent" in html and "<table" in html
     text = str(r)
     assert "k2 vs k25-scratch: compatible-after-remap" in text and "embed_tokens.weight" in text
+
+
+def test_drafters_for_different_targets_are_not_remapped(demo):
+    # issue 12 item 11: a Kimi drafter vs a Llama one. Their draft ids come from two tokenizers: the
+    # report says so, offers no lm_head remap, and does not judge the Llama ids against Kimi's 61 layers.
+    r = compat(demo.drafter("k2"), demo.drafter("llama-small"), target=str(demo.target("kimi-k2")))
+    assert r.verdict == "incompatible"
+    assert r.vocab["comparable"] is False and r.vocab["overlap"] == 0
+    text = str(r) + r._repr_html_()
+    assert "Re-align" not in text and "shared target tokens" not in text
+    assert any("different targets (target vocabularies of 10,240 vs 8,016 tokens" in x for x in r.reasons)
+    assert "fits a 61-layer target" not in r.aux_layers["b"]["explanation"]
+    assert "drafter for another target" in r.aux_layers["b"]["explanation"]
+    # Without a target the two vocabularies still are not compared.
+    r = compat(demo.drafter("k2"), demo.drafter("llama-small"))
+    assert r.vocab["comparable"] is False and not any("Re-align" in x for x in r.reasons)

@@ -54,12 +54,13 @@ def test_specforge_k2():
         7168, 18432, 64, 64, 128)
     assert (c.vocab_size, c.draft_vocab_size, c.num_hidden_layers) == (163840, 32000, 1)
     assert c.target_hidden_size == 7168 and c.target_hidden_size_explicit is False
-    assert c.aux_layer_ids == (2, 30, 58) and c.aux_convention == "inputs"
+    # SpecForge trained on the outputs of the configured layers.
+    assert c.aux_layer_ids == (2, 30, 58) and c.aux_convention == "outputs" and c.trained_by == "specforge"
     assert c.sources["aux_layer_ids"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
     assert (c.rope_theta, c.max_position_embeddings, c.torch_dtype) == (1e6, 131072, "bfloat16")
     assert c.declared_target is None
     assert set(c.defaulted) >= {"target_hidden_size", "norm_before_fc", "fc_norm"}
-    assert c.aux_report(61).is_default
+    assert c.aux_report(61).outputs_of == (2, 30, 58)
 
 
 @pytest.mark.parametrize("arch", ["Eagle3LlamaForCausalLM", "Eagle3DraftModel"])
@@ -147,8 +148,9 @@ def test_load_config_bytes_errors():
     assert str(e.value) == (
         "k2/config.json has no recognisable EAGLE-3 fields: expected architectures to include one of "
         "LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, Eagle3DraftModel, Eagle3Speculator, "
-        "Eagle3DeepseekV2ForCausalLM, Eagle3DeepseekV3ForCausalLM, or speculators_model_type \"eagle3\" "
-        "(got architectures ['DeepseekV3ForCausalLM'], model_type 'kimi_k2'). "
+        "Eagle3DeepseekV2ForCausalLM, Eagle3DeepseekV3ForCausalLM, DeepseekV3ForCausalLMEagle3, or "
+        "speculators_model_type \"eagle3\", or the original EAGLE-3 layout (LlamaForCausalLM with draft_vocab_size "
+        "and one layer) (got architectures ['DeepseekV3ForCausalLM'], model_type 'kimi_k2'). "
         "A target model config goes in the target argument.")
     assert load_config_bytes(json.dumps(K2).encode()) == K2
     assert load_config_bytes(json.dumps(K25_TARGET).encode(), kind="target") == K25_TARGET
@@ -186,7 +188,7 @@ def test_renders_as_a_key_value_table():
     c = normalize_config(K2, source="k2/config.json")
     text = str(c)
     assert text.splitlines()[0] == "EAGLE-3 drafter config: k2/config.json"
-    assert "aux_layer_ids            [2, 30, 58] (inputs)" in text
-    assert "target_hidden_size       7168 (default)" in text
+    assert "aux_layer_ids            [2, 30, 58] (trained as outputs, specforge)" in text
+    assert "target_hidden_size       7168 (default: hidden_size (drafter and target share it))" in text
     assert "<table" in c._repr_html_() and "k2/config.json" in c._repr_html_()
     assert isinstance(c, DrafterConfig) and c.to_json()["aux_layer_ids"] == [2, 30, 58]

@@ -135,3 +135,92 @@ def test_random_bytes_raise_only_eaglekit_errors(blob):
         parse(blob)
     except EaglekitError:
         pass
+
+
+# -- hostile headers: one-line HeaderError, linear time, bounded memory ---------------------------------
+def _raw(text: bytes, data: int = 0) -> bytes:
+    return struct.pack("<Q", len(text)) + text + b"\0" * data
+
+
+@pytest.mark.parametrize("blob, fragment", [
+    (_raw(b'{"t":' + b"[" * 100_000 + b"]" * 100_000 + b"}"), "nests JSON arrays or objects too deeply"),
+    (_raw(b'{"a":' * 50_000 + b"1" + b"}" * 50_000), "nests JSON arrays or objects too deeply"),
+    (_raw(b'{"t":{"dtype":"F32","shape":[' + b"9" * 5000 + b'],"data_offsets":[0,4]}}', 4), "number too long"),
+    (_raw(b'{"t":{"dtype":"F32","shape":[1' + b"0" * 400 + b'],"data_offsets":[0,4]}}', 4), "overflows 64 bits"),
+    (_raw(b'{"t":{"dtype":"F32","shape":[1],"data_offsets":[0,1' + b"0" * 400 + b']}}', 4), "under 2**64"),
+    (_raw(b'{"t":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}}', 4), "overflows 64 bits"),
+    (_raw(b'{"t":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]}}', 4), "needs 18446744073709551616"),
+])
+def test_hostile_numbers_and_nesting_give_one_line(blob, fragment):
+    with pytest.raises(HeaderError) as e:
+        parse(blob)
+    message = str(e.value)
+    assert fragment in message and "\n" not in message and len(message) < 400
+
+
+def test_overflow_before_a_zero_is_an_error_as_in_safetensors():
+    """The reference multiplies left to right with overflow checks: [2**63, 4, 0] fails, [0, 2**63, 4] is empty."""
+    with pytest.raises(HeaderError, match="overflows 64 bits"):
+        parse(make({"t": {"dtype": "F32", "shape": [2**63, 4, 0], "data_offsets": [0, 0]}}))
+    assert parse(make({"t": {"dtype": "F32", "shape": [0, 2**63, 4], "data_offsets": [0, 0]}})).tensors[0].parameters == 0
+
+
+def test_long_shape_with_a_zero_is_linear():
+    """[2]*N + [0]: the old parser multiplied 2**N before reaching the 0 (36 s for a 2 MB header)."""
+    import time
+
+    n = 1_000_000
+    blob = make({"t": {"dtype": "F32", "shape": [2] * n + [0], "data_offsets": [0, 0]}})
+    t0 = time.process_time()
+    with pytest.raises(HeaderError) as e:
+        parse(blob)
+    assert "overflows 64 bits" in str(e.value) and "(1,000,001 entries)" in str(e.value)
+    zeros = make({"t": {"dtype": "F32", "shape": [1] * n + [0], "data_offsets": [0, 0]}})
+    assert parse(zeros).tensors[0].parameters == 0
+    assert time.process_time() - t0 < 30  # quadratic would be hours; linear is well under a second
+
+
+def test_tensor_count_is_bounded_before_parsing():
+    from eaglekit.core.header import MAX_TENSORS
+
+    entry = b'"%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}'
+    text = b"{" + b",".join(entry % i for i in range(MAX_TENSORS + 5)) + b"}"
+    with pytest.raises(HeaderError, match=r"more than 500,000 tensors"):
+        parse(_raw(text))
+    values = _raw(b'{"t":{"dtype":"F32","shape":[' + b"1," * 9_000_000 + b'0],"data_offsets":[0,0]}}')
+    with pytest.raises(HeaderError, match=r"JSON values, over the limit"):
+        parse(values)
+
+
+def test_headers_out_of_file_order_parse_in_file_order():
+    h = parse(make({"b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]},
+                    "z": {"dtype": "F32", "shape": [0], "data_offsets": [4, 4]},
+                    "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 8))
+    assert [t.name for t in h.tensors] == ["a", "z", "b"]
+    assert [t.data_offsets for t in h.tensors] == [(0, 4), (4, 4), (4, 8)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(tensor_lists, st.randoms(use_true_random=False))
+def test_batch_and_entry_checks_agree(tensors, rnd):
+    """The fast column-wise checks accept exactly what the entry-by-entry checks accept."""
+    from eaglekit.core.header import _tensors, _tensors_batch
+
+    blob = _valid_blob(tensors)
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    items = list(header.items())
+    rnd.shuffle(items)
+    if items and rnd.random() < 0.5:  # break one rule at random
+        name, spec = items[0]
+        key = rnd.choice(["dtype", "shape", "data_offsets"])
+        spec[key] = rnd.choice([None, "F33", [1, -1], [True], [0, 1, 2], [2**64], "x"])
+    obj = dict(items)
+    data = len(blob) - 8 - n
+    fast = _tensors_batch(dict(obj), data_bytes=data)
+    try:
+        slow = _tensors(dict(obj), data_bytes=data, filename="x")
+    except HeaderError:
+        assert fast is None
+    else:
+        assert fast is None or fast == slow

@@ -52,7 +52,9 @@ def test_hub_single_file_requests(demo, hub):
 def test_hub_sharded_one_request_per_shard(demo, hub):
     hub.clear_log()
     inv = read_inventory(f"hf://{REPO}-sharded", endpoint=hub.endpoint)
-    shards = [r for r in hub.log if "/resolve/" in r.path and r.path.endswith(".safetensors")]
+    resolve = [r for r in hub.log if "/resolve/" in r.path and r.path.endswith(".safetensors")]
+    probe, shards = resolve[0], resolve[1:]  # model.safetensors is probed first: a 404 here
+    assert probe.path.endswith("/model.safetensors") and probe.status == 404
     assert len(inv.files) == 3 and len(shards) == 3
     assert sorted(r.path.rsplit("/", 1)[1] for r in shards) == [f.path for f in inv.files]
     assert inv.names == read_inventory(demo.drafter("k2")).names
@@ -176,3 +178,15 @@ def test_hf_endpoint_and_hf_token_from_the_environment(gated_hub):
                        text=True, env={**env, "HF_TOKEN": "hf_bad_secret"})
     assert r.returncode == 2 and "gated" in r.stderr
     assert "hf_bad_secret" not in r.stderr + r.stdout
+
+
+def test_a_bare_owner_name_that_is_no_local_folder_hints_at_hf(capsys, tmp_path, monkeypatch):
+    from eaglekit.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["inspect", "AQ-MedAI/Kimi-K2-Instruct-eagle3"]) == 2
+    err = capsys.readouterr().err
+    assert "no such file or folder. For the Hub repo AQ-MedAI/Kimi-K2-Instruct-eagle3, write " \
+           "hf://AQ-MedAI/Kimi-K2-Instruct-eagle3." in err
+    assert main(["inspect", "./nope/x"]) == 2
+    assert "hf://" not in capsys.readouterr().err

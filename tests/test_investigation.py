@@ -8,7 +8,7 @@ import pytest
 
 from eaglekit.analysis.compat import compat
 from eaglekit.analysis.conclusion import conclude
-from eaglekit.core.specmath import fit_from_measurements
+from eaglekit.core.account import Account
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "00_investigation.ipynb"
 
@@ -34,13 +34,31 @@ def test_parameters_change_the_conclusion(demo):
 
 
 def test_conclusion_sentences_follow_the_numbers(demo):
-    fit = fit_from_measurements(82, 60, 2.0, verify_ms=30)
-    ft = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), fit=fit, expected_accept_length=3.2,
-                  target_tps=150)
+    account = Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=2, targets=(150,), expected=(3.2,))
+    ft = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=account)
     assert ft.verdict == "compatible-after-remap"
     assert "only 1,800 draft tokens are shared (90% of the smaller vocabulary)" in ft.sentences[0]
-    assert "33.3 ms per draft-verify cycle" in str(ft) and "accept length 2.73" in str(ft)
-    assert "150 tok/s needs accept length 5.00" in str(ft)
+    text = str(ft)
+    assert "33.3 ms per draft-verify cycle" in text and "accept length 2.73" in text
+    # one account: the verify-only figures beside the measured ones, steps and draft cost stated
+    assert "break-even 2.46; 150 tok/s needs 4.5 (78% per-token acceptance)" in text
+    assert "k = 2 draft steps" in text and "2 steps of 1.67 ms" in text
+    assert "150 tok/s is out of reach at k = 2" in text and "it takes k = 5" in text
+    assert "150 tok/s needs accept length 5.00 (per-token" not in text  # not reachable at k = 2, never claimed
+    assert "Accept length 3.2 needs at least 3 draft steps; there it gives 91 tok/s" in text
     twin = conclude(compat(demo.drafter("k2"), demo.drafter("k2-speculators")))
     assert "drop-in" in twin.sentences[0]
     assert "<li>" in twin._repr_html_()
+
+
+def test_conclusion_and_account_say_the_same_as_the_cli(demo, capsys):
+    from eaglekit.cli import main
+
+    account = Account.seed()
+    conclusion = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=account)
+    assert main(["speedup", "--baseline-tps", "82", "--verify-ms", "30", "--accept-length", "2.0", "--steps", "2",
+                 "--spec-tps", "60", "--target-tps", "150", "--target-tps", "200"]) == 0
+    cli = " ".join(capsys.readouterr().out.split())
+    for sentence in account.sentences()[:4]:  # measured, verify-only, 150, 200
+        assert sentence in conclusion.sentences
+        assert " ".join(sentence.split()) in cli

@@ -41,3 +41,17 @@ def test_main_says_in_one_line_when_the_demo_folder_is_not_a_demo(tmp_path, caps
     assert main(["lab", "--demo", str(stray), "--port", "8899"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("eaglekit lab: error: ") and "not an eaglekit demo workspace" in err and err.count("\n") == 1
+
+
+def test_a_taken_port_fails_before_any_url_is_printed(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["lab", "--demo", str(tmp_path / "demo"), "--port", str(port)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "token=" not in out and out == ""
+    assert f"port {port} on 127.0.0.1 is already in use" in err and f"make lab PORT={port + 1}" in err
+    assert not (tmp_path / "demo").exists()  # nothing built either

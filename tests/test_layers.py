@@ -1,4 +1,4 @@
-"""eaglekit.layers: the two aux layer id conventions (DOMAIN.md) and what ids mean for a target."""
+"""eaglekit.layers: the two aux layer id conventions (docs/domain.md) and what ids mean for a target."""
 
 import pytest
 
@@ -63,7 +63,8 @@ def test_embedding_output_is_named():
 
 
 def test_wrong_count_and_repeats_are_problems():
-    assert "expected 3 aux layer ids" in interpret_aux_layers([2, 30], convention="inputs").problems[0]
+    assert "expected 3 aux layer ids" in interpret_aux_layers([2, 30], convention="inputs", expected=3).problems[0]
+    assert interpret_aux_layers([2, 16, 30, 44, 58], convention="inputs", expected=5).ok  # five-aux drafters exist
     assert "repeat" in interpret_aux_layers([2, 2, 5], convention="inputs").problems[0]
 
 
@@ -82,12 +83,48 @@ def test_bad_options_are_refused():
         interpret_aux_layers([2, 30, 58], convention="inputs", num_layers=0)
 
 
-def test_every_config_format_counts_inputs():
-    # What the number means to the engine that reads the config (SGLang, vLLM): layer inputs.
-    assert {config_convention(f) for f in ("specforge", "speculators", "mla")} == {"inputs"}
+def test_training_convention_follows_the_trainer_of_each_format():
+    # SpecForge and Model-Optimizer train on layer outputs; speculators and the original EAGLE-3 on inputs.
+    assert {f: config_convention(f) for f in ("specforge", "mla", "speculators", "eagle")} == {
+        "specforge": "outputs", "mla": "outputs", "speculators": "inputs", "eagle": "inputs"}
 
 
 def test_report_renders_as_text_and_html():
     r = interpret_aux_layers([2, 30, 58], convention="inputs", num_layers=61)
     assert "as outputs         [1, 29, 57]" in str(r)
     assert "<table" in r._repr_html_()
+
+
+def test_one_specforge_config_feeds_different_tensors_in_sglang_and_vllm():
+    from eaglekit.core.layers import aux_engine_view
+
+    v = aux_engine_view([2, 30, 58], trained_by="specforge", num_layers=61)
+    assert v.training.outputs_of == (2, 30, 58)                # SpecForge trains on outputs
+    assert v.reading("sglang").outputs_of == (2, 30, 58)      # SGLang adds one: outputs, as trained
+    assert v.reading("vllm").outputs_of == (1, 29, 57)        # vLLM reads inputs: one layer early
+    assert v.reading("sglang").matches_training and not v.reading("vllm").matches_training
+    assert v.reading("vllm").write == (3, 31, 59) and v.engines_agree is False
+    assert "vLLM feeds [1, 29, 57]: NOT as trained (write [3, 31, 59])" in v.summary
+    assert "write instead" in str(v) and "<table" in v._repr_html_()
+
+
+def test_speculators_ids_and_defaults_agree_across_engines():
+    from eaglekit.core.layers import aux_engine_view
+
+    v = aux_engine_view([2, 30, 58], trained_by="speculators", num_layers=61)
+    assert v.reading("vllm").matches_training and v.reading("sglang").write == (1, 29, 57)
+    none = aux_engine_view(None, trained_by="specforge", num_layers=61)
+    assert none.engines_agree and all(e.matches_training and e.from_default for e in none.engines)
+    assert none.reading("sglang").ids == (1, 29, 57) and none.reading("vllm").ids == (2, 30, 58)
+    assert aux_engine_view(None, trained_by="specforge").engines_agree is None  # layer count unknown
+
+
+def test_engine_ranges():
+    from eaglekit.core.layers import aux_engine_view
+
+    # SGLang captures id i at the input of layer i + 1: id 60 of 61 layers has no such layer.
+    v = aux_engine_view([1, 29, 60], trained_by="specforge", num_layers=61)
+    assert v.reading("sglang").in_range is False and v.reading("vllm").in_range is True
+    assert any("SGLang cannot capture ids [60]" in p for p in v.problems)
+    with pytest.raises(InputError, match="Unknown engine or trainer 'tgi'"):
+        aux_engine_view([1], trained_by="tgi")

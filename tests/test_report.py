@@ -27,12 +27,33 @@ def _page(report, name: str) -> str:  # noqa: F811
 # --- the rendered report ---------------------------------------------------------------------------------
 
 @pytest.mark.notebook
-def test_index_links_every_notebook_page(report):  # noqa: F811
+def test_index_links_every_notebook_page_in_both_forms_and_says_which_is_which(report):  # noqa: F811
     index = (report.out / "index.html").read_text(encoding="utf-8")
     links = re.findall(r'<a href="([^"]+)">', index)
+    singles = re.findall(r'<a class="single" href="([^"]+)">single file</a>', index)
     assert links == [f"{name}.html" for name in NAMES]
-    assert all((report.out / link).is_file() for link in links)
+    assert singles == [f"single/{name}.html" for name in NAMES]
+    assert all((report.out / link).is_file() for link in links + singles)
     assert sorted(p.name for p in report.out.glob("*.html")) == sorted([*links, "index.html"])
+    assert "<b>folder form</b>" in index and "self-contained pages" in index and "keep this folder together" in index
+
+
+@pytest.mark.notebook
+def test_folder_form_shares_one_plotly_js_and_single_pages_carry_their_own(report):  # noqa: F811
+    """Item 9: the report was 20 MB with plotly.js inlined in every page."""
+    folder = [report.pages[n].html_path.read_text(encoding="utf-8") for n in NAMES]
+    single = [report.pages[n].single_path.read_text(encoding="utf-8") for n in NAMES]
+    shared = report.out / "assets" / "plotly.min.js"
+    assert shared.read_text(encoding="utf-8").count(PLOTLY_JS_BANNER) == 1
+    assert sum(html.count(PLOTLY_JS_BANNER) for html in folder) == 0
+    with_figures = [n for n in NAMES if report.pages[n].figures]
+    assert len(with_figures) >= 2  # sharing matters only when several pages draw figures
+    for name, html in zip(NAMES, single):
+        assert html.count(PLOTLY_JS_BANNER) == (1 if report.pages[name].figures else 0)
+        assert not re.findall(r"<script[^>]*\bsrc=", html), f"single/{name}.html loads a file"
+    folder_bytes = sum(len(h.encode()) for h in folder) + sum(p.stat().st_size for p in (report.out / "assets").iterdir())
+    single_bytes = sum(len(h.encode()) for h in single)
+    assert folder_bytes < single_bytes
 
 
 @pytest.mark.notebook
@@ -59,8 +80,9 @@ def test_page_loads_nothing_from_the_web(report, name):  # noqa: F811
     assert all(not re.match(r"(?i)(https?:)?//", src) for src in sources), sources
     for cdn in ("cdnjs.cloudflare.com", "unpkg.com", "cdn.jsdelivr.net", "require.min.js"):
         assert cdn not in html.replace(get_plotlyjs(), ""), f"{name}.html names {cdn}"
-    # plotly.js is inlined exactly once on a page with figures, and not at all on one without
-    assert html.count(PLOTLY_JS_BANNER) == (1 if report.pages[name].figures else 0)
+    # the folder form loads the shared plotly.js on a page with figures, and nothing on one without
+    assert html.count(PLOTLY_JS_BANNER) == 0
+    assert ('<script src="assets/plotly.min.js"></script>' in html) == bool(report.pages[name].figures)
 
 
 @pytest.mark.notebook
@@ -73,14 +95,14 @@ def test_page_holds_no_absolute_path_or_token(report, name):  # noqa: F811
 
 
 @pytest.mark.notebook
-def test_report_draws_the_calculator_whatif(report):  # noqa: F811
-    if "05_accept_length" not in NAMES:
-        pytest.skip("notebooks/05_accept_length.ipynb is not there yet")
-    page = report.pages["05_accept_length"]
-    assert len(page.figures) >= 1 and all(n > 0 for n in page.figures)
+def test_report_renders_the_calculator_by_its_own_code_and_leaves_out_kernel_controls(report):  # noqa: F811
     html = _page(report, "05_accept_length")
-    assert "A live FigureWidget sits here" in html  # the anywidget chart needs a kernel: a note stands in
-    assert '"_esm"' not in html  # ... and its 5 MB of JavaScript is not in the page
+    assert html.count('class="eaglekit-anywidget"') == 1 and "export function compute" in html
+    assert "A live" not in html  # the calculator is not replaced by a note: it works without a kernel
+    search = _page(report, "01_hub_search")
+    assert "they need a running kernel, so this page leaves them out" in search  # the search box and picker
+    assert "TextModel" not in re.sub(r'<script type="application/vnd.jupyter.widget-state\+json">.*?</script>', "",
+                                     search, flags=re.S)
 
 
 # --- the helpers, on hand-made notebooks --------------------------------------------------------------
@@ -126,6 +148,37 @@ def test_static_widgets_replace_models_that_need_a_cdn_by_a_note():
     assert state["f1"]["model_name"] == "HTMLModel" and state["f1"]["model_module"] == "@jupyter-widgets/controls"
     assert state["f1"]["state"]["layout"] == "IPY_MODEL_l1" and "_esm" not in state["f1"]["state"]
     assert "A live FigureWidget sits here: it needs a running kernel" in state["f1"]["state"]["value"]
+
+
+def test_static_widgets_render_eaglekit_anywidgets_and_leave_out_controls_that_need_a_kernel():
+    """Item 5: in a page with no kernel every control either works or is not there."""
+    def controls(name, view, **state):
+        return {"model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0", "model_name": name,
+                "state": {"_view_name": view, **state}}
+
+    calc = {"model_module": "anywidget", "model_module_version": "~0.11.*", "model_name": "AnyModel",
+            "state": {"_anywidget_id": "eaglekit.view.calculator.CalculatorWidget", "_esm": "export default {}",
+                      "_css": ".x{}", "verify_ms": 30.0}}
+    state = {"c1": calc, "t1": controls("TextModel", "TextView"), "d1": controls("DropdownModel", "DropdownView"),
+             "o1": controls("OutputModel", "OutputView"),
+             "b1": controls("VBoxModel", "VBoxView", children=["IPY_MODEL_t1", "IPY_MODEL_d1", "IPY_MODEL_o1"]),
+             "p1": controls("FloatProgressModel", "ProgressView"),
+             "h1": controls("HBoxModel", "HBoxView", children=["IPY_MODEL_p1"])}
+
+    def view(model_id):
+        return {"output_type": "display_data", "metadata": {}, "data": {
+            "application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2, "version_minor": 0},
+            "text/plain": "w"}}
+
+    nb = _nb([view("c1"), view("b1"), view("h1")], state)
+    done = static_widgets(nb)
+    calc_out, box_out, bar_out = nb.cells[0].outputs
+    html = calc_out["data"]["text/html"]
+    assert '<div class="eaglekit-anywidget" id="anywidget-c1">' in html and '"verify_ms": 30.0' in html
+    assert '"export default {}"' in html and "await widget.render({model, el})" in html
+    assert "Text, Dropdown" in box_out["data"]["text/html"] and "application/vnd.jupyter.widget-view+json" not in box_out["data"]
+    assert "application/vnd.jupyter.widget-view+json" in bar_out["data"]  # a progress bar only shows: kept
+    assert done == ["rendered CalculatorWidget", "left out Text, Dropdown", "CalculatorWidget"]
 
 
 @pytest.mark.parametrize("html, problem", [
@@ -223,3 +276,18 @@ def test_channel_waits_poll_in_short_slices_up_to_the_same_deadline():
     with pytest.raises(Empty):  # nothing comes: Empty at the caller's deadline, as before
         asyncio.run(_in_slices(never)(timeout=1.2))
     assert 1.2 <= time.monotonic() - start < 2.5
+
+
+@pytest.mark.notebook
+def test_executing_a_notebook_prints_no_kernel_transport_noise(tmp_path, capfd):
+    """Item 15: ``make report`` printed the kernel's "Kernel is running over TCP without encryption" warning."""
+    import nbformat
+
+    from eaglekit.view.report import execute_notebook
+
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), str(path))
+    nb = execute_notebook(path)
+    assert nb.cells[0].outputs[0]["data"]["text/plain"] == "2"
+    out, err = capfd.readouterr()
+    assert "running over TCP" not in out + err

@@ -25,7 +25,7 @@ MIB = 1024 * 1024
 
 CHILD = """
 import json, sys
-import torch, tqdm.auto, eaglekit.similarity as s
+import torch, tqdm.auto, eaglekit.analysis.similarity as s
 def anon():
     return int(open("/proc/self/status").read().split("RssAnon:")[1].split()[0]) * 1024
 base = anon()

@@ -89,7 +89,8 @@ def test_target_beyond_the_chain_has_no_alpha():
     assert needed_alpha(20, cycle_ms=30, k=2) == 0.0  # 0.6 tokens per cycle: any drafter does it
     est = estimate(Scenario(82, 30, steps=2), accept_length=2.0, target_tps=150)
     assert est.target.alpha is None and est.target.accept_length == pytest.approx(4.5)
-    assert "unreachable with k = 2 (at most 3 tokens per cycle)" in str(est)
+    assert "150 tok/s is out of reach at k = 2 draft steps of 0.00 ms, cycle 30.0 ms" in str(est)
+    assert "it takes k = 4 (cycle 30.0 ms) and accept length 4.50 of at most 5" in str(est)
 
 
 def test_estimate_by_alpha_equals_estimate_by_length():
@@ -133,7 +134,7 @@ def test_position_rates_sum_to_accept_length_minus_one():
     assert m.accept_length == pytest.approx(1 + sum(rates))
     assert m.alpha == pytest.approx(0.7)
     assert conditional_rates(rates) == pytest.approx((0.7,) * 4)
-    # iid rate formula from DOMAIN.md: alpha (1 - alpha^k) / (k (1 - alpha))
+    # iid rate formula from docs/domain.md: alpha (1 - alpha^k) / (k (1 - alpha))
     assert m.acceptance_rate == pytest.approx(0.7 * (1 - 0.7**4) / (4 * 0.3))
 
 

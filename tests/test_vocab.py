@@ -1,4 +1,4 @@
-"""eaglekit.vocab: every d2t/t2d rule (DOMAIN.md), overlap and rows remapped, row alignment."""
+"""eaglekit.vocab: every d2t/t2d rule (docs/domain.md), overlap and rows remapped, row alignment."""
 
 import numpy as np
 import pytest

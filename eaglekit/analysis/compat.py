@@ -6,7 +6,7 @@ locations, reads headers, config.json and only the d2t/t2d bytes (by range, also
 
 Verdicts (issue 3): ``compatible`` (drop-in: every trainable tensor matches and the maps are equal),
 ``compatible-after-remap`` (shapes match, vocabulary maps differ: lm_head rows must be re-aligned by
-target token, DOMAIN.md "The vocabulary map"), ``incompatible`` (a trainable tensor's shape, a target
+target token, docs/check-and-export.md), ``incompatible`` (a trainable tensor's shape, a target
 dimension, or a valid vocabulary map is missing).
 """
 
@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from eaglekit.core.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configdiff import ConfigDiff, diff_configs
+from eaglekit.core.errors import EaglekitError, VocabMapError
+from eaglekit.core.redact import shown, visible
 from eaglekit.io.inventory import Inventory
 from eaglekit.core.names import find, normalize_name, role
 from eaglekit.core.render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
@@ -84,7 +86,9 @@ class CompatReport:
     def _facts(self) -> list[tuple[str, str]]:
         """The vocabulary map and aux-layer findings as (field, value) pairs."""
         v = self.vocab
-        if v.get("valid_a") and v.get("valid_b"):
+        if v.get("comparable") is False:
+            vocab = "not comparable: different target vocabularies (different tokenizers); no remap offered"
+        elif v.get("valid_a") and v.get("valid_b"):
             vocab = ("equal" if v["equal"] else
                      f"differ: {v['overlap']:,} shared target tokens ({v['overlap_fraction']:.1%} of the smaller); "
                      f"{v['rows_remapped']:,} lm_head rows point at different tokens")
@@ -101,9 +105,10 @@ class CompatReport:
 
     def __str__(self) -> str:
         colour = use_colour()
-        head = f"{self.a_name} vs {self.b_name}: {ansi(self.verdict, _VERDICT_COLOUR[self.verdict], enabled=colour)}"
-        lines = [head] + [f"  - {r}" for r in self.reasons] + [f"  ! {w}" for w in self.warnings]
-        rows = [(n, ansi(s, _STATUS_COLOUR[s], enabled=colour), a, b, note)
+        v = lambda text: visible(text, newlines=False)  # noqa: E731  (names from files: controls shown)
+        head = f"{v(self.a_name)} vs {v(self.b_name)}: {ansi(self.verdict, _VERDICT_COLOUR[self.verdict], enabled=colour)}"
+        lines = [head] + [f"  - {v(r)}" for r in self.reasons] + [f"  ! {v(w)}" for w in self.warnings]
+        rows = [(v(n), ansi(s, _STATUS_COLOUR[s], enabled=colour), v(a), v(b), v(note))
                 for n, s, a, b, note in self._tensor_rows()]
         lines += ["", kv_text(self._facts())]
         lines += ["", text_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, max_width=48)]
@@ -182,31 +187,47 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
                               draft_vocab_size=c.draft_vocab_size if c else None)
               for n, maps, c in ((a_name, maps_a, cfg_a), (b_name, maps_b, cfg_b))]
     vocab: dict[str, Any] = {"equal": False, "overlap": 0, "overlap_fraction": 0.0, "rows_remapped": 0,
-                             "valid_a": checks[0].valid, "valid_b": checks[1].valid,
+                             "valid_a": checks[0].valid, "valid_b": checks[1].valid, "comparable": True,
                              "problems": [p for c in checks for p in c.problems]}
     for c in checks:
         if not c.valid:
             fatal.append(f"{c.name}'s vocabulary map is invalid: {c.problems[0]}")
-    if all(c.valid for c in checks):
+    other_space = _different_targets(cfg_a, cfg_b, checks)
+    if other_space:
+        # Token ids of two tokenizers: overlaps and row remaps between them mean nothing.
+        vocab["comparable"] = False
+        vocab["problems"].append(other_space)
+        fatal.append(other_space)
+    elif all(c.valid for c in checks):
         cmp = compare_vocab_maps(maps_a[0], maps_b[0], a_name=a_name, b_name=b_name)
         vocab.update(cmp.to_json())
         if not cmp.equal:
             remap.append(f"The {cmp.summary}. Re-align lm_head rows by target token "
                          "(i + d2t[i]) before reusing them.")
 
+    tgt_fits = {}
+    if tgt is not None:
+        for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
+            if cfg is not None:
+                tgt_fits[name] = all(v == w for _, v, w in target_fit(cfg.target_hidden_size, cfg.vocab_size, tgt))
     aux: dict[str, Any] = {}
     layers = tgt.num_hidden_layers if tgt else None
     for key, name, cfg in (("a", a_name, cfg_a), ("b", b_name, cfg_b)):
-        report = cfg.aux_report(layers) if cfg else None
+        fits = tgt_fits.get(name, True)
+        # A drafter for another target is not judged against this one's layers (its ids number other layers).
+        report = cfg.aux_report(layers if fits else None) if cfg else None
         aux[key] = report.to_json() if report else None
+        if report is not None and not fits:
+            aux[key]["explanation"] = (f"{list(report.ids)}: not judged against the target's {layers} layers, "
+                                       f"because {name} is a drafter for another target")
         if report is not None and report.in_range is False:
             fatal.append(f"{name}'s aux layer ids {list(report.ids)} do not fit the target's {layers} layers: "
                          f"{'; '.join(report.problems)}")
-    if cfg_a and cfg_b and cfg_a.aux_layer_ids != cfg_b.aux_layer_ids:
-        warnings.append(f"aux layer ids differ ({cfg_a.aux_layer_ids} vs {cfg_b.aux_layer_ids}): fc.weight's "
-                        "three column blocks read different target layers.")
-    aux["same"] = bool(cfg_a and cfg_b and cfg_a.aux_layer_ids == cfg_b.aux_layer_ids
-                       and cfg_a.aux_convention == cfg_b.aux_convention)
+    if cfg_a and cfg_b and cfg_a.aux_layer_ids != cfg_b.aux_layer_ids and not other_space:
+        warnings.append(f"aux layer ids differ ({cfg_a.aux_layer_ids} vs {cfg_b.aux_layer_ids}): an engine feeds "
+                        "fc's column blocks from different target layers.")
+    # The same ids select the same tensors in any one engine.
+    aux["same"] = bool(cfg_a and cfg_b and cfg_a.aux_layer_ids == cfg_b.aux_layer_ids)
     aux["target_layers"] = layers
 
     target_checks: list[TargetCheck] = []
@@ -237,10 +258,61 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
                         tuple(target_checks), tuple(warnings))
 
 
+def _different_targets(cfg_a, cfg_b, checks) -> str | None:
+    """Why two drafters serve different targets (another vocabulary or hidden size), or None."""
+    va = cfg_a.vocab_size if cfg_a else checks[0].vocab_size
+    vb = cfg_b.vocab_size if cfg_b else checks[1].vocab_size
+    what = []
+    if va is not None and vb is not None and va != vb:
+        what.append(f"target vocabularies of {va:,} vs {vb:,} tokens")
+    if cfg_a and cfg_b and cfg_a.target_hidden_size != cfg_b.target_hidden_size:
+        what.append(f"target hidden sizes {cfg_a.target_hidden_size} vs {cfg_b.target_hidden_size}")
+    if not what:
+        return None
+    return (f"{checks[0].name} and {checks[1].name} are drafters for different targets ({'; '.join(what)}): "
+            "their token ids come from different tokenizers, so their draft vocabularies cannot be compared "
+            "and no lm_head remap carries rows from one to the other.")
+
+
+#: Entries a d2t or t2d may have when its config declares no vocabulary size (real vocabularies hold
+#: at most a few hundred thousand tokens); with a declared size, twice that size.
+MAX_MAP_ENTRIES = 1 << 22
+
+
+def map_limit(config: Mapping | None, key: str) -> tuple[int, str]:
+    """(most entries ``key`` may have, where that bound comes from): twice the vocabulary the config
+    declares (d2t: draft_vocab_size, t2d: vocab_size), leaving room for a mis-sized map to be reported
+    as such, else :data:`MAX_MAP_ENTRIES`."""
+    declared = None
+    if config is not None:
+        try:
+            cfg = normalize_config(config, source="config.json")
+            declared = cfg.draft_vocab_size if key == "d2t" else cfg.vocab_size
+        except EaglekitError:
+            declared = None
+    if isinstance(declared, int) and 0 < declared <= MAX_MAP_ENTRIES:
+        field = "draft_vocab_size" if key == "d2t" else "vocab_size"
+        return 2 * declared, f"twice the {field} {declared} its config declares"
+    return MAX_MAP_ENTRIES, "the most any vocabulary needs"
+
+
+def read_map(ckpt, key: str):
+    """``key`` ("d2t" or "t2d") as a numpy array by byte range, None where absent. A map larger than
+    :func:`map_limit` allows is refused unread (a hostile file could declare gigabytes)."""
+    t = find(ckpt.inventory, key)
+    if t is None:
+        return None
+    limit, why = map_limit(ckpt.inventory.config, key)
+    if any(n > limit for n in t.shape) or (t.shape and t.parameters > limit):
+        raise VocabMapError(f"{ckpt.inventory.source}: {shown(t.name)} has shape {list(t.shape)}, more than {limit:,} "
+                            f"entries ({why}); refusing to read it. A vocabulary map is one-dimensional: d2t "
+                            "[draft_vocab_size], t2d [vocab_size].")
+    return ckpt.read_numpy(t.name)
+
+
 def _read_maps(ckpt) -> tuple[Any, Any]:
     """d2t and t2d by byte range (a few hundred KiB even remotely); None where absent."""
-    entries = (find(ckpt.inventory, k) for k in ("d2t", "t2d"))
-    return tuple(None if t is None else ckpt.read_numpy(t.name) for t in entries)
+    return read_map(ckpt, "d2t"), read_map(ckpt, "t2d")
 
 
 def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = None,

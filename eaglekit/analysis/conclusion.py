@@ -1,8 +1,8 @@
 """The investigation's conclusion, written from the results rather than in advance.
 
 Pure: a :class:`~eaglekit.compat.CompatReport`, optionally a
-:class:`~eaglekit.similarity_report.SimilarityReport` and the payoff maths (a
-:class:`~eaglekit.specmath.Fit` of the measured deployment plus an accept length to expect) in;
+:class:`~eaglekit.similarity_report.SimilarityReport` and the payoff maths (the deployment's
+:class:`~eaglekit.core.account.Account`: measured cycle, steps, draft cost, targets) in;
 sentences out. Renders as Markdown-like HTML in a notebook and as plain text in a terminal.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from html import escape
 
 from eaglekit.analysis.compat import CompatReport
-from eaglekit.core.specmath import Fit, alpha_for_accept_length, needed_accept_length, throughput
+from eaglekit.core.account import Account
 
 
 @dataclass(frozen=True)
@@ -56,27 +56,13 @@ def _similarity_sentence(sim) -> str | None:
     return f"{head}: {kind}; the part that moved most is {lowest.name} (cosine {lowest.cosine:.2f})."
 
 
-def _payoff_sentences(fit: Fit, expected_accept_length: float | None, target_tps: float | None) -> list[str]:
-    out = [f"Measured deployment: {fit.spec_tps:g} tok/s at accept length {fit.accept_length:g} against a "
-           f"{fit.baseline_tps:g} tok/s baseline implies {fit.cycle_ms:.1f} ms per draft-verify cycle, so "
-           f"speculation pays only above accept length {fit.break_even_accept_length:.2f}."]
-    if expected_accept_length is not None:
-        tps = throughput(expected_accept_length, cycle_ms=fit.cycle_ms)
-        gain = tps / fit.baseline_tps
-        word = "faster" if gain > 1 else "slower"
-        out.append(f"At accept length {expected_accept_length:g} the same cycle gives {tps:.0f} tok/s, "
-                   f"{abs(gain - 1):.0%} {word} than no speculation.")
-    if target_tps is not None:
-        need = needed_accept_length(target_tps, cycle_ms=fit.cycle_ms)
-        alpha = alpha_for_accept_length(need)
-        out.append(f"{target_tps:g} tok/s needs accept length {need:.2f} (per-token acceptance {alpha:.0%} "
-                   f"on an unbounded chain).")
-    return out
+def conclude(report: CompatReport, *, similarity=None, account: Account | None = None) -> Conclusion:
+    """Sentences from the results: verdict, vocabulary overlap, weight similarity, payoff.
 
-
-def conclude(report: CompatReport, *, similarity=None, fit: Fit | None = None,
-             expected_accept_length: float | None = None, target_tps: float | None = None) -> Conclusion:
-    """Sentences from the results: verdict, vocabulary overlap, weight similarity, payoff."""
+    The payoff is the deployment's throughput :class:`~eaglekit.core.account.Account`, told as everywhere
+    else: the measured cycle with its steps and draft cost, the verify-only arithmetic and why it differs,
+    each target at the deployment's steps (or what would reach it), and what an expected accept length gives.
+    """
     sentences = [_verdict_sentence(report)]
     sim = _similarity_sentence(similarity)
     if sim:
@@ -84,8 +70,8 @@ def conclude(report: CompatReport, *, similarity=None, fit: Fit | None = None,
     if report.verdict != "incompatible" and any(t.status == "expected-absent" for t in report.tensors):
         sentences.append("embed_tokens.weight is absent on one side, as expected: it is frozen and taken from the "
                          "target at load time.")
-    if fit is not None:
-        sentences += _payoff_sentences(fit, expected_accept_length, target_tps)
+    if account is not None:
+        sentences += account.sentences()
     if report.verdict != "incompatible":
         sentences.append("Shapes cannot say whether the two targets' hidden states are similar enough for the "
                          "initialisation to help: measure accept length after a short fine-tune.")

@@ -1,7 +1,7 @@
 """Find EAGLE-3 drafters on the Hub by what their configs say, and rank them for a target model.
 
 Drafters are named every which way (``EAGLE3-*``, ``*-eagle3``, ``*.eagle3``, ``*_eagle3``, or nothing
-drafter-like at all) and their ``base_model`` metadata sometimes names another drafter (DOMAIN.md,
+drafter-like at all) and their ``base_model`` metadata sometimes names another drafter (docs/domain.md,
 "Finding drafters on the Hub"). So a repo counts as a drafter only when its config.json says EAGLE-3
 (:func:`eaglekit.config.is_eagle3_config`: architectures or ``speculators_model_type``), never by name.
 
@@ -30,7 +30,8 @@ from typing import Any, Literal
 
 from eaglekit.core.config import (EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config,
                      target_fit)
-from eaglekit.core.errors import AuthError, ConfigError, InputError, NotFoundError
+from eaglekit.core.errors import ConfigError, InputError, LocationError, OfflineError, RateLimitError
+from eaglekit.core.redact import redact_text
 from eaglekit.core.render import Html, html_colour, html_table, html_tint, text_table
 
 TargetSource = Literal["declared", "card", "name"]
@@ -196,7 +197,6 @@ class SearchResults:
     def _repr_html_(self) -> str:
         headers, rows = self._rows()
         for h, row in zip(self.hits, rows):
-            row[0], row[10] = (Html(f'<span style="white-space:nowrap">{_esc(row[i])}</span>') for i in (0, 10))
             if h.target is not None and h.target_source != "declared":
                 row[2] = Html(f'{_esc(h.target)} <span style="color:{html_colour("grey")};font-size:0.85em">'
                               f"inferred from {h.target_source}</span>")
@@ -206,10 +206,23 @@ class SearchResults:
         table = html_table(headers, rows, row_styles=styles, align=align, classes=["eaglekit-search"],
                            caption=self._caption() + " (click a column to sort)")
         table = table.replace('<th style="', f'<th onclick="{_esc(_SORT_JS)}" style="cursor:pointer;')
+        table = _fit_width(table)
         if self.excluded:
             items = "".join(f"<li><code>{_esc(repo)}</code>: {_esc(why)}</li>" for repo, why in self.excluded)
             table += f"<details><summary>excluded by config ({len(self.excluded)})</summary><ul>{items}</ul></details>"
         return table
+
+
+def _fit_width(table: str) -> str:
+    """Let the table size to its container: cells wrap (long repo ids and reasons break where they must)
+    instead of pushing the last columns into a scroll area. Inline styles, so JupyterLab's and the report's
+    table CSS (which keeps cells on one line) does not override them."""
+    table = table.replace('style="border-collapse:collapse;font-size:0.9em"',
+                          'style="border-collapse:collapse;font-size:0.85em;width:100%;max-width:100%;table-layout:auto"',
+                          1)
+    table = table.replace("padding:2px 8px;", "padding:2px 4px;white-space:normal;overflow-wrap:anywhere;"
+                                               "word-break:normal;")
+    return table.replace('<caption style="', '<caption style="white-space:normal;', 1)
 
 
 #: Sorts the table's body by the clicked column, numbers numerically; no network, no library.
@@ -250,7 +263,9 @@ def find_drafters(query: str | None = None, *, target: Any = None, author: str |
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InputError(f"limit must be a positive integer (how many Hub models to examine), got {limit!r}.")
-    endpoint = (endpoint or constants.ENDPOINT).rstrip("/")
+    from eaglekit.io.sources.hub import check_endpoint
+
+    endpoint = check_endpoint(endpoint or constants.ENDPOINT)
     # read the target first: a bad one fails before the listing
     target_config = load_target(target, endpoint=endpoint, token=token) if target is not None else None
     models = _list_models(endpoint, token, query=query, author=author, limit=limit)
@@ -274,7 +289,7 @@ def _rank(hit: DrafterHit) -> tuple:
 
 def _target_label(target: Any) -> str | None:
     if target is None or isinstance(target, (str, os.PathLike)):
-        return None if target is None else os.fspath(target)
+        return None if target is None else redact_text(os.fspath(target))  # never a password or signature
     return target.source if isinstance(target, TargetConfig) else "the target config"
 
 
@@ -292,15 +307,15 @@ def load_target(target: Any, *, endpoint: str | None = None, token: str | bool |
     text = os.fspath(target)
     if re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not os.path.exists(text):
         text = f"hf://{text}"
-    raw = load_config(text, kind="target", endpoint=endpoint, token=token, label=f"Target {os.fspath(target)!r}")
-    return normalize_target(raw, source=text if text.endswith(".json") else f"{text.rstrip('/')}/config.json")
+    shown = redact_text(text)
+    raw = load_config(text, kind="target", endpoint=endpoint, token=token,
+                      label=f"Target {redact_text(os.fspath(target))!r}")
+    return normalize_target(raw, source=shown if shown.endswith(".json") else f"{shown.rstrip('/')}/config.json")
 
 
 def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, author: str | None,
                  limit: int) -> list:
     """Page through ``/api/models`` (Link headers) until ``limit`` models; no retries, no sleeping."""
-    from huggingface_hub.hf_api import ModelInfo
-
     from eaglekit.io.sources.hub import hub_json_pages
 
     params: list[tuple[str, str]] = [*([("search", query)] if query else []),
@@ -308,12 +323,26 @@ def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, 
                                      ("sort", "downloads"), ("limit", str(limit)),
                                      *(("expand", field) for field in EXPAND)]
     models: list = []
-    for page in hub_json_pages(f"{endpoint}/api/models", what=f"Hub search at {endpoint}", endpoint=endpoint,
-                               params=params, token=token):
-        models.extend(ModelInfo(**{"siblings": None, **item}) for item in page)
+    what = f"Hub search at {redact_text(endpoint)}"
+    for page in hub_json_pages(f"{endpoint}/api/models", what=what, endpoint=endpoint, params=params, token=token):
+        models.extend(_model_info(item, what) for item in page)
         if len(models) >= limit:
             break
     return models[:limit]
+
+
+def _model_info(item: Any, what: str):
+    """One listing entry as huggingface_hub's ModelInfo; a malformed one is a LocationError."""
+    from huggingface_hub.hf_api import ModelInfo
+
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+        raise LocationError(f"{what}: the listing holds an entry that is not a model with an id "
+                            f"({type(item).__name__}); is the endpoint a Hugging Face Hub?")
+    try:
+        return ModelInfo(**{"siblings": None, **item})
+    except Exception as e:  # field types the client cannot read (its parser trusts the Hub)
+        raise LocationError(f"{what}: cannot read the listing entry for {item['id'][:200]!r} "
+                            f"({type(e).__name__}); is the endpoint a Hugging Face Hub?") from e
 
 
 def _is_candidate(model) -> bool:
@@ -332,7 +361,9 @@ def _fetch_config(repo: str, endpoint: str, token: str | bool | None) -> tuple[b
 
     try:
         return HubSource(repo, endpoint=endpoint, token=token).read_small("config.json", _CONFIG_LIMIT), None
-    except (NotFoundError, AuthError) as e:  # gone since the listing, gated, or private
+    except (OfflineError, RateLimitError):  # concerns the whole search, not this candidate
+        raise
+    except LocationError as e:  # gone since the listing, gated, private, too large, malformed id, stalled
         return None, f"config.json not readable: {e}"
 
 

@@ -2,34 +2,35 @@
 
 :mod:`eaglekit.similarity_plan` decides what is compared (tensors paired by normalised name, fc and
 q/k/v split into meaningful parts, lm_head rows paired by target token) and cuts each tensor into a
-grid. This module streams the bytes and accumulates, per grid cell, four float64 sums ``a*a``, ``b*b``,
+grid. This module streams the bytes and accumulates, per grid cell, the float64 sums ``a*a``, ``b*b``,
 ``a*b`` and ``(a-b)^2``, from which :mod:`eaglekit.similarity_report` derives cosine, ``||a-b||/||a||``
 and ``||b||/||a||`` per cell, per row band and per tensor.
 
-Streaming: rows are contiguous in row-major order, so a block of rows is one byte range
-(:meth:`~eaglekit.reader.Checkpoint.read_bytes`). Blocks of at most ``chunk_bytes`` per side are read
-by two threads one block ahead of the compute, then converted to float32 ``BLOCK_ELEMENTS`` at a time
-so the four products stay in cache; per-row cell sums are float32 (exact products of bf16 inputs),
-everything above is float64. Peak memory is a few chunks, never a whole tensor; nothing but the
-compared tensors' bytes (and d2t when lm_head is compared) is read. Integer and bool buffers (d2t,
-t2d) are compared by equality.
+Streaming: rows are contiguous in row-major order, so a block of rows is one byte range. Local files are
+memory-mapped (no copy through ``read()``, no reader thread: the page cache is the buffer); remote blocks
+are fetched by :class:`eaglekit.io.pipeline.RangePipeline` into preallocated buffers, several ranges in
+flight. Compute runs in one thread, ``BLOCK_ELEMENTS`` per side at a time so everything stays in cache:
+two conversions to float32 (torch), then four fused sum-of-products passes (``numpy.einsum``: ``a.a``,
+``b.b``, ``a.b``, and ``d.d`` after one subtraction ``d = a - b``, exact for bf16 inputs) giving per-row,
+per-cell float32 partial sums of at most a cell's width of exact bf16 products; rows are summed into
+cells in float64. Peak memory is a few blocks, never a
+whole tensor; nothing but the compared tensors' bytes (and d2t when lm_head is compared) is read.
+Integer and bool buffers (d2t, t2d) are compared by equality.
 """
+
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Literal
 
 import numpy as np
 
-from eaglekit.core.errors import InputError
+from eaglekit.core.errors import HeaderError, InputError
 from eaglekit.io.inventory import TensorEntry
 from eaglekit.core.names import find
 from eaglekit.io.reader import Checkpoint, opened
@@ -39,29 +40,31 @@ from eaglekit.core.tensors import NUMPY_DTYPES
 
 Device = Literal["cpu", "cuda", "auto"]
 DEFAULT_GRID = (64, 64)
-#: Bytes per side per read from a remote source: one range request; at most two are held per side.
-CHUNK_BYTES = 16 * 1024 * 1024
-#: Bytes per side per read from a local file: small reads reuse freed memory (no page faults).
-LOCAL_CHUNK_BYTES = 2 * 1024 * 1024
-#: Elements per side converted to float32 at a time (2 MiB): the products then stay in cache.
-BLOCK_ELEMENTS = 1 << 19
+#: Bytes per side per range request to a remote source; several are in flight (see RangePipeline).
+CHUNK_BYTES = 8 * 1024 * 1024
+#: Bytes per side per block of a local (memory-mapped) file: rows handed to the compute at once.
+LOCAL_CHUNK_BYTES = 16 * 1024 * 1024
+#: Elements per side converted to float32 at a time (4 MiB): the conversions and products stay in the
+#: last-level cache, and the per-block Python overhead is small against the work.
+BLOCK_ELEMENTS = 1 << 20
 
 
 def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Checkpoint, *,
                tensors: str | Sequence[str] | None = None, grid: tuple[int, int] = DEFAULT_GRID,
-               device: Device = "cpu", progress: bool = True, endpoint: str | None = None,
+               device: Device = "cpu", progress: bool | None = None, endpoint: str | None = None,
                token: str | bool | None = None, chunk_bytes: int | None = None,
                threads: int | None = None) -> SimilarityReport:
     """Compare the weights of drafter ``b`` against drafter ``a``, wherever each lives.
 
     ``tensors``: names or glob patterns (``"midlayer.mlp.*"``) of normalised tensor names; default
     all. ``grid``: (rows, cols) of the block grid, at most; ``device``: where the products run
-    ("auto": cuda when available). Only the compared tensors' bytes are read, by range, in requests
-    of ``chunk_bytes`` per side (default: :data:`LOCAL_CHUNK_BYTES` for a local folder,
-    :data:`CHUNK_BYTES` for a remote one); ``progress`` shows a tqdm bar of bytes done and the rate.
-    ``threads``: torch intra-op threads while computing; the default leaves one core to the two
-    reading threads (``torch.get_num_threads() - 1``, at least 1): on a busy 2-core machine, two
-    OpenMP threads plus a reader stall each other at every barrier.
+    ("auto": cuda when available). Only the compared tensors' bytes are read, by range, in blocks
+    of ``chunk_bytes`` per side (default: :data:`LOCAL_CHUNK_BYTES` for a local file, which is
+    memory-mapped, :data:`CHUNK_BYTES` per request for a remote one); ``progress`` shows a tqdm bar of
+    bytes done and the rate (default None: when the comparison reads at least :data:`PROGRESS_BYTES`,
+    decided by size, never by elapsed time). ``threads``: torch intra-op threads while computing, default 1: the
+    compute is a few cache-resident passes per block, and a second OpenMP thread measured slower on a
+    2-core machine (benchmarks/RESULTS.md).
     """
     grid = check_grid(grid)
     if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or chunk_bytes < 1024):
@@ -90,122 +93,196 @@ def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str]
 
 
 # -- streaming -----------------------------------------------------------------------------------------
+#: Bytes to read (both sides) from which ``progress=None`` shows a bar: decided by the work, not by elapsed
+#: time, so one comparison always renders the same way (the small demo never shows a bar, a real drafter does).
+PROGRESS_BYTES = 256 * 1024 * 1024
+
+
 def _run(ca: Checkpoint, cb: Checkpoint, todo: Plan, *, device: str, chunk_bytes: int,
-         progress: bool) -> tuple[list[TensorSimilarity], list[int]]:
+         progress: bool | None) -> tuple[list[TensorSimilarity], list[int]]:
     from tqdm.auto import tqdm
 
     from eaglekit.core.tensors import torch_dtype
 
-    total = sum((s.span_a[1] - s.span_a[0]) * row_bytes(j.a, j.width) + (s.span_b[1] - s.span_b[0])
-                * row_bytes(j.b, j.width) for j in todo.jobs for s in blocks(j, chunk_bytes))
+    work = [(job, blk) for job in todo.jobs for blk in blocks(job, chunk_bytes)]
+    total = sum(_span_bytes(job.a, job.width, blk.span_a) + _span_bytes(job.b, job.width, blk.span_b)
+                for job, blk in work)
     read = [0, 0]
     results: list[TensorSimilarity] = []
     acc: _Accumulator | None = None
+    side_a = _views(ca, [(job.a, blk.span_a, job.width) for job, blk in work], chunk_bytes)
+    side_b = _views(cb, [(job.b, blk.span_b, job.width) for job, blk in work], chunk_bytes)
+    show = total >= PROGRESS_BYTES if progress is None else progress
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="similarity",
-              disable=not progress, leave=False, delay=0.5) as bar:  # a blink-fast run shows no bar
-        for job, blk, da, db in _prefetch(ca, cb, todo.jobs, chunk_bytes):
+              disable=not show, leave=False) as bar:
+        for (job, blk), da, db in zip(work, side_a, side_b):
             if acc is None or acc.job is not job:  # blocks arrive job by job
                 if acc is not None:
                     results.extend(acc.finish())
                 acc = _Accumulator(job, device)
-            xa = _rows(da, torch_dtype(job.a.dtype), job.width, blk.sel_a)
-            xb = _rows(db, torch_dtype(job.b.dtype), job.width, blk.sel_b)
-            acc.add(xa, xb, blk.pos)
+            xa = _rows(da, torch_dtype(job.a.dtype), job.width)
+            xb = _rows(db, torch_dtype(job.b.dtype), job.width)
+            acc.add(xa, xb, blk.pos, blk.sel_a, blk.sel_b)
             read[0] += len(da)
             read[1] += len(db)
             bar.update(len(da) + len(db))
-            del da, db, xa, xb  # before the next block arrives: at most two blocks per side alive
+            del da, db, xa, xb  # the views' buffers are reused for the next blocks
+    for side in (side_a, side_b):
+        side.close()
     if acc is not None:
         results.extend(acc.finish())
     return results, read
 
 
-def _rows(data: bytes, dtype, width: int, sel: np.ndarray | None):
+def _span_bytes(t: TensorEntry, width: int, span: tuple[int, int]) -> int:
+    return (span[1] - span[0]) * row_bytes(t, width)
+
+
+def _rows(data, dtype, width: int):
     import torch
 
-    with warnings.catch_warnings():  # read-only bytes: only ever copied from, never written
+    with warnings.catch_warnings():  # read-only bytes (a mapped file): only ever copied from, never written
         warnings.filterwarnings("ignore", message="The given buffer is not writable")
-        x = torch.frombuffer(data, dtype=dtype).view(-1, width)  # (span rows, width)
-    return x if sel is None else x[torch.from_numpy(sel)]  # (positions, width)
+        return torch.frombuffer(data, dtype=dtype).view(-1, width)  # (span rows, width)
 
 
-def _prefetch(ca: Checkpoint, cb: Checkpoint, jobs: list[Job], chunk_bytes: int):
-    """Yield (job, block, bytes A, bytes B), reading the next block in two threads meanwhile.
+def _views(ckpt: Checkpoint, reads: list[tuple[TensorEntry, tuple[int, int], int]], chunk_bytes: int):
+    """The bytes of each (tensor, row span, width) in order, as buffers valid until the next one is taken.
 
-    At most one read per source is in flight (two workers, one block ahead), so sources that are
-    not thread-safe are safe; the same checkpoint on both sides is serialised by a lock."""
-    tasks = ((job, blk) for job in jobs for blk in blocks(job, chunk_bytes))
-    locks = {id(ca.source): threading.Lock(), id(cb.source): threading.Lock()}
+    A local file is memory-mapped and sliced (zero copy); any other source streams through a
+    :class:`RangePipeline` of preallocated buffers (several ranges in flight where the source allows)."""
+    ranges = [(t.name, span[0] * row_bytes(t, width), _span_bytes(t, width, span)) for t, span, width in reads]
+    if ckpt.source.kind == "local":
+        return _Mapped(ckpt, ranges)
+    from eaglekit.io.pipeline import RangePipeline
 
-    def read(ckpt: Checkpoint, t: TensorEntry, span: tuple[int, int], width: int) -> bytes:
-        rb = row_bytes(t, width)
-        with locks[id(ckpt.source)]:
-            return ckpt.read_bytes(t.name, span[0] * rb, (span[1] - span[0]) * rb)
+    return RangePipeline(ckpt, ranges, piece_bytes=chunk_bytes)
 
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="eaglekit-read") as pool:
-        pending: deque = deque()
 
-        def submit(task) -> None:
-            job, blk = task
-            pending.append((job, blk, pool.submit(read, ca, job.a, blk.span_a, job.width),
-                            pool.submit(read, cb, job.b, blk.span_b, job.width)))
+class _Mapped:
+    """Tensor byte ranges of a local checkpoint as slices of read-only memory maps (one map per file)."""
 
-        first = next(tasks, None)
-        if first is not None:
-            submit(first)
-        while pending:
-            job, blk, fa, fb = pending.popleft()
-            nxt = next(tasks, None)
-            if nxt is not None:
-                submit(nxt)
-            yield job, blk, fa.result(), fb.result()
+    def __init__(self, ckpt: Checkpoint, ranges: list[tuple[str, int, int]]) -> None:
+        self.ckpt, self.ranges, self.maps = ckpt, ranges, {}
+
+    def __iter__(self):
+        for name, start, length in self.ranges:
+            t = self.ckpt.inventory[name]
+            mm = self.maps.get(t.file)
+            if mm is None:
+                mm = self.maps[t.file] = self.ckpt.source.map(t.file)
+            begin = t.offset + start
+            if begin + length > len(mm):
+                raise HeaderError(f"{self.ckpt.inventory.source}: tensor {name!r} is truncated: the file ends at "
+                                  f"byte {len(mm)} but the tensor's bytes run to {begin + length} (the file is "
+                                  "shorter than its header says).")
+            yield memoryview(mm)[begin:begin + length]
+
+    def close(self) -> None:
+        for mm in self.maps.values():
+            try:
+                mm.close()
+            except BufferError:  # a view is still referenced somewhere: the map closes when it is freed
+                pass
+        self.maps.clear()
 
 
 class _Accumulator:
-    """The float64 cell sums of one job's parts, fed blocks of rows in compared-position order."""
+    """The cell sums of one job's parts, fed blocks of rows in compared-position order.
+
+    Per compute block of ``m`` rows: both sides are converted into float32 buffers, then for every run
+    of equal-width grid columns four ``einsum`` passes give per-row, per-cell sums of ``a*a``, ``b*b``,
+    ``a*b`` and (after ``a -= b``) ``d*d`` in float32 (a cell's width of products); rows are added into their grid
+    cells in float64 with ``np.add.reduceat``."""
 
     def __init__(self, job: Job, device: str) -> None:
         import torch
 
         self.job, self.device = job, device
-        self.rows_per_block = max(1, (BLOCK_ELEMENTS if device == "cpu" else 1 << 24) // job.width)
-        m, widest = self.rows_per_block, max(p.cols[1] - p.cols[0] for p in job.parts)
-        self.x = torch.empty(2, m, job.width, dtype=torch.float32, device=device)  # (2, m, W): a, b
-        self.scratch = torch.empty(4 * m * widest, dtype=torch.float32, device=device)
-        self.sums, self.cells, self.runs = [], [], []
+        w = job.width
+        self.m = max(1, BLOCK_ELEMENTS // w)
+        self.xa = torch.empty(self.m, w, dtype=torch.float32)  # (m, W)
+        self.xb = torch.empty(self.m, w, dtype=torch.float32)
+        self.na, self.nb = self.xa.numpy(), self.xb.numpy()
+        # Every part's column runs over the whole width: (first column, cells, width, first cell overall).
+        self.runs, cell = [], 0
         for p in job.parts:
-            gr, gc = len(p.row_edges) - 1, len(p.col_edges) - 1
-            self.sums.append(torch.zeros(gr, gc, 4, dtype=torch.float64, device=device))  # aa, bb, ab, dd
-            cell_of_row = np.repeat(np.arange(gr), np.diff(p.row_edges))  # (rows,)
-            self.cells.append(torch.from_numpy(cell_of_row).to(device))
-            self.runs.append(column_runs(p.col_edges))
+            for c0, n, cw in column_runs(p.col_edges):
+                self.runs.append((p.cols[0] + c0, n, cw, cell))
+                cell += n
+        self.cells = cell
+        edges = job.parts[0].row_edges  # every part shares the rows
+        self.cell_of_row = np.repeat(np.arange(len(edges) - 1), np.diff(edges))  # (rows,)
+        self.sums = np.zeros((len(edges) - 1, self.cells, 4), np.float64)  # (gr, cells, aa|bb|ab|dd)
+        self.per_row = np.empty((4, self.m, self.cells), np.float32)  # (4, m, cells)
+        self.gather: list = [None, None]  # (m, W) in the stored dtype, for aligned lm_head rows
 
-    def add(self, xa, xb, pos: int) -> None:
-        """Rows ``xa``, ``xb`` (n, width) in their stored dtype, at compared positions pos..pos+n."""
+    def add(self, xa, xb, pos: int, sel_a: np.ndarray | None = None, sel_b: np.ndarray | None = None) -> None:
+        """Rows ``xa``, ``xb`` (span rows, width) in their stored dtype; compared positions pos..pos+n are
+        rows ``sel_a``/``sel_b`` of them (aligned lm_head), or all rows in order when those are None."""
+        count = xa.shape[0] if sel_a is None else len(sel_a)
+        for i in range(0, count, self.m):
+            k = min(self.m, count - i)
+            a, b, out = self.na[:k], self.nb[:k], self.per_row[:, :k]
+            ra, rb = self._pick(xa, sel_a, i, k, 0), self._pick(xb, sel_b, i, k, 1)
+            if self.device != "cpu":
+                self._add_on_device(ra, rb, out)
+                self._into_cells(out, pos + i, k)
+                continue
+            self.xa[:k].copy_(ra)
+            self.xb[:k].copy_(rb)
+            for c0, n, cw, cell in self.runs:
+                va = a[:, c0:c0 + n * cw].reshape(k, n, cw)  # (k, n cells, cell width): a view
+                vb = b[:, c0:c0 + n * cw].reshape(k, n, cw)
+                np.einsum("ijk,ijk->ij", va, va, out=out[0, :, cell:cell + n])
+                np.einsum("ijk,ijk->ij", vb, vb, out=out[1, :, cell:cell + n])
+                np.einsum("ijk,ijk->ij", va, vb, out=out[2, :, cell:cell + n])
+            np.subtract(a, b, out=a)  # d = a - b, exact for bf16 inputs
+            for c0, n, cw, cell in self.runs:
+                vd = a[:, c0:c0 + n * cw].reshape(k, n, cw)
+                np.einsum("ijk,ijk->ij", vd, vd, out=out[3, :, cell:cell + n])
+            self._into_cells(out, pos + i, k)
+
+    def _pick(self, x, sel: np.ndarray | None, i: int, k: int, side: int):
+        """Rows i..i+k of the compared positions: a slice, or gathered into a reused buffer (no allocation)."""
         import torch
 
-        for i in range(0, xa.shape[0], self.rows_per_block):
-            m = min(self.rows_per_block, xa.shape[0] - i)
-            x = self.x[:, :m]
-            x[0].copy_(xa[i:i + m])
-            x[1].copy_(xb[i:i + m])
-            for part, sums, cells, runs in zip(self.job.parts, self.sums, self.cells, self.runs):
-                c0, c1 = part.cols
-                xs = x[:, :, c0:c1]  # (2, m, w)
-                p = self.scratch[:4 * m * (c1 - c0)].view(4, m, c1 - c0)  # aa, bb, ab, dd
-                torch.mul(xs, xs, out=p[0:2])
-                torch.mul(xs[0], xs[1], out=p[2])
-                torch.sub(xs[0], xs[1], out=p[3])
-                p[3].square_()
-                per_row = torch.cat([p[..., s:s + n * w].unflatten(-1, (n, w)).sum(-1) for s, n, w in runs], -1)
-                sums.index_add_(0, cells[pos + i:pos + i + m], per_row.permute(1, 2, 0).double())  # (m, gc, 4)
+        if sel is None:
+            return x[i:i + k]
+        buf = self.gather[side]
+        if buf is None or buf.dtype != x.dtype:
+            buf = self.gather[side] = torch.empty(self.m, x.shape[1], dtype=x.dtype)
+        return torch.index_select(x, 0, torch.from_numpy(sel[i:i + k]), out=buf[:k])
+
+    def _add_on_device(self, xa, xb, out: np.ndarray) -> None:
+        """The same per-row cell sums computed with torch on an accelerator (``device="cuda"``)."""
+        import torch
+
+        a = xa.to(self.device, non_blocking=True).float()  # (k, W)
+        b = xb.to(self.device, non_blocking=True).float()
+        parts = []
+        for x, y in ((a, a), (b, b), (a, b), (a - b, a - b)):
+            parts.append(torch.cat([(x[:, c0:c0 + n * cw].unflatten(-1, (n, cw)) * y[:, c0:c0 + n * cw].unflatten(
+                -1, (n, cw))).sum(-1) for c0, n, cw, _ in self.runs], -1))
+        out[...] = torch.stack(parts).cpu().numpy()  # (4, k, cells)
+
+    def _into_cells(self, out: np.ndarray, first: int, k: int) -> None:
+        rows = self.cell_of_row[first:first + k]  # (k,) grid row of each row, non-decreasing
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # first row of each grid row in the block
+        sums = np.add.reduceat(out.astype(np.float64), starts, axis=1)  # (4, grid rows here, cells)
+        self.sums[rows[starts]] += sums.transpose(1, 2, 0)
 
     def finish(self) -> list[TensorSimilarity]:
-        job = self.job
-        return [TensorSimilarity(
-            name=p.name, tensor=job.key, shape_a=job.a.shape, shape_b=job.b.shape, rows_compared=job.rows,
-            cols=p.cols, row_edges=tuple(int(e) for e in p.row_edges), col_edges=tuple(int(e) for e in p.col_edges),
-            sums=s.cpu().numpy(), aligned=job.rows_a is not None) for p, s in zip(job.parts, self.sums)]
+        job, out, first = self.job, [], 0
+        for p in job.parts:
+            gc = len(p.col_edges) - 1
+            sums = self.sums[:, first:first + gc].copy()  # (gr, gc, 4): aa, bb, ab, dd
+            first += gc
+            out.append(TensorSimilarity(
+                name=p.name, tensor=job.key, shape_a=job.a.shape, shape_b=job.b.shape, rows_compared=job.rows,
+                cols=p.cols, row_edges=tuple(int(e) for e in p.row_edges),
+                col_edges=tuple(int(e) for e in p.col_edges), sums=sums, aligned=job.rows_a is not None))
+        return out
 
 
 # -- buffers, helpers ---------------------------------------------------------------------------------
@@ -228,7 +305,9 @@ def _read_d2t(ckpt: Checkpoint) -> np.ndarray | None:
     t = find(ckpt.inventory, "d2t")
     if t is None or t.dtype not in ("I64", "I32", "U32", "I16", "U64") or len(t.shape) != 1:
         return None
-    return np.asarray(ckpt.read_numpy(t.name), dtype=np.int64)  # (draft vocab,)
+    from eaglekit.analysis.compat import read_map  # bounded by the config's draft_vocab_size
+
+    return np.asarray(read_map(ckpt, "d2t"), dtype=np.int64)  # (draft vocab,)
 
 
 def _device(device: str) -> str:
@@ -239,7 +318,10 @@ def _device(device: str) -> str:
     if device not in ("cpu", "cuda"):
         raise InputError(f"device must be 'cpu', 'cuda' or 'auto'; got {device!r}.")
     if device == "cuda" and not torch.cuda.is_available():
-        raise InputError("device='cuda' but torch sees no CUDA device; use device='cpu' or 'auto'.")
+        why = ("this installation of torch is CPU-only" if torch.version.cuda is None
+               else "torch finds no CUDA GPU on this machine")
+        raise InputError(f"cannot compute on a GPU: {why}. Compute on the CPU instead (--device cpu, "
+                         "device='cpu'), or use --device auto to take a GPU only when there is one.")
     return device
 
 
@@ -249,7 +331,7 @@ def _torch_threads(threads: int | None, device: str):
 
     before = torch.get_num_threads()
     if threads is None:
-        threads = max(1, before - 1) if device == "cpu" else before
+        threads = 1 if device == "cpu" else before
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise InputError(f"threads must be a positive integer, got {threads!r}.")
     torch.set_num_threads(threads)

@@ -3,7 +3,7 @@
 Tensors of two inventories are paired by normalised name (:mod:`eaglekit.names`); each pair becomes a
 :class:`Job`, or lands in ``only_a``/``only_b``, ``mismatched`` (with the reason) or ``buffers``
 (integer/bool tensors, compared by equality). A job is the tensor viewed as a matrix (``[N]`` ->
-``[N, 1]``, more dims folded into columns) and its meaningful parts (DOMAIN.md, checkpoint layout):
+``[N, 1]``, more dims folded into columns) and its meaningful parts (docs/domain.md, checkpoint layout):
 
 * ``fc.weight`` [H, 3*Ht]: three column blocks, one per auxiliary hidden state (low/mid/high), labelled
   with the aux layer ids of the config (``eagle_config.eagle_aux_hidden_state_layer_ids`` or top level);

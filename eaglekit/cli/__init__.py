@@ -48,7 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with _deadline(getattr(args, "timeout", None)):
+            return int(args.func(args) or 0)
     except EaglekitError as e:
         print(f"eaglekit {args.command}: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
@@ -59,8 +60,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _deadline(seconds: float | None):
+    """``--timeout``: every remote request's total deadline while the command runs."""
+    if seconds is None:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    from eaglekit.io.sources.http import timeout_override
+
+    return timeout_override(seconds)
+
+
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line a terminal shows as it is: credentials redacted, control characters made visible."""
+    from eaglekit.core.redact import shown
+
+    import re
+
+    return shown(re.sub(r"[ \t\r\n]+", " ", text)).strip()
 
 
 if __name__ == "__main__":

@@ -6,6 +6,26 @@ import argparse
 
 
 def add_hub_options(p: argparse.ArgumentParser) -> None:
+    """``--endpoint`` for hf:// locations and ``--timeout`` for every remote request."""
     p.add_argument("--endpoint", default=None, metavar="URL",
                    help="Hub endpoint for hf:// locations (default: $HF_ENDPOINT or https://huggingface.co); "
                         "the token comes from $HF_TOKEN or your huggingface login, never from the command line")
+    add_timeout_option(p)
+
+
+def add_timeout_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="total time each HTTP or Hub request may take, waiting and transferring included "
+                        "(default: $EAGLEKIT_TIMEOUT or 60)")
+
+
+def _seconds(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "vocabulary maps by value, aux layer ids, and optionally a target config. "
                                    "Exit 0 compatible, 3 compatible-after-remap, 4 incompatible, 2 error.")
     p.add_argument("a", help="drafter location (local, hf://, http(s)://, ssh://)")
-    p.add_argument("b", help="drafter location")
+    p.add_argument("b", nargs="?", help="drafter location (for one drafter against a target, use eaglekit check)")
     p.add_argument("--target", metavar="CONFIG_OR_LOCATION", help="target model config.json or location")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_hub_options(p)
@@ -26,7 +26,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.compat import compat
+    from eaglekit.core.errors import InputError
 
+    if args.b is None:
+        target = f" --target {args.target}" if args.target else " --target T"
+        raise InputError(f"compat compares two drafters; to check one drafter against a target run: "
+                         f"eaglekit check {args.a}{target}")
     report = compat(args.a, args.b, target=args.target, endpoint=args.endpoint)
     print(json.dumps(report.to_json(), indent=2) if args.json else report)
     return report.exit_code

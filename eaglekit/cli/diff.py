@@ -32,5 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _name(location: str) -> str:
-    parts = [p for p in location.rstrip("/").split("/") if p and p != "config.json"]
-    return parts[-1] if parts else location
+    """A column name from a location: its last path part, never a password or a query signature."""
+    from eaglekit.core.redact import redact_text, visible
+
+    shown = redact_text(location)
+    parts = [p for p in shown.split("?")[0].rstrip("/").split("/") if p and p != "config.json"]
+    return visible(parts[-1] if parts else shown, newlines=False)

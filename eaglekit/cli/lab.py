@@ -65,9 +65,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_port_free(port: int, host: str = "127.0.0.1") -> None:
+    """EaglekitError when ``host:port`` is taken, so no URL is printed for a server that cannot start."""
+    import socket
+
+    from eaglekit.core.errors import InputError
+
+    if not 0 < port < 65536:
+        raise InputError(f"port {port} is not a TCP port: give 1 to 65535 (make lab PORT=8890)")
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise InputError(f"port {port} on {host} is already in use (another JupyterLab?): pick a free one, "
+                             f"e.g. make lab PORT={port + 1} or eaglekit lab --port {port + 1}") from e
+
+
 def run(args: argparse.Namespace) -> int:
     from eaglekit.demo.world import build_demo
 
+    check_port_free(args.port)
     build_demo(args.demo)
     token = secrets.token_hex(24)
     command = lab_command(root_dir=args.notebooks, port=args.port, token=token)

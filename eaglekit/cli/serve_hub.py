@@ -10,7 +10,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Serve ROOT/OWNER/REPO/<files> with the endpoints huggingface_hub uses, so "
                                    "hf:// locations work offline: export HF_ENDPOINT=<the printed endpoint>. "
                                    "Runs until Ctrl-C.")
-    p.add_argument("root", metavar="ROOT", help="folder laid out as ROOT/OWNER/REPO/<files>")
+    p.add_argument("root", metavar="ROOT", help="folder laid out as ROOT/OWNER/REPO/<files>; the demo workspace's is build/demo/hub")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8765, help="port to listen on; 0 picks a free one (default: 8765)")
     p.add_argument("--token", action="append", default=[], metavar="TOKEN",

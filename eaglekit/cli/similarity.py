@@ -4,7 +4,9 @@
 
 Streams only the compared tensors' bytes (by range, wherever each drafter lives) through
 :func:`eaglekit.similarity`; prints the summary table, or one JSON object with ``--json``; ``--html``
-writes a self-contained page (plotly.js inlined) with the heatmaps, which opens offline.
+writes a self-contained page (plotly.js inlined) with the heatmaps, which opens offline, coloured by
+``--measure``. When the two drafters have no tensor in common that can be compared (different shapes),
+it says why on stderr and exits 4, as ``eaglekit compat`` does for an incompatible pair.
 """
 
 from __future__ import annotations
@@ -34,23 +36,45 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="where to compute (default cpu)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the heatmaps")
+    p.add_argument("--measure", choices=("rel_diff", "cosine", "norm_ratio"), default="rel_diff",
+                   help="what the --html page colours (default rel_diff, ||a-b||/||a||: 0 is unchanged; the colour "
+                        "range spans the blocks on the page, so a fine-tune's drift shows)")
     add_hub_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.core.errors import InputError
     from eaglekit.analysis.similarity import similarity
+    from eaglekit.core.errors import InputError
     from eaglekit.analysis.similarity_report import dumps
     from eaglekit.view.figures import save_page
 
     report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
                         endpoint=args.endpoint, progress=sys.stderr.isatty())
+    if not report.tensors and not report.buffers:  # an incompatible pair: say why, exit 4 as compat does
+        print(dumps(report) if args.json else report)
+        print(f"eaglekit similarity: {_why_nothing(report)}", file=sys.stderr)
+        return INCOMPATIBLE
     if args.html:
         try:
-            save_page(report, args.html)
+            save_page(report, args.html, measure=args.measure)
         except OSError as e:
             raise InputError(f"cannot write {args.html}: {e.strerror or e}; choose a writable path for --html.") from e
         print(f"wrote {args.html}", file=sys.stderr)
     print(dumps(report) if args.json else report)
     return 0
+
+#: Exit code when the two drafters have nothing comparable (the code ``eaglekit compat`` gives "incompatible").
+INCOMPATIBLE = 4
+
+
+def _why_nothing(report) -> str:
+    """Why two drafters had no tensor to compare: every shared tensor mismatched, or no tensor shared."""
+    parts = [f"{m.name} ({m.reason})" for m in report.mismatched[:3]]
+    more = f" and {len(report.mismatched) - 3} more" if len(report.mismatched) > 3 else ""
+    if parts:
+        why = f"every tensor both have differs: {'; '.join(parts)}{more}"
+    else:
+        why = "they share no tensor name"
+    return (f"nothing compared between {report.a} and {report.b}: {why}. Weights of drafters with different "
+            "shapes cannot be compared; check them with `eaglekit compat A B`.")

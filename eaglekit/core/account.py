@@ -328,7 +328,7 @@ class Account:
         }
 
     def __str__(self) -> str:
-        wrap = textwrap.TextWrapper(width=100, initial_indent="- ", subsequent_indent="  ")
+        wrap = textwrap.TextWrapper(width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False)
         return "Throughput account\n" + "\n".join(wrap.fill(s) for s in self.sentences())
 
     def _repr_html_(self) -> str:

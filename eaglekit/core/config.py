@@ -1,21 +1,27 @@
-"""EAGLE-3 drafter and target configs: three drafter formats normalised into one typed record.
+"""EAGLE-3 drafter and target configs: every published drafter format normalised into one typed record.
 
-Formats (DOMAIN.md, "Config formats to read"):
+Formats (docs/config-formats.md):
 
-* ``"specforge"``: SpecForge / EAGLE / SGLang, a Llama config with ``architectures``
-  ``["LlamaForCausalLMEagle3"]`` (aliases ``Eagle3LlamaForCausalLM``, ``Eagle3DraftModel``),
-  ``draft_vocab_size`` and ``eagle_config.eagle_aux_hidden_state_layer_ids``
-  (SpecForge configs/kimi-k2-eagle3.json).
-* ``"speculators"``: vllm-project/speculators ``Eagle3SpeculatorConfig``
-  (src/speculators/models/eagle3/config.py): ``speculators_model_type: "eagle3"``, the decoder layer's
-  Llama config in ``transformer_layer_config`` (whose ``vocab_size`` is the target's), top-level
-  ``draft_vocab_size``, ``target_hidden_size``, norm options and aux ids, and the declared target in
-  ``speculators_config.verifier``. speculators writes ``transformer_layer_config`` with
-  ``to_diff_dict()``, which drops every value equal to the ``LlamaConfig`` default, so absent fields
-  there take :data:`LLAMA_DEFAULTS`.
-* ``"mla"``: ``Eagle3DeepseekV2ForCausalLM`` MLA drafters (NVIDIA Model-Optimizer hf_spec_export.py,
-  lightseekorg/kimi-*-eagle3*-mla); the MLA ranks are kept in :attr:`DrafterConfig.mla`.
+* ``"specforge"``: SpecForge / SGLang, a Llama config with ``architectures``
+  ``["LlamaForCausalLMEagle3"]`` (aliases ``Eagle3LlamaForCausalLM``, ``Eagle3DraftModel`` without a
+  layer config), ``draft_vocab_size`` and ``eagle_config.eagle_aux_hidden_state_layer_ids``.
+* ``"eagle"``: the original EAGLE-3 layout: ``architectures ["LlamaForCausalLM"]``, one hidden layer
+  and ``draft_vocab_size``, no eagle_config. A drafter, not a one-layer target.
+* ``"speculators"``: vllm-project/speculators ``Eagle3SpeculatorConfig``: ``speculators_model_type:
+  "eagle3"``, the decoder layer's config in ``transformer_layer_config`` (whose ``vocab_size`` is the
+  target's), top-level ``draft_vocab_size``, ``target_hidden_size``, norm options
+  (``norm_before_residual``, ``norm_before_fc``, ``fc_norm``, ``norm_output``) and aux ids, the
+  declared target in ``speculators_config.verifier``. speculators writes ``transformer_layer_config``
+  with ``to_diff_dict()``, which drops every value equal to that config class's default, so absent
+  fields there take the defaults of the class its ``model_type`` names (:data:`LAYER_DEFAULTS`:
+  ``LlamaConfig`` or ``Qwen3Config``; ``Eagle3DraftModel`` checkpoints default to Qwen3). Rotary
+  settings may be ``rope_parameters {rope_theta, rope_type, ...}`` (transformers 5) instead of
+  ``rope_theta`` / ``rope_scaling``.
+* ``"mla"``: MLA drafters (``Eagle3DeepseekV2ForCausalLM`` from TorchSpec / Model-Optimizer,
+  ``DeepseekV3ForCausalLMEagle3``); the MLA ranks are kept in :attr:`DrafterConfig.mla`.
 
+Any number of aux layers (``n_aux``; three when the config names none). Every field keeps its
+provenance (:attr:`DrafterConfig.provenance`): the path it was read from, or a default and whose.
 Detection is by config fields, never by repository name (:func:`is_eagle3_config`). Everything here is
 pure: dicts in, frozen records out; :func:`load_config_bytes` parses bytes some reader fetched.
 """
@@ -28,15 +34,18 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from eaglekit.core.errors import ConfigError, InputError
-from eaglekit.core.layers import AuxConvention, AuxLayerReport, config_convention, interpret_aux_layers, parse_aux_layer_ids
+from eaglekit.core.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxEngineView, AuxLayerReport,
+                                  aux_engine_view, config_convention, interpret_aux_layers, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, kv_text
 
-DrafterFormat = Literal["specforge", "speculators", "mla"]
+DrafterFormat = Literal["specforge", "eagle", "speculators", "mla"]
 ConfigKind = Literal["drafter", "target", "any"]
 
 LLAMA_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3LlamaForCausalLM", "Eagle3DraftModel")
 SPECULATORS_ARCHITECTURES = ("Eagle3Speculator",)
-MLA_ARCHITECTURES = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM")
+MLA_ARCHITECTURES = ("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM", "DeepseekV3ForCausalLMEagle3")
+#: Architecture of the original EAGLE-3 drafters (SafeAILab/EAGLE): a plain Llama name plus draft_vocab_size.
+EAGLE_ORIGINAL_ARCHITECTURES = ("LlamaForCausalLM",)
 EAGLE3_ARCHITECTURES = LLAMA_ARCHITECTURES + SPECULATORS_ARCHITECTURES + MLA_ARCHITECTURES
 AUX_IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 
@@ -46,7 +55,23 @@ LLAMA_DEFAULTS: dict[str, Any] = {
     "hidden_act": "silu", "max_position_embeddings": 2048, "initializer_range": 0.02,
     "rms_norm_eps": 1e-6, "use_cache": True, "pad_token_id": None, "bos_token_id": 1, "eos_token_id": 2,
     "pretraining_tp": 1, "tie_word_embeddings": False, "rope_theta": 10000.0, "rope_scaling": None,
-    "attention_bias": False, "attention_dropout": 0.0, "mlp_bias": False,
+    "attention_bias": False, "attention_dropout": 0.0, "mlp_bias": False, "rope_type": "default",
+}
+#: transformers ``Qwen3Config`` defaults (what speculators' Eagle3DraftModel layer config starts from).
+QWEN3_DEFAULTS: dict[str, Any] = {
+    **LLAMA_DEFAULTS, "vocab_size": 151936, "intermediate_size": 22016, "max_position_embeddings": 32768,
+    "head_dim": 128, "bos_token_id": None, "eos_token_id": None, "use_sliding_window": False,
+    "sliding_window": None, "max_window_layers": 28,
+}
+#: Defaults by the layer config's model_type, and the class they come from.
+LAYER_DEFAULTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", LLAMA_DEFAULTS), "qwen3": ("Qwen3Config", QWEN3_DEFAULTS),
+}
+#: Values the speculators library writes when nothing was chosen (absent means these).
+SPECULATORS_DEFAULTS: dict[str, Any] = {
+    "norm_before_residual": False, "norm_before_fc": False, "fc_norm": False, "norm_output": False,
+    "embed_requires_grad": False, "enable_sp_ulysses": False, "target_hidden_size": None,
+    "accept_tolerance": 0.0, "verifier_accept_k": 1, "draft_vocab_size": 32000,
 }
 #: MLA dimensions kept verbatim from Eagle3DeepseekV2ForCausalLM configs.
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
@@ -68,11 +93,16 @@ def detect_format(raw: Mapping[str, Any]) -> DrafterFormat | None:
         return "mla"
     if any(a in SPECULATORS_ARCHITECTURES for a in archs):
         return "speculators"
+    if "Eagle3DraftModel" in archs and isinstance(raw.get("transformer_layer_config"), Mapping):
+        return "speculators"  # speculators' training class, saved with its layer config
     if any(a in LLAMA_ARCHITECTURES for a in archs):
         return "specforge"
     eagle = raw.get("eagle_config")
     if isinstance(eagle, dict) and AUX_IDS_KEY in eagle and "draft_vocab_size" in raw:
         return "specforge"  # an EAGLE-3 head saved under a plain Llama architecture name
+    if any(a in EAGLE_ORIGINAL_ARCHITECTURES for a in archs) and "draft_vocab_size" in raw \
+            and raw.get("num_hidden_layers", 1) == 1:
+        return "eagle"  # the original EAGLE-3 layout: a one-layer Llama with a draft vocabulary
     return None
 
 
@@ -93,7 +123,7 @@ def looks_like_target(raw: object) -> bool:
 def load_config_bytes(data: bytes, *, source: str = "config.json", kind: ConfigKind = "drafter") -> dict:
     """Parse config.json bytes into a dict, refusing what is not JSON, not an object, or (for
     ``kind="drafter"``) not an EAGLE-3 drafter config, and (for ``kind="target"``) not a model config."""
-    from eaglekit.core.safejson import loads
+    from eaglekit.core.safejson import loads  # bounded: nesting, huge integers, bad UTF-8 -> ConfigError
 
     raw = loads(data, what=source, error=ConfigError)
     if not isinstance(raw, dict):
@@ -114,9 +144,19 @@ class DrafterConfig:
     """One EAGLE-3 drafter config in any format, with absent fields resolved to their defaults.
 
     ``sources`` maps each field to the raw dotted path it was read from (None: a default applied);
-    ``read_paths`` are all the paths normalisation looked at.
-    ``aux_convention`` is what ``aux_layer_ids`` mean to the engine that reads this config
-    (see :mod:`eaglekit.layers`).
+    ``default_sources`` says whose default filled the others (``"LlamaConfig"``, ``"Qwen3Config"``,
+    ``"speculators"``, ``"eaglekit: ..."``); :attr:`provenance` joins both. ``read_paths`` are all the
+    paths normalisation looked at.
+
+    ``aux_convention`` is how the drafter's trainer (``trained_by``, guessed from the format) counted
+    ``aux_layer_ids``: ``"outputs"`` for SpecForge and Model-Optimizer, ``"inputs"`` for speculators and
+    the original EAGLE-3. What each serving engine reads is :meth:`aux_view`'s business.
+    ``n_aux`` is the number of target hidden states fc concatenates (fc.weight is [H, n_aux x
+    target_hidden_size]). Norm options: ``norm_before_fc`` (one input_norm over the concatenation),
+    ``fc_norm`` (one norm per aux state), ``norm_output`` (post-norm states fed back across steps),
+    ``norm_before_residual``, and ``input_norm`` (the embedding passes input_layernorm; MLA configs can
+    turn it off). ``rope_parameters`` holds the rotary settings as one dict whichever way the file
+    spelled them; ``rope_theta``, ``rope_type`` and ``rope_scaling`` are read from it.
     """
 
     format: DrafterFormat
@@ -146,8 +186,16 @@ class DrafterConfig:
     declared_target: str | None
     declared_target_architectures: tuple[str, ...]
     mla: Mapping[str, int | None] = field(default_factory=dict)
+    n_aux: int = NUM_AUX_LAYERS
+    norm_output: bool = False
+    input_norm: bool = True
+    rope_type: str | None = None
+    rope_parameters: Mapping[str, Any] | None = None
+    layer_model_type: str | None = None
+    trained_by: str = "specforge"
     source: str = "config.json"
     sources: Mapping[str, str | None] = field(default_factory=dict, repr=False, compare=False)
+    default_sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     read_paths: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -156,32 +204,51 @@ class DrafterConfig:
         """Fields absent from the config, filled with their default."""
         return tuple(k for k, v in self.sources.items() if v is None)
 
+    @property
+    def provenance(self) -> dict[str, str]:
+        """Where each field's value came from: ``"file: <path>"`` or ``"default: <whose>"``."""
+        return {k: f"file: {v}" if v is not None else f"default: {self.default_sources.get(k, 'eaglekit')}"
+                for k, v in self.sources.items()}
+
     def aux_report(self, num_layers: int | None = None) -> AuxLayerReport | None:
-        """What the aux layer ids mean for a target with ``num_layers`` layers (None: no ids given)."""
+        """What the aux layer ids mean, as the trainer counted them, for a target with ``num_layers``
+        layers (None: no ids given)."""
         if self.aux_layer_ids is None:
             return None
-        return interpret_aux_layers(self.aux_layer_ids, convention=self.aux_convention, num_layers=num_layers)
+        return interpret_aux_layers(self.aux_layer_ids, convention=self.aux_convention, num_layers=num_layers,
+                                    expected=self.n_aux)
+
+    def aux_view(self, num_layers: int | None = None, *, engines=("sglang", "vllm"),
+                 trained_by: str | None = None) -> AuxEngineView:
+        """Per engine, which target tensors the aux ids select against the ones used in training
+        (``trained_by`` overrides the trainer guessed from the format, e.g. ``"specforge"``)."""
+        return aux_engine_view(self.aux_layer_ids, trained_by=trained_by or self.trained_by, num_layers=num_layers,
+                               engines=engines)
 
     def to_json(self) -> dict:
         """The normalised fields as JSON-ready values (no raw dict)."""
         out = {name: getattr(self, name) for name in NORMALISED_FIELDS}
         out["aux_layer_ids"] = list(self.aux_layer_ids) if self.aux_layer_ids is not None else None
+        out["rope_parameters"] = dict(self.rope_parameters) if self.rope_parameters is not None else None
         out.update(format=self.format, architecture=self.architecture, aux_convention=self.aux_convention,
+                   trained_by=self.trained_by, layer_model_type=self.layer_model_type,
                    declared_target=self.declared_target,
                    declared_target_architectures=list(self.declared_target_architectures),
-                   mla=dict(self.mla), defaulted=list(self.defaulted))
+                   mla=dict(self.mla), defaulted=list(self.defaulted), provenance=self.provenance)
         return out
 
     def _pairs(self) -> list[tuple[str, Any]]:
-        defaulted = set(self.defaulted)
-        pairs: list[tuple[str, Any]] = [("format", self.format), ("architecture", self.architecture)]
+        prov = self.provenance
+        pairs: list[tuple[str, Any]] = [("format", self.format), ("architecture", self.architecture),
+                                        ("layer config", self.layer_model_type or "-")]
         for name in NORMALISED_FIELDS:
             value = getattr(self, name)
             value = list(value) if isinstance(value, tuple) else value
             if name == "aux_layer_ids" and value is not None:
-                value = f"{value} ({self.aux_convention})"
-            if name in defaulted:
-                value = f"{_show(value)} (default)"
+                value = f"{value} (trained as {self.aux_convention}, {self.trained_by})"
+            where = prov.get(name)
+            if where and where.startswith("default"):
+                value = f"{_show(value)} ({where})"
             pairs.append((name, value))
         pairs.extend((f"mla.{k}", v) for k, v in self.mla.items())
         if self.declared_target or self.declared_target_architectures:
@@ -199,9 +266,10 @@ class DrafterConfig:
 #: The fields compared across formats (configdiff) and listed when a config renders.
 NORMALISED_FIELDS = (
     "hidden_size", "target_hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-    "head_dim", "vocab_size", "draft_vocab_size", "num_hidden_layers", "aux_layer_ids",
-    "use_aux_hidden_state", "norm_before_residual", "norm_before_fc", "fc_norm", "rms_norm_eps",
-    "rope_theta", "rope_scaling", "max_position_embeddings", "hidden_act", "torch_dtype",
+    "head_dim", "vocab_size", "draft_vocab_size", "num_hidden_layers", "aux_layer_ids", "n_aux",
+    "use_aux_hidden_state", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "input_norm",
+    "rms_norm_eps", "rope_theta", "rope_type", "rope_scaling", "max_position_embeddings", "hidden_act",
+    "torch_dtype",
 )
 
 
@@ -211,6 +279,7 @@ class _Reader:
     def __init__(self, raw: Mapping[str, Any], source: str, fmt: str) -> None:
         self.raw, self.source, self.fmt = raw, source, fmt
         self.sources: dict[str, str | None] = {}
+        self.whose: dict[str, str] = {}
         self.read_paths: set[str] = set()
 
     def lookup(self, path: str) -> tuple[bool, Any]:
@@ -222,7 +291,7 @@ class _Reader:
             node = node[part]
         return True, node
 
-    def get(self, name: str, paths: Sequence[str], kind: str, default: Any = _REQUIRED) -> Any:
+    def get(self, name: str, paths: Sequence[str], kind: str, default: Any = _REQUIRED, whose: str = "eaglekit") -> Any:
         for path in paths:
             present, value = self.lookup(path)
             if present and (value is not None or kind == "any"):
@@ -232,6 +301,7 @@ class _Reader:
             where = " or ".join(paths)
             raise ConfigError(f"{self.source} ({self.fmt} format) lacks {where}: an EAGLE-3 drafter config needs it.")
         self.sources[name] = None
+        self.whose[name] = whose
         return default
 
     def _check(self, path: str, value: Any, kind: str) -> Any:
@@ -250,8 +320,26 @@ class _Reader:
         return float(value) if kind == "float" else value
 
 
+def layer_defaults(raw: Mapping[str, Any], fmt: str) -> tuple[str | None, str, dict[str, Any]]:
+    """(layer model_type, whose defaults, the defaults) for the decoder layer of a drafter config.
+
+    speculators keeps the layer's config under ``transformer_layer_config``; its class comes from the
+    ``model_type`` there (absent: LlamaConfig, or Qwen3Config for an ``Eagle3DraftModel``). SpecForge
+    and original EAGLE-3 configs are the layer's config themselves; SpecForge builds a Llama layer, so
+    a Qwen3 model_type there is the only one that changes the defaults."""
+    layer = raw.get("transformer_layer_config") if fmt == "speculators" else raw
+    layer = layer if isinstance(layer, Mapping) else {}
+    model_type = layer.get("model_type") if isinstance(layer.get("model_type"), str) else None
+    archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
+    key = model_type if model_type in LAYER_DEFAULTS else None
+    if key is None and fmt == "speculators" and model_type is None and "Eagle3DraftModel" in archs:
+        key = "qwen3"
+    whose, table = LAYER_DEFAULTS[key or "llama"]
+    return model_type, whose, table
+
+
 def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> DrafterConfig:
-    """Normalise a SpecForge, speculators or MLA drafter config into a :class:`DrafterConfig`."""
+    """Normalise a SpecForge, original EAGLE-3, speculators or MLA drafter config into a :class:`DrafterConfig`."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source} is a JSON {_json_type(raw)}, not an object.")
     fmt = detect_format(raw)
@@ -264,38 +352,65 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
         raise ConfigError(f"{source} (speculators format) lacks transformer_layer_config: it holds the "
                           f"drafter's hidden size, heads and the target's vocab_size.")
     llama = fmt != "mla"
+    model_type, whose, table = layer_defaults(raw, fmt)
 
     def shape(name: str) -> int:
-        default = LLAMA_DEFAULTS[name] if fmt == "speculators" else _REQUIRED
-        return r.get(name, [layer + name], "int", default)
+        default = table[name] if fmt == "speculators" else _REQUIRED
+        return r.get(name, [layer + name], "int", default, whose)
 
-    def behaviour(name: str, kind: str) -> Any:
-        return r.get(name, [layer + name], kind, LLAMA_DEFAULTS[name] if llama else None)
+    def behaviour(name: str, kind: str, paths: Sequence[str] | None = None) -> Any:
+        return r.get(name, paths or [layer + name], kind, table[name] if llama else None, whose)
 
     hidden = shape("hidden_size")
     intermediate = shape("intermediate_size")
     heads = shape("num_attention_heads")
     vocab = shape("vocab_size")
-    kv_heads = r.get("num_key_value_heads", [layer + "num_key_value_heads"], "int", heads)
+    kv_heads = r.get("num_key_value_heads", [layer + "num_key_value_heads"], "int", heads,
+                     "num_attention_heads (no grouped-query attention)")
     mla = {k: raw[k] for k in MLA_KEYS if k in raw} if fmt == "mla" else {}
     for k, v in mla.items():
         if v is not None:
             r._check(k, v, "int")
     mla_dim = (mla.get("qk_nope_head_dim") or 0) + (mla.get("qk_rope_head_dim") or 0)
-    head_dim = r.get("head_dim", [layer + "head_dim"], "int", mla_dim or hidden // heads)
-    target_hidden = r.get("target_hidden_size", ["target_hidden_size"], "int", hidden)
+    if mla_dim:
+        head_default, head_whose = mla_dim, "qk_nope_head_dim + qk_rope_head_dim"
+    elif table.get("head_dim") and fmt == "speculators":
+        head_default, head_whose = table["head_dim"], whose
+    else:
+        head_default, head_whose = hidden // heads, "hidden_size // num_attention_heads"
+    head_dim = r.get("head_dim", [layer + "head_dim"], "int", head_default, head_whose)
+    target_hidden = r.get("target_hidden_size", ["target_hidden_size"], "int", hidden,
+                          "hidden_size (drafter and target share it)")
     draft_vocab = r.get("draft_vocab_size", ["draft_vocab_size"], "int",
-                        32000 if fmt == "speculators" else vocab)
-    layers = r.get("num_hidden_layers", [layer + "num_hidden_layers"], "int", 1)
+                        32000 if fmt == "speculators" else vocab,
+                        "speculators" if fmt == "speculators" else "vocab_size (no reduced draft vocabulary)")
+    layers = r.get("num_hidden_layers", [layer + "num_hidden_layers"], "int", 1, "eaglekit: one decoder layer")
     aux_paths = ([AUX_IDS_KEY, f"eagle_config.{AUX_IDS_KEY}"] if fmt == "speculators"
                  else [f"eagle_config.{AUX_IDS_KEY}", AUX_IDS_KEY])
     aux = _aux_ids(r, aux_paths)
-    torch_dtype = r.get("torch_dtype", ["torch_dtype", "dtype", layer + "torch_dtype", layer + "dtype"], "str", None)
+    if aux is not None:
+        n_aux = len(aux)
+        r.sources["n_aux"] = r.sources["aux_layer_ids"]
+    else:
+        n_aux = NUM_AUX_LAYERS
+        r.sources["n_aux"] = None
+        r.whose["n_aux"] = "EAGLE-3 (three aux layers when the config names none)"
+    torch_dtype = r.get("torch_dtype", ["torch_dtype", "dtype", layer + "torch_dtype", layer + "dtype"], "str", None,
+                        "none given")
     spec = raw.get("speculators_config") if fmt == "speculators" else None
     verifier = spec.get("verifier") if isinstance(spec, dict) else None
     verifier = verifier if isinstance(verifier, dict) else {}
     target_archs = verifier.get("architectures") if isinstance(verifier.get("architectures"), list) else []
     archs = raw.get("architectures")
+    rope = _rope(r, layer, table, whose, llama)
+    norms = {name: r.get(name, [name], "bool", False, "speculators" if fmt == "speculators" else "eaglekit: off")
+             for name in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
+    input_norm = r.get("input_norm", ["eagle_config.use_input_layernorm_in_first_layer"], "bool", True,
+                       "eaglekit: the embedding passes input_layernorm")
+    trained_by = TRAINER_OF_FORMAT[fmt]
+    present, declared = r.lookup("eaglekit_export.aux_ids_read_as")
+    if present and declared in ("inputs", "outputs"):
+        trained_by = f"declared-{declared}"  # an eaglekit export says what its ids mean
     return DrafterConfig(
         format=fmt,
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None,
@@ -303,21 +418,44 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
         target_hidden_size_explicit=r.sources["target_hidden_size"] is not None,
         intermediate_size=intermediate, num_attention_heads=heads, num_key_value_heads=kv_heads,
         head_dim=head_dim, vocab_size=vocab, draft_vocab_size=draft_vocab, num_hidden_layers=layers,
-        aux_layer_ids=aux, aux_convention=config_convention(fmt),
-        use_aux_hidden_state=r.get("use_aux_hidden_state", ["eagle_config.use_aux_hidden_state"], "bool", True),
-        norm_before_residual=r.get("norm_before_residual", ["norm_before_residual"], "bool", False),
-        norm_before_fc=r.get("norm_before_fc", ["norm_before_fc"], "bool", False),
-        fc_norm=r.get("fc_norm", ["fc_norm"], "bool", False),
+        aux_layer_ids=aux, aux_convention=READER_CONVENTION[trained_by], n_aux=n_aux,
+        use_aux_hidden_state=r.get("use_aux_hidden_state", ["eagle_config.use_aux_hidden_state"], "bool", True,
+                                   "eaglekit: EAGLE-3 reads aux states"),
+        **norms, input_norm=input_norm,
         rms_norm_eps=behaviour("rms_norm_eps", "float"),
-        rope_theta=behaviour("rope_theta", "float"),
-        rope_scaling=r.get("rope_scaling", [layer + "rope_scaling"], "dict", None),
+        rope_theta=rope["rope_theta"], rope_type=rope["rope_type"], rope_scaling=rope["rope_scaling"],
+        rope_parameters=rope["rope_parameters"],
         max_position_embeddings=behaviour("max_position_embeddings", "int"),
         hidden_act=behaviour("hidden_act", "str"),
-        torch_dtype=torch_dtype,
+        torch_dtype=torch_dtype, layer_model_type=model_type, trained_by=trained_by,
         declared_target=verifier.get("name_or_path") if isinstance(verifier.get("name_or_path"), str) else None,
         declared_target_architectures=tuple(a for a in target_archs if isinstance(a, str)),
-        mla=mla, source=source, sources=dict(r.sources), read_paths=frozenset(r.read_paths), raw=raw,
+        mla=mla, source=source, sources=dict(r.sources), default_sources=dict(r.whose),
+        read_paths=frozenset(r.read_paths), raw=raw,
     )
+
+
+def _rope(r: _Reader, layer: str, table: Mapping[str, Any], whose: str, llama: bool) -> dict[str, Any]:
+    """Rotary settings from ``rope_parameters`` (transformers 5) or ``rope_theta`` + ``rope_scaling``."""
+    for spelled in ("rope_theta", "rope_scaling"):
+        r.lookup(layer + spelled)  # both spellings are rotary settings, whichever one is read
+    present, params = r.lookup(layer + "rope_parameters")
+    if present and params is not None and not isinstance(params, Mapping):
+        raise ConfigError(f"{r.source}: {layer}rope_parameters must be an object, got {params!r}.")
+    params = params or {}
+    theta = r.get("rope_theta", [layer + "rope_parameters.rope_theta", layer + "rope_theta"], "float",
+                  table["rope_theta"] if llama else None, whose)
+    scaling = r.get("rope_scaling", [layer + "rope_scaling"], "dict", None, whose)
+    kind_paths = [layer + "rope_parameters.rope_type", layer + "rope_scaling.rope_type", layer + "rope_scaling.type"]
+    rope_type = r.get("rope_type", kind_paths, "str", "default" if llama else None, whose)
+    if scaling is None and rope_type not in (None, "default"):
+        scaling = {k: v for k, v in params.items() if k != "rope_theta"}  # the same settings, rope_scaling's spelling
+        r.sources["rope_scaling"] = layer + "rope_parameters"
+    merged = None
+    if theta is not None or rope_type is not None:
+        merged = {**(scaling or {}), **{k: v for k, v in params.items()}, "rope_theta": theta, "rope_type": rope_type}
+        merged.pop("type", None)
+    return {"rope_theta": theta, "rope_type": rope_type, "rope_scaling": scaling, "rope_parameters": merged}
 
 
 def _aux_ids(r: _Reader, paths: Sequence[str]) -> tuple[int, ...] | None:
@@ -333,8 +471,14 @@ def _aux_ids(r: _Reader, paths: Sequence[str]) -> tuple[int, ...] | None:
         a, b = found
         raise ConfigError(f"{r.source} gives two different aux layer id lists: {a} = {list(found[a])} and "
                           f"{b} = {list(found[b])}; keep one.")
+    ids = next(iter(found.values()), None)
+    if ids is not None and not ids:
+        raise ConfigError(f"{r.source}: {next(iter(found))} is empty: give the target layers fc reads, or null "
+                          f"for the three-layer default.")
     r.sources["aux_layer_ids"] = next(iter(found), None)
-    return next(iter(found.values()), None)
+    if ids is None:
+        r.whose["aux_layer_ids"] = "each engine's own default (none in the config)"
+    return ids
 
 
 @dataclass(frozen=True)
@@ -350,6 +494,9 @@ class TargetConfig:
     max_position_embeddings: int | None = None
     text_model_type: str | None = None
     text_config_key: str | None = None
+    rope_theta: float | None = None
+    rope_type: str | None = None
+    quantization: str | None = None  # quantization_config.quant_method (the target's own weights)
     source: str = "config.json"
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -357,7 +504,8 @@ class TargetConfig:
         return [("architecture", self.architecture), ("model_type", self.model_type),
                 ("fields from", self.text_config_key or "top level"), ("num_hidden_layers", self.num_hidden_layers),
                 ("hidden_size", self.hidden_size), ("vocab_size", self.vocab_size),
-                ("max_position_embeddings", self.max_position_embeddings)]
+                ("max_position_embeddings", self.max_position_embeddings), ("rope_theta", self.rope_theta),
+                ("rope_type", self.rope_type), ("quantization", self.quantization)]
 
     def __str__(self) -> str:
         return kv_text(self._pairs(), title=f"Target config: {self.source}")
@@ -385,13 +533,22 @@ def normalize_target(raw: Mapping[str, Any], *, source: str = "config.json") -> 
             raise ConfigError(f"{source} is not a target model config: no {name} (looked at {where}).")
         values[name] = r._check(prefix + name, value, "int")
     max_pos = body.get("max_position_embeddings", raw.get("max_position_embeddings"))
+    rope = body.get("rope_parameters") if isinstance(body.get("rope_parameters"), Mapping) else {}
+    scaling = body.get("rope_scaling") if isinstance(body.get("rope_scaling"), Mapping) else {}
+    theta = rope.get("rope_theta", body.get("rope_theta"))
+    rope_type = rope.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or ("default" if theta else None)
+    quant = raw.get("quantization_config", body.get("quantization_config"))
+    quant = quant.get("quant_method") if isinstance(quant, Mapping) else None
     archs = raw.get("architectures")
     return TargetConfig(
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None,
         model_type=raw.get("model_type") if isinstance(raw.get("model_type"), str) else None,
         max_position_embeddings=max_pos if isinstance(max_pos, int) and not isinstance(max_pos, bool) else None,
         text_model_type=body.get("model_type") if key and isinstance(body.get("model_type"), str) else None,
-        text_config_key=key, source=source, raw=raw, **values,
+        text_config_key=key, source=source, raw=raw,
+        rope_theta=float(theta) if isinstance(theta, (int, float)) and not isinstance(theta, bool) else None,
+        rope_type=rope_type if isinstance(rope_type, str) else None,
+        quantization=quant if isinstance(quant, str) else None, **values,
     )
 
 
@@ -416,7 +573,8 @@ def _not_eagle3_message(raw: Mapping[str, Any], source: str) -> str:
         if key in raw:
             got.append(f"{key} {raw[key]!r}")
     return (f"{source} has no recognisable EAGLE-3 fields: expected architectures to include one of "
-            f"{', '.join(EAGLE3_ARCHITECTURES)}, or speculators_model_type \"eagle3\" "
+            f"{', '.join(EAGLE3_ARCHITECTURES)}, or speculators_model_type \"eagle3\", or the original EAGLE-3 "
+            f"layout (LlamaForCausalLM with draft_vocab_size and one layer) "
             f"(got {', '.join(got) or 'neither'}). A target model config goes in the target argument.")
 
 

@@ -18,8 +18,15 @@ Across formats (a SpecForge config against a speculators one) the configs are co
 normalised fields (:func:`eaglekit.config.normalize_config`), so the same value spelled elsewhere
 (``eagle_config.eagle_aux_hidden_state_layer_ids`` vs top-level, ``transformer_layer_config.hidden_size``
 vs ``hidden_size``, ``Eagle3Speculator`` vs ``LlamaForCausalLMEagle3``) is not a difference; keys
-only one format has are listed once as metadata. speculators omits every value equal to the
-LlamaConfig default, so across formats an absent key whose other side holds that default is equal.
+only one format has are listed once as metadata. speculators omits every value equal to its layer
+config class's default (LlamaConfig, or Qwen3Config for a qwen3 layer), so an absent key whose other
+side holds that default is equal; the same for speculators' own library defaults (``accept_tolerance``
+0.0, ``verifier_accept_k`` 1, ``norm_output`` false, ...), which older files leave out. ``rope_parameters``
+and ``rope_theta``/``rope_scaling`` spelling the same settings are equal.
+
+Between two *target* configs, ``quantization_config`` is behaviour, not shape: a target's quantisation
+changes how it stores its own weights (and, slightly, the hidden states a drafter reads), no drafter
+tensor. In a drafter's own config it stays shape.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from eaglekit.core.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_KEYS, NORMALISED_FIELDS,
-                     SPECULATORS_ARCHITECTURES, TEXT_CONFIG_KEYS, DrafterConfig, detect_format, normalize_config)
+                                  SPECULATORS_ARCHITECTURES, SPECULATORS_DEFAULTS, TEXT_CONFIG_KEYS, DrafterConfig,
+                                  detect_format, layer_defaults, normalize_config)
 from eaglekit.core.errors import ConfigError
 from eaglekit.core.render import ansi, format_value, html_badge, html_table, html_tint, text_table, truncate, use_colour
 
@@ -78,6 +86,10 @@ _SHAPE = {
     "mlp_bias": "adds or removes the gate/up/down_proj bias tensors",
     "quantization_config": "quantised weights change tensor dtypes and shapes",
 }
+#: A TARGET's quantisation changes how its own weights are stored, not any drafter tensor: what it
+#: changes for a drafter is the numerics of the hidden states fc reads (and the serving kernels).
+_TARGET_QUANTIZATION = ("target weight quantisation: changes how the target stores its weights and so, slightly, "
+                        "the hidden states the drafter reads; no drafter tensor changes shape")
 _BEHAVIOUR = {
     "eagle_aux_hidden_state_layer_ids": "which target hidden states feed fc: same shapes, different tensors",
     "aux_layer_ids": "which target hidden states feed fc: same shapes, different tensors",
@@ -98,6 +110,9 @@ _BEHAVIOUR = {
     "proposal_type": "speculative proposal method", "default_proposal_method": "speculative proposal method",
     "algorithm": "speculative algorithm", "accept_tolerance": "acceptance rule",
     "verifier_accept_k": "acceptance rule",
+    "norm_output": "post-norm hidden states fed back across draft steps (EAGLE 3.1)",
+    "use_input_layernorm_in_first_layer": "whether the embedding passes input_layernorm",
+    "use_last_layernorm": "whether the final norm applies", "use_mtp_layernorm": "extra MTP-style norms",
 }
 _METADATA = {
     "torch_dtype": "dtype label: the tensors' real dtypes are in the safetensors header",
@@ -115,12 +130,18 @@ _METADATA = {
     "pretraining_tp": "tensor-parallel training hint",
     "has_no_defaults_at_init": "serialisation flag", "embed_requires_grad": "training flag",
     "enable_sp_ulysses": "training flag",
+    "dtype": "dtype label: the tensors' real dtypes are in the safetensors header",
+    "eaglekit_export": "provenance note written by eaglekit export",
+    "eaglekit_demo": "label of eaglekit's synthetic demo data",
 }
 #: Top-level keys only speculators configs have (speculators src/speculators/config.py).
 _SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version", "auto_map",
                      "has_no_defaults_at_init", "embed_requires_grad", "enable_sp_ulysses")
 #: Keys whose absence equals a known neutral default, beyond LlamaConfig's (Qwen2-style window keys).
 _NEUTRAL = {**LLAMA_DEFAULTS, "sliding_window": None, "use_sliding_window": False}
+#: Library defaults whose absence means that value at any depth (speculators writes them in 0.9, older
+#: files leave them out): not differences.
+_LIBRARY_DEFAULTS = {k: v for k, v in SPECULATORS_DEFAULTS.items() if k != "draft_vocab_size"}
 _INDEX = re.compile(r"\[\d+\]")
 
 
@@ -285,16 +306,43 @@ def _classified(path: str, a: Any, b: Any, ctx: _Context) -> Difference | None:
         return Difference(path, a, b, "metadata",
                           f"same effective {field} in both ({format_value(_norm(ctx.cfg_a, field))}): the key is "
                           f"spelled elsewhere or left to its default")
-    if (a is ABSENT or b is ABSENT) and _llama_family(ctx) and len(keys) <= 2 and leaf in _NEUTRAL:
+    if leaf == "rope_parameters" and ctx.cfg_a and ctx.cfg_b \
+            and _equal(_rope(ctx.cfg_a), _rope(ctx.cfg_b)):
+        return Difference(path, a, b, "metadata", "same rotary settings, spelled as rope_parameters "
+                          "(transformers 5) on one side and rope_theta / rope_scaling on the other")
+    if (a is ABSENT or b is ABSENT) and leaf in _LIBRARY_DEFAULTS and ctx.fa in ("speculators", None) \
+            and ctx.fb in ("speculators", None) and _equal(b if a is ABSENT else a, _LIBRARY_DEFAULTS[leaf]):
+        if ctx.cross:
+            return None
+        missing = ctx.a_name if a is ABSENT else ctx.b_name
+        return Difference(path, a, b, "metadata", f"absent in {missing}, where the library default "
+                          f"{format_value(_LIBRARY_DEFAULTS[leaf])} applies: same effective value")
+    neutral = _neutral_for(keys, ctx)
+    if (a is ABSENT or b is ABSENT) and _llama_family(ctx) and len(keys) <= 2 and leaf in neutral:
         present = b if a is ABSENT else a
-        if _equal(present, _NEUTRAL[leaf]):
+        if _equal(present, neutral[leaf]):
             if ctx.cross:
                 return None  # speculators drops defaults by design: not a difference across formats
             missing = ctx.a_name if a is ABSENT else ctx.b_name
             return Difference(path, a, b, "metadata", f"absent in {missing}, where the default "
-                              f"{format_value(_NEUTRAL[leaf])} applies: same effective value")
+                              f"{format_value(neutral[leaf])} applies: same effective value")
+    if keys and keys[0] == "quantization_config" and not (ctx.fa or ctx.fb):
+        return Difference(path, a, b, "behaviour", _TARGET_QUANTIZATION)
     cls, reason = _classify_keys(keys, a, b)
     return Difference(path, a, b, cls, reason)
+
+
+def _neutral_for(keys: list[str], ctx: _Context) -> dict[str, Any]:
+    """Absent-key defaults for the layer config holding ``keys`` (Qwen3Config for a qwen3 layer)."""
+    for cfg in (ctx.cfg_a, ctx.cfg_b):
+        if cfg is not None:
+            _, _, table = layer_defaults(cfg.raw, cfg.format)
+            return {**table, "sliding_window": None, "use_sliding_window": False}
+    return _NEUTRAL
+
+
+def _rope(cfg: DrafterConfig) -> Any:
+    return {k: v for k, v in (cfg.rope_parameters or {}).items()}
 
 
 def _classify_keys(keys: list[str], a: Any, b: Any) -> tuple[DiffClass, str]:

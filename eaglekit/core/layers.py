@@ -1,26 +1,22 @@
-"""Auxiliary hidden-state layer ids: which target tensors an EAGLE-3 drafter reads, in two conventions.
+"""Auxiliary hidden-state layer ids: which target tensors an EAGLE-3 drafter reads, engine by engine.
 
-An EAGLE-3 drafter's ``fc`` takes three hidden states of the target (a low, a middle and a high
-layer). Configs name them by number, and the same tensors have two spellings (DOMAIN.md, "Auxiliary
-hidden-state layer ids"):
+An EAGLE-3 drafter's ``fc`` concatenates n hidden states of the target (three by default; real
+drafters use four or five, so ``fc.weight`` is ``[H, n x target_hidden]``). Configs name them by
+number, and what a number selects depends on the program that reads it, not on the config format
+(docs/aux-layers.md):
 
-* ``"inputs"``: id k is the hidden state *entering* decoder layer k (the output of layer k-1).
-  vLLM, SGLang and the original EAGLE count this way; default ``[2, L//2, L-3]``.
-* ``"outputs"``: id k is the hidden state *leaving* decoder layer k. SpecForge (internally, in
-  training) and NVIDIA Model-Optimizer count this way; default ``[1, L//2-1, L-4]``.
+* an ``"outputs"`` reader takes id i as the hidden state *leaving* decoder layer i. SGLang does (it
+  adds one and captures at the input of layer i + 1), and so does SpecForge's training loop;
+* an ``"inputs"`` reader takes id i as the hidden state *entering* decoder layer i (the output of
+  layer i - 1; id 0 is the embedding output). vLLM does, and so do speculators' and the original
+  EAGLE-3 training code.
 
-For L = 61 both defaults name the same three tensors: ``[2, 30, 58]`` inputs == ``[1, 29, 57]``
-outputs. Off-by-one mistakes here silently collapse acceptance (vLLM PRs 50170, 43671, 46788;
-SGLang PR 25454 changed when it adds +1).
+So one SpecForge config ``[2, 30, 58]`` feeds the outputs of layers 2, 30, 58 under SGLang (as in
+training) but the outputs of 1, 29, 57 under vLLM. :func:`aux_engine_view` says, per engine, which
+tensors are fed, whether that matches training, and what to write so that it does.
 
-Which convention a *config* implies (:func:`config_convention`): eaglekit models the convention as
-what the number in that config means to the serving engine that reads it. SpecForge configs'
-``eagle_config.eagle_aux_hidden_state_layer_ids`` are read by SGLang, speculators configs'
-top-level ``eagle_aux_hidden_state_layer_ids`` by vLLM, and MLA drafters
-(``Eagle3DeepseekV2ForCausalLM``) by vLLM's ``deepseek_eagle3``: all count layer INPUTS (DOMAIN.md:
-"vLLM, SGLang and the original EAGLE count layer INPUTS"). So a SpecForge K2 config's
-``[2, 30, 58]`` is the inputs-convention default for the 61-layer Kimi-K2, even though SpecForge's
-training loop captures the outputs of layers ``[1, 29, 57]`` to produce the same tensors.
+Without ids every reader uses its default, and the defaults name the same tensors: inputs
+``[2, L//2, L-3]`` == outputs ``[1, L//2-1, L-4]``.
 """
 
 from __future__ import annotations
@@ -33,10 +29,25 @@ from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_text
 
 AuxConvention = Literal["inputs", "outputs"]
+#: Programs that read aux ids: the two serving engines and the trainers whose checkpoints we meet.
+Reader = Literal["sglang", "vllm", "specforge", "speculators", "eagle", "modelopt"]
+ENGINES: tuple[Reader, ...] = ("sglang", "vllm")
 _CONVENTIONS = ("inputs", "outputs")
-_WHO = {"inputs": "vLLM, SGLang, original EAGLE", "outputs": "SpecForge training, Model-Optimizer"}
-#: An EAGLE-3 fc layer concatenates this many target hidden states (fc.weight is [H, 3*Ht]).
+#: How each reader spells an id (see the module docstring).
+READER_CONVENTION: dict[str, AuxConvention] = {
+    "sglang": "outputs", "vllm": "inputs", "specforge": "outputs", "speculators": "inputs", "eagle": "inputs",
+    "modelopt": "outputs", "declared-outputs": "outputs", "declared-inputs": "inputs",
+}
+READER_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "specforge": "SpecForge training",
+                "speculators": "speculators training", "eagle": "original EAGLE-3 training",
+                "modelopt": "Model-Optimizer / TorchSpec training",
+                "declared-outputs": "training (as the config declares: outputs)",
+                "declared-inputs": "training (as the config declares: inputs)"}
+_WHO = {"inputs": "vLLM, speculators, original EAGLE", "outputs": "SGLang, SpecForge training, Model-Optimizer"}
+#: Aux layers an EAGLE-3 fc concatenates when a config names none.
 NUM_AUX_LAYERS = 3
+#: Which trainer wrote a drafter of each config format (a guess from the format; say so when shown).
+TRAINER_OF_FORMAT = {"specforge": "specforge", "eagle": "eagle", "speculators": "speculators", "mla": "modelopt"}
 
 
 def other_convention(convention: AuxConvention) -> AuxConvention:
@@ -46,14 +57,14 @@ def other_convention(convention: AuxConvention) -> AuxConvention:
 
 
 def config_convention(fmt: str) -> AuxConvention:
-    """The convention the aux ids of a config in format ``fmt`` follow: always ``"inputs"``.
+    """How the trainer that usually writes configs of format ``fmt`` counted its aux ids.
 
-    Every EAGLE-3 config format eaglekit reads is consumed by an engine that counts layer inputs
-    (SGLang for SpecForge, vLLM for speculators and MLA); see the module docstring.
+    ``specforge`` and ``mla`` (Model-Optimizer, TorchSpec) drafters were trained on layer outputs;
+    ``speculators`` and original ``eagle`` ones on layer inputs.
     """
-    if fmt not in ("specforge", "speculators", "mla"):
-        raise InputError(f"Unknown config format {fmt!r}: expected specforge, speculators or mla.")
-    return "inputs"
+    if fmt not in TRAINER_OF_FORMAT:
+        raise InputError(f"Unknown config format {fmt!r}: expected one of {', '.join(TRAINER_OF_FORMAT)}.")
+    return READER_CONVENTION[TRAINER_OF_FORMAT[fmt]]
 
 
 def parse_aux_layer_ids(value: object) -> tuple[int, ...]:
@@ -66,8 +77,8 @@ def parse_aux_layer_ids(value: object) -> tuple[int, ...]:
 
 
 def default_aux_layers(num_layers: int, *, convention: AuxConvention) -> tuple[int, ...]:
-    """The default three ids for an ``num_layers``-layer target: inputs ``[2, L//2, L-3]``,
-    outputs ``[1, L//2-1, L-4]`` (DOMAIN.md)."""
+    """The default three ids for a ``num_layers``-layer target: inputs ``[2, L//2, L-3]``,
+    outputs ``[1, L//2-1, L-4]`` (the same tensors)."""
     _check_convention(convention)
     _check_num_layers(num_layers)
     L = num_layers
@@ -88,9 +99,31 @@ def convert_aux_layers(ids: Sequence[int], *, from_convention: AuxConvention,
     return tuple(i + shift for i in ids)
 
 
+def outputs_read(ids: Sequence[int], reader: str) -> tuple[int, ...]:
+    """The decoder layer whose output each id selects when ``reader`` reads it (-1: the embeddings)."""
+    return convert_aux_layers(ids, from_convention=_convention_of(reader), to_convention="outputs")
+
+
+def ids_for(outputs_of: Sequence[int], reader: str) -> tuple[int, ...]:
+    """The ids to write so that ``reader`` selects the outputs of layers ``outputs_of``."""
+    return convert_aux_layers(outputs_of, from_convention="outputs", to_convention=_convention_of(reader))
+
+
+def valid_range(reader: str, num_layers: int) -> tuple[int, int]:
+    """Ids ``reader`` can capture in a ``num_layers``-layer target, inclusive.
+
+    An inputs reader captures the state entering layer k while running it: 0..L-1. SGLang captures id
+    i at the input of layer i + 1, so its last id is L-2; a trainer reading output_hidden_states can
+    take the last layer's output too (0..L-1)."""
+    _check_num_layers(num_layers)
+    if reader == "sglang":
+        return 0, num_layers - 2
+    return 0, num_layers - 1
+
+
 @dataclass(frozen=True)
 class AuxLayerReport:
-    """What a list of aux layer ids means for a target with ``num_layers`` decoder layers.
+    """What a list of aux layer ids means in one convention for a target with ``num_layers`` layers.
 
     ``outputs_of`` lists the decoder layer whose output each id names (-1: the embedding output).
     ``is_default`` and ``in_range`` are None when the layer count is unknown.
@@ -114,7 +147,7 @@ class AuxLayerReport:
 
     @property
     def ok(self) -> bool:
-        """No problem found (ids in range when the layer count is known, three distinct ids)."""
+        """No problem found (ids in range when the layer count is known, distinct, the expected count)."""
         return not self.problems
 
     def to_json(self) -> dict:
@@ -146,14 +179,14 @@ class AuxLayerReport:
         return html_table(["field", "value"], self._pairs(), caption=self.explanation)
 
 
-def interpret_aux_layers(ids: Sequence[int], *, convention: AuxConvention,
-                         num_layers: int | None = None) -> AuxLayerReport:
-    """Say which target tensors ``ids`` name, whether they fit a ``num_layers``-layer target, and
-    whether they are that convention's default.
+def interpret_aux_layers(ids: Sequence[int], *, convention: AuxConvention, num_layers: int | None = None,
+                         expected: int | None = None) -> AuxLayerReport:
+    """Say which target tensors ``ids`` name in ``convention``, whether they fit a ``num_layers``-layer
+    target, and whether they are that convention's default. ``expected``: the number of ids fc takes
+    (from its width), when known.
 
-    Valid ids: inputs 0..L-1 (an engine collects the state entering layer k while running layer k,
-    so input L never exists); outputs 0..L-1. Ids out of range are never captured by the engine, so
-    the drafter would get fewer hidden states than its fc expects.
+    Valid ids: 0..L-1 in both spellings. Ids out of range are never captured by the engine, so the
+    drafter would get fewer hidden states than its fc expects.
     """
     ids = parse_aux_layer_ids(ids)
     _check_convention(convention)
@@ -163,8 +196,10 @@ def interpret_aux_layers(ids: Sequence[int], *, convention: AuxConvention,
     equivalent = convert_aux_layers(ids, from_convention=convention, to_convention=other)
     outputs_of = ids if convention == "outputs" else equivalent
     problems: list[str] = []
-    if len(ids) != NUM_AUX_LAYERS:
-        problems.append(f"expected {NUM_AUX_LAYERS} aux layer ids (fc takes 3 hidden states), got {len(ids)}")
+    if expected is not None and len(ids) != expected:
+        problems.append(f"expected {expected} aux layer ids (fc takes {expected} hidden states), got {len(ids)}")
+    if not ids:
+        problems.append("no aux layer ids: fc would take no hidden state")
     if len(set(ids)) != len(ids):
         problems.append(f"aux layer ids repeat: {list(ids)}")
     in_range = out_of_range = default = is_default = None
@@ -179,13 +214,168 @@ def interpret_aux_layers(ids: Sequence[int], *, convention: AuxConvention,
         if convention == "outputs" and num_layers - 1 in ids:
             problems.append(
                 f"id {num_layers - 1} (outputs) is the last layer's output: as inputs it is {num_layers}, "
-                f"which engines that count inputs (vLLM, SGLang) cannot capture"
+                f"which engines that count inputs (vLLM) cannot capture"
             )
         default = default_aux_layers(num_layers, convention=convention)
         is_default = ids == default
     explanation = _explain(ids, convention, equivalent, outputs_of, num_layers, in_range, is_default, default)
     return AuxLayerReport(ids, convention, num_layers, equivalent, tuple(outputs_of), in_range,
                           out_of_range or (), default, is_default, tuple(problems), explanation)
+
+
+@dataclass(frozen=True)
+class EngineReading:
+    """What one engine feeds the drafter: the ids it uses, the layer outputs they select, whether those
+    are the tensors the drafter was trained on, and the ids to write so that they are."""
+
+    engine: str
+    ids: tuple[int, ...] | None  # None: no ids configured and the layer count unknown
+    from_default: bool
+    outputs_of: tuple[int, ...] | None
+    in_range: bool | None
+    matches_training: bool | None
+    write: tuple[int, ...] | None  # ids that make this engine read the training tensors (None: unknown)
+
+    @property
+    def name(self) -> str:
+        return READER_NAMES.get(self.engine, self.engine)
+
+    def to_json(self) -> dict:
+        lst = lambda v: None if v is None else list(v)  # noqa: E731
+        return {"engine": self.engine, "convention": READER_CONVENTION[self.engine], "ids": lst(self.ids),
+                "from_default": self.from_default, "outputs_of_layers": lst(self.outputs_of),
+                "in_range": self.in_range, "matches_training": self.matches_training, "write": lst(self.write)}
+
+
+@dataclass(frozen=True)
+class AuxEngineView:
+    """Per engine, which target tensors a drafter's aux ids select, against the ones it was trained on.
+
+    ``trained_by`` is a reader name (guessed from the config format unless given); ``training`` is the
+    reading of the trainer. ``engines_agree``: every engine feeds the same tensors.
+    """
+
+    ids: tuple[int, ...] | None
+    num_layers: int | None
+    trained_by: str
+    training: EngineReading
+    engines: tuple[EngineReading, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def engines_agree(self) -> bool | None:
+        outs = [e.outputs_of for e in self.engines]
+        return None if any(o is None for o in outs) else len(set(outs)) == 1
+
+    def reading(self, engine: str) -> EngineReading:
+        for e in self.engines:
+            if e.engine == engine:
+                return e
+        raise InputError(f"Unknown engine {engine!r}: expected one of {', '.join(e.engine for e in self.engines)}.")
+
+    @property
+    def summary(self) -> str:
+        ids = "no ids (each reader's default)" if self.ids is None else f"ids {list(self.ids)}"
+        if self.training.outputs_of is None:
+            return f"Aux layers: {ids}; target layer count unknown, so the tensors are not resolved"
+        trained = _layers(self.training.outputs_of)
+        who = self.training.name.removeprefix("training").strip(" ()") or self.training.name
+        parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {trained}"]
+        for e in self.engines:
+            verdict = "as trained" if e.matches_training else f"NOT as trained (write {_show(e.write)})"
+            parts.append(f"{e.name} feeds {_layers(e.outputs_of)}: {verdict}")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict:
+        return {"ids": None if self.ids is None else list(self.ids), "num_layers": self.num_layers,
+                "trained_by": self.trained_by, "training": self.training.to_json(),
+                "engines": [e.to_json() for e in self.engines], "engines_agree": self.engines_agree,
+                "problems": list(self.problems), "summary": self.summary}
+
+    def _rows(self) -> list[list[str]]:
+        rows = []
+        for e in (self.training, *self.engines):
+            label = e.name if e is not self.training or e.name.startswith("training") else f"{e.name} (trained)"
+            rows.append([label, READER_CONVENTION[e.engine],
+                         _show(e.ids) + (" (default)" if e.from_default else ""),
+                         "?" if e.outputs_of is None else _layers(e.outputs_of),
+                         "?" if e.in_range is None else ("yes" if e.in_range else "NO"),
+                         "-" if e is self.training else ("?" if e.matches_training is None
+                                                         else "yes" if e.matches_training else "NO"),
+                         "-" if e is self.training or e.matches_training else _show(e.write)])
+        return rows
+
+    _HEAD = ["reader", "counts", "ids", "feeds outputs of layers", "in range", "as trained", "write instead"]
+
+    def __str__(self) -> str:
+        from eaglekit.core.render import text_table
+
+        lines = [text_table(self._HEAD, self._rows(), title=self.summary)]
+        lines += [f"  ! {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        html = html_table(self._HEAD, self._rows(), caption=self.summary)
+        if self.problems:
+            from html import escape
+
+            html += "<ul>" + "".join(f"<li>{escape(p)}</li>" for p in self.problems) + "</ul>"
+        return html
+
+
+def aux_engine_view(ids: Sequence[int] | None, *, trained_by: str, num_layers: int | None = None,
+                    engines: Sequence[str] = ENGINES) -> AuxEngineView:
+    """Which target tensors each engine in ``engines`` feeds a drafter whose config says ``ids`` (None:
+    no ids, every reader uses its default), against what ``trained_by`` fed it in training."""
+    ids = None if ids is None else parse_aux_layer_ids(ids)
+    for r in (trained_by, *engines):
+        _convention_of(r)
+    if num_layers is not None:
+        _check_num_layers(num_layers)
+    problems: list[str] = []
+    training = _reading(trained_by, ids, num_layers, None)
+    if training.in_range is False:
+        problems.append(f"ids {list(ids or ())} are out of range for a {num_layers}-layer target: the drafter was "
+                        f"not trained on this target's layers")
+    readings = tuple(_reading(e, ids, num_layers, training.outputs_of) for e in engines)
+    for e in readings:
+        if e.in_range is False:
+            lo, hi = valid_range(e.engine, num_layers)
+            bad = [i for i in e.ids if not lo <= i <= hi]
+            problems.append(f"{e.name} cannot capture ids {bad} of a {num_layers}-layer target (valid {lo}..{hi}): "
+                            f"the drafter would get fewer hidden states than fc expects")
+    return AuxEngineView(ids, num_layers, trained_by, training, readings, tuple(problems))
+
+
+def _reading(reader: str, ids, num_layers, trained_outputs) -> EngineReading:
+    from_default = ids is None
+    used = ids
+    if used is None:
+        used = default_aux_layers(num_layers, convention=_convention_of(reader)) if num_layers else None
+    if used is None:
+        return EngineReading(reader, None, True, None, None, None, None)
+    outs = outputs_read(used, reader)
+    in_range = None
+    if num_layers is not None:
+        lo, hi = valid_range(reader, num_layers)
+        in_range = all(lo <= i <= hi for i in used)
+    matches = None if trained_outputs is None else outs == trained_outputs
+    write = None if trained_outputs is None else ids_for(trained_outputs, reader)
+    return EngineReading(reader, used, from_default, outs, in_range, matches, write)
+
+
+def _convention_of(reader: str) -> AuxConvention:
+    if reader not in READER_CONVENTION:
+        raise InputError(f"Unknown engine or trainer {reader!r}: expected one of {', '.join(READER_CONVENTION)}.")
+    return READER_CONVENTION[reader]
+
+
+def _show(ids) -> str:
+    return "?" if ids is None else "[" + ", ".join(map(str, ids)) + "]"
+
+
+def _layers(outs) -> str:
+    return "[" + ", ".join(_tensor_name(i) for i in outs) + "]"
 
 
 def _tensor_name(layer: int) -> str:

@@ -1,7 +1,7 @@
 """Tensor-name normalisation across EAGLE-3 layouts, and the roles of an EAGLE-3 drafter's tensors.
 
 SpecForge/SGLang name the single decoder layer ``midlayer.*``; vllm-project/speculators and vLLM name
-it ``layers.0.*`` (DOMAIN.md, "Renaming"). Comparisons key tensors by the SpecForge spelling.
+it ``layers.0.*`` (docs/domain.md, "Checkpoint layout"). Comparisons key tensors by the SpecForge spelling.
 """
 
 from __future__ import annotations

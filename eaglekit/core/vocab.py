@@ -1,7 +1,7 @@
 """The draft vocabulary map (d2t, t2d): validate it by value, compare two, align lm_head rows by token.
 
 An EAGLE-3 drafter predicts over N draft tokens (N = draft_vocab_size, usually 32000): the N most
-frequent training tokens, sorted by target id. Two buffers map them back (DOMAIN.md, "The
+frequent training tokens, sorted by target id. Two buffers map them back (docs/check-and-export.md, "The
 vocabulary map"; built in SafeAILab/EAGLE eagle/traineagle3/cnets.py and SpecForge
 specforge/data/preprocessing.py):
 

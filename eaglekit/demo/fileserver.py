@@ -8,7 +8,8 @@ plain-text 404. :class:`eaglekit.hubserver.HubServer` adds the Hub's endpoints o
 
 For tests: ``server.log`` records every request (never a token value), ``server.ignore_range = True``
 answers Range requests with 200 and the whole file as some servers do, and ``server.inject(...)``
-answers the next requests to a path with a chosen status (429 with Retry-After, 503, ...).
+answers the next requests to a path with a chosen status (429 with Retry-After, 503, ...), and
+``server.latency = 0.05`` delays every answer by 50 ms (a distant server, for benchmarks).
 
 Built on the standard library's ThreadingHTTPServer on purpose: a test and demo fixture must not add
 a dependency, and one thread per connection is plenty on 127.0.0.1.
@@ -21,6 +22,7 @@ import re
 import socket
 import stat
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -109,6 +111,12 @@ class FileHandler(BaseHTTPRequestHandler):
     timeout = 60  # an idle keep-alive connection frees its thread after this
     server: _HTTPServer
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and a small body leave in separate writes: with Nagle's algorithm on, the second waits
+        # for the client's delayed ACK (about 40 ms) on every small answer.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self) -> None:
         self._handle()
 
@@ -124,6 +132,11 @@ class FileHandler(BaseHTTPRequestHandler):
         app._begin()
         try:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if not app.host_ok(self.headers.get("Host")):  # DNS rebinding: a page's name for 127.0.0.1
+                raise HttpError(421, "Misdirected request: unknown Host header",
+                                headers={"Content-Type": "text/plain"})
+            if app.latency:  # an emulated network round trip (benchmarks): loopback has none
+                time.sleep(app.latency)
             if fault := app._take_fault(unquote(url.path)):
                 raise HttpError(fault[0], f"Injected fault: HTTP {fault[0]}", headers=fault[1])
             self._route(url.path, url.query, body)
@@ -227,6 +240,8 @@ class FileServer:
             raise NotFoundError(f"Cannot serve {self.root}: it is not a folder.")
         self.quiet = quiet
         self.ignore_range = False
+        #: Seconds every answer is delayed by, emulating a round trip to a distant server (benchmarks).
+        self.latency = 0.0
         self._address = (host, port)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -276,6 +291,19 @@ class FileServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def host_ok(self, host: str | None) -> bool:
+        """Whether a request's Host header names this server: its address, localhost or a loopback
+        address with its port (any name when listening on all interfaces; none sent is accepted, as
+        HTTP/1.0 allows). Refusing other names stops a web page from reaching the server through a
+        DNS name it rebinds to 127.0.0.1."""
+        if host is None or self._httpd is None:
+            return True
+        bound, port = self._httpd.server_address[:2]
+        if bound in ("0.0.0.0", "::", ""):
+            return True
+        names = {bound, f"[{bound}]", "localhost", "127.0.0.1", "[::1]"}
+        return host.strip().lower() in {f"{n}:{port}" for n in names} | ({*names} if port == 80 else set())
 
     def inject(self, path_prefix: str, status: int, headers: Mapping[str, str] | None = None, times: int = 1) -> None:
         """Answer the next ``times`` requests whose decoded path starts with ``path_prefix`` with

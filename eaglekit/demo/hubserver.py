@@ -38,6 +38,7 @@ import json
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -79,6 +80,9 @@ def _load_repo(root: Path, owner: str, name: str) -> _Repo | None:
     folder = root / owner / name
     if not (_NAME_RE.fullmatch(owner) and _NAME_RE.fullmatch(name) and folder.is_dir()):
         return None
+    real_root = os.path.realpath(root)
+    if not _inside(os.path.realpath(folder), real_root):  # a repo folder linked out of ROOT is no repo
+        return None
     files = {}
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames[:] = [d for d in dirnames if not d.startswith(".")]
@@ -88,12 +92,36 @@ def _load_repo(root: Path, owner: str, name: str) -> _Repo | None:
                 st = os.stat(full)
             except OSError:
                 continue
-            if not filename.startswith(".") and stat.S_ISREG(st.st_mode):
+            if not filename.startswith(".") and stat.S_ISREG(st.st_mode) \
+                    and _inside(os.path.realpath(full), real_root):  # never a link out of ROOT (/etc/passwd)
                 files[os.path.relpath(full, folder).replace(os.sep, "/")] = st
     meta_path = folder / ".hub.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
     stamp = repr(sorted((p, s.st_size, s.st_mtime_ns) for p, s in files.items()))
     return _Repo(f"{owner}/{name}", folder, files, meta, hashlib.sha1(stamp.encode()).hexdigest())
+
+
+def _stamp(root: Path, owner: str, name: str, repo: _Repo | None) -> tuple:
+    """What a rescan would notice, by stat alone: the repo folder and its subfolders (files added,
+    removed or renamed change their mtime), .hub.json, and every file the scan kept (rewritten in place)."""
+    folder = os.path.join(root, owner, name)
+
+    def st(path: str) -> tuple[int, int] | None:
+        try:
+            s = os.stat(path)
+        except OSError:
+            return None
+        return s.st_mtime_ns, s.st_size
+
+    if repo is None:
+        return (st(folder),)
+    dirs = sorted({"", *repo.dirs})
+    return (tuple(st(os.path.join(folder, d)) for d in dirs), st(os.path.join(folder, ".hub.json")),
+            tuple(st(os.path.join(folder, p)) for p in sorted(repo.files)))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -322,7 +350,7 @@ class _HubHandler(FileHandler):
         self._send_file(repo.folder / rel, repo.files[rel].st_size, headers)
 
     def _repo(self, owner: str, name: str) -> _Repo:
-        repo = _load_repo(self.hub.root, owner, name)
+        repo = self.hub.repo(owner, name)
         if repo is None or (repo.meta.get("private") and not self._token_ok()):
             status = 404 if self.headers.get("Authorization") else 401
             raise HttpError(status, "Repository not found", "RepoNotFound")
@@ -379,12 +407,29 @@ class HubServer(FileServer):
         if page_size < 1:
             raise InputError(f"page_size must be at least 1, got {page_size}.")
         self.tokens, self.page_size, self.full_config = frozenset(tokens), page_size, full_config
+        self._scanned: dict[tuple[str, str], tuple[_Repo | None, tuple]] = {}
+        self._scan_lock = threading.Lock()
+
+    def repo(self, owner: str, name: str) -> _Repo | None:
+        """ROOT/OWNER/NAME as a repo, scanned once: a later request only stats what the scan saw (the
+        folders, .hub.json and each file; no walk, no link resolution, no hashing) and scans again when
+        any of it changed, so a file written, added or removed is served as a new commit."""
+        key = (owner, name)
+        with self._scan_lock:
+            cached = self._scanned.get(key)
+        if cached is not None and _stamp(self.root, owner, name, cached[0]) == cached[1]:
+            return cached[0]
+        repo = _load_repo(self.root, owner, name)
+        stamp = _stamp(self.root, owner, name, repo)
+        with self._scan_lock:
+            self._scanned[key] = (repo, stamp)
+        return repo
 
     def _repos(self) -> Iterator[_Repo]:
         for owner in sorted(os.listdir(self.root)):
             if (self.root / owner).is_dir():
                 for name in sorted(os.listdir(self.root / owner)):
-                    if (repo := _load_repo(self.root, owner, name)) is not None:
+                    if (repo := self.repo(owner, name)) is not None:
                         yield repo
 
 

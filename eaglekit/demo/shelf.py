@@ -1,6 +1,6 @@
 """The demo Hub's search shelf: drafters named every which way, look-alikes, and broken uploads.
 
-``eaglekit.search.find_drafters`` must decide by config, not by name (DOMAIN.md, "Finding drafters on
+``eaglekit.search.find_drafters`` must decide by config, not by name (docs/domain.md, "Finding drafters on
 the Hub"). These repos, added beside the demo's own drafters, are what it decides on:
 
 - EAGLE-3 drafters in every naming pattern and format: ``EAGLE3-*`` and ``sglang-EAGLE3-*`` (SpecForge
@@ -72,7 +72,7 @@ def _llama_target(hidden: int, inter: int, heads: int, layers: int, vocab: int, 
 
 
 def _drafter_shapes(cfg: Mapping[str, Any], *, mla: bool = False) -> dict[str, list[int]]:
-    """Tensor shapes of an EAGLE-3 drafter for ``cfg`` (DOMAIN.md "Checkpoint layout"; MLA attention
+    """Tensor shapes of an EAGLE-3 drafter for ``cfg`` (docs/domain.md "Checkpoint layout"; MLA attention
     as NVIDIA Model-Optimizer exports it), without embed_tokens (frozen, taken from the target)."""
     h, inter, heads = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"]
     th = cfg.get("target_hidden_size") or h

@@ -1,7 +1,7 @@
 """A deterministic demo workspace: synthetic EAGLE-3 drafters in real layout, at 1/16 scale.
 
 Everything here is SYNTHETIC (random weights, labelled so in every config and file metadata). The
-shapes, names, dtypes, ratios and config formats follow the Kimi-K2 drafter of ../shared/DOMAIN.md
+shapes, names, dtypes, ratios and config formats follow the public Kimi-K2 EAGLE-3 drafter (docs/config-formats.md)
 scaled by 1/16 (hidden 7168 -> 448, vocab 163840 -> 10240, draft vocab 32000 -> 2000); the target
 configs keep Kimi's 61 layers and are scaled the same way so the drafters fit them.
 
@@ -16,6 +16,11 @@ Drafters built (``drafters/<name>/model.safetensors`` + ``config.json``):
 - ``k2-speculators``: K2 again in the vllm-project/speculators layout (layers.0.*, Eagle3Speculator).
 - ``k2-sharded``: K2's tensors split over 3 shards with a model.safetensors.index.json.
 - ``llama-small``: a drafter for another target (hidden 256): incompatible with the others.
+
+Targets (``targets/<name>/``) hold config.json and a partial checkpoint with only the two tensors a
+drafter shares with its target: the token embedding and lm_head (K2.5's under ``language_model.``; its
+embedding is the one k25-scratch saved). ``broken/<name>`` holds drafters with one fault each for
+``eaglekit check`` (:mod:`eaglekit.demo.broken`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,19 @@ class DemoWorkspace:
 
     def target(self, name: str) -> Path:
         return self.root / "targets" / name / "config.json"
+
+    def target_weights(self, name: str) -> Path:
+        """A thin quantised demo target, ``"k2"`` (FP8 blocks) or ``"k25"`` (INT4, drifted); see
+        :mod:`eaglekit.demo.targets`."""
+        return self.root / self.manifest["target_weights"][name]
+
+    def hidden_dump(self, name: str) -> Path:
+        """A SYNTHETIC hidden-state dump of one demo target, ``"k2"`` or ``"k25"`` (same prompts)."""
+        return self.root / self.manifest["target_weights"]["dumps"][name]
+
+    def broken(self, name: str) -> Path:
+        """A drafter with one deliberate fault (see :mod:`eaglekit.demo.broken`)."""
+        return self.root / "broken" / name
 
     @property
     def hub_root(self) -> Path:
@@ -92,7 +110,7 @@ def _vocab_sets(rng) -> dict[str, Any]:
 
 def _drafter_tensors(gen, *, hidden=H, inter=I, heads=HEADS, vocab=VOCAB, draft_vocab=DRAFT_VOCAB,
                      embed=False) -> dict[str, Any]:
-    """float32 weights of a Llama-style EAGLE-3 drafter (DOMAIN.md layout), std 0.02 like a fresh init."""
+    """float32 weights of a Llama-style EAGLE-3 drafter (the SpecForge layout), std 0.02 like a fresh init."""
     import torch
 
     qkv = heads * HEAD_DIM
@@ -250,6 +268,14 @@ def _build(root: Path) -> DemoWorkspace:
     for name, cfg in target_configs().items():
         (root / "targets" / name).mkdir(parents=True, exist_ok=True)
         (root / "targets" / name / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    _write_target_head(root / "targets" / "kimi-k2", "", torch.randn(VOCAB, H, generator=gen) * 0.02, gen)
+    _write_target_head(root / "targets" / "kimi-k25", "language_model.", scratch["embed_tokens.weight"], gen)
+    from eaglekit.demo.broken import build_broken
+
+    broken = build_broken(root / "broken", gen, k2, *maps["k2"], write=_write)
+    from eaglekit.demo.targets import build_targets  # quantised K2 (FP8) and drifted K2.5 (INT4), thin
+
+    target_weights = build_targets(root)
 
     manifest = {
         "version": DEMO_VERSION, "label": LABEL,
@@ -261,6 +287,8 @@ def _build(root: Path) -> DemoWorkspace:
             "k25-scratch": f"K2.5 drafter from scratch: independent weights, embed_tokens, {SCRATCH_SHARED} shared tokens",
             "llama-small": "a drafter for another target (hidden 256): incompatible",
         },
+        "broken": broken,
+        "target_weights": target_weights,
         "overlap": {"k2~k25-finetuned": FT_SHARED, "k2~k25-scratch": SCRATCH_SHARED},
         "ft_drift": {k: list(v) if isinstance(v, tuple) else v for k, v in FT_DRIFT.items()},
         "shapes": {"hidden": H, "intermediate": I, "heads": HEADS, "head_dim": HEAD_DIM, "vocab": VOCAB,
@@ -269,6 +297,16 @@ def _build(root: Path) -> DemoWorkspace:
     _build_hub(root)
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return DemoWorkspace(root, manifest)
+
+
+def _write_target_head(folder: Path, prefix: str, embed, gen) -> None:
+    """A target's partial checkpoint: its embedding and lm_head, the tensors a drafter shares with it."""
+    import torch
+    from safetensors.torch import save_file
+
+    tensors = {f"{prefix}model.embed_tokens.weight": embed.to(torch.bfloat16).contiguous(),  # (V, H)
+               f"{prefix}lm_head.weight": (torch.randn(VOCAB, H, generator=gen) * 0.02).to(torch.bfloat16)}  # (V, H)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt", "eaglekit_demo": LABEL})
 
 
 #: Demo Hub repos (owner/name -> drafter or target folder). Owners say "demo" so nobody mistakes them.

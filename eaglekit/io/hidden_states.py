@@ -267,13 +267,19 @@ def open_dump(path: str | os.PathLike[str]) -> HiddenStateDump:
     return HiddenStateDump(folder, manifest)
 
 
-def write_dump(path: str | os.PathLike[str], manifest: DumpManifest, samples: Iterable[DumpSample]) -> HiddenStateDump:
-    """Write a dump folder: each sample as it comes (so a dump streams), then ``manifest.json`` last with
-    the count written (a folder without a manifest is an unfinished dump). Refuses a non-empty folder."""
+def check_new_folder(path: str | os.PathLike[str]) -> Path:
+    """The folder a dump will be written to: new or empty, never an existing one with files."""
     folder = Path(path).expanduser()
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise InputError(f"{folder} exists and is not an empty folder; choose a new --out folder "
                          "(eaglekit never overwrites files).")
+    return folder
+
+
+def write_dump(path: str | os.PathLike[str], manifest: DumpManifest, samples: Iterable[DumpSample]) -> HiddenStateDump:
+    """Write a dump folder: each sample as it comes (so a dump streams), then ``manifest.json`` last with
+    the count written (a folder without a manifest is an unfinished dump). Refuses a non-empty folder."""
+    folder = check_new_folder(path)
     if manifest.dtype not in _SAFETENSORS_DTYPE:
         raise InputError(f"dump dtype must be 'bfloat16' or 'float32', got {manifest.dtype!r}.")
     folder.mkdir(parents=True, exist_ok=True)

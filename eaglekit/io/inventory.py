@@ -13,8 +13,10 @@ from types import MappingProxyType
 from typing import Any
 
 from eaglekit.core.errors import HeaderError
+from eaglekit.core.gcpause import paused_gc
 from eaglekit.core.header import FileHeader, TENSOR_NAME_T
 from eaglekit.core.names import normalize_name
+from eaglekit.core.redact import visible
 from eaglekit.core.render import Html, format_bytes, html_table, text_table
 
 
@@ -27,7 +29,7 @@ class FileEntry:
     header_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorEntry:
     """A tensor and where its bytes lie: ``offset`` is absolute within ``file``."""
 
@@ -38,6 +40,16 @@ class TensorEntry:
     nbytes: int
     file: str
     offset: int
+
+    @classmethod
+    def _trusted(cls, name: str, dtype: str, shape: tuple[int, ...], parameters: int, nbytes: int, file: str,
+                 offset: int) -> TensorEntry:
+        """A record from a parsed header's fields, without the frozen dataclass's per-field ``__setattr__``."""
+        t, set_ = cls.__new__(cls), object.__setattr__
+        for key, value in (("name", name), ("dtype", dtype), ("shape", shape), ("parameters", parameters),
+                           ("nbytes", nbytes), ("file", file), ("offset", offset)):
+            set_(t, key, value)
+        return t
 
 
 @dataclass(frozen=True)
@@ -64,18 +76,19 @@ class Inventory:
         """Merge the headers of a checkpoint's files; a tensor named in two shards is an error."""
         tensors: dict[str, TensorEntry] = {}
         metadata: dict[str, str] = {}
-        for h in headers:
-            metadata.update(h.metadata)
-            for t in h.tensors:
-                if t.name in tensors:
-                    raise HeaderError(
-                        f"Tensor {t.name!r} appears in both {tensors[t.name].file} and {h.filename} of {source}: "
-                        "a checkpoint must name each tensor once.")
-                tensors[t.name] = TensorEntry(t.name, t.dtype, t.shape, t.parameters, t.nbytes, h.filename,
-                                              h.header_bytes + t.data_offsets[0])
-        files = tuple(FileEntry(h.filename, h.file_size, h.header_bytes) for h in headers)
-        ordered = tuple(tensors[k] for k in sorted(tensors))
-        return cls(source, files, ordered, MappingProxyType(metadata), config)
+        with paused_gc():  # 100,000 acyclic records: see eaglekit.core.gcpause
+            for h in headers:
+                metadata.update(h.metadata)
+                for t in h.tensors:
+                    if t.name in tensors:
+                        raise HeaderError(
+                            f"Tensor {t.name!r} appears in both {tensors[t.name].file} and {h.filename} of "
+                            f"{source}: a checkpoint must name each tensor once.")
+                    tensors[t.name] = TensorEntry._trusted(t.name, t.dtype, t.shape, t.parameters, t.nbytes,
+                                                           h.filename, h.header_bytes + t.data_offsets[0])
+            files = tuple(FileEntry(h.filename, h.file_size, h.header_bytes) for h in headers)
+            ordered = tuple(tensors[k] for k in sorted(tensors))
+            return cls(source, files, ordered, MappingProxyType(metadata), config)
 
     # -- lookup -------------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> TensorEntry:
@@ -132,11 +145,13 @@ class Inventory:
         return (f"{self.source}: {len(self.tensors)} tensors, {self.parameters:,} parameters, "
                 f"{format_bytes(self.total_bytes)} in {files} (headers read: {format_bytes(header)})")
 
-    def __str__(self) -> str:
-        lines = [self.summary()]
+    def __str__(self) -> str:  # names and metadata come from the file: controls shown, never obeyed
+        lines = [visible(self.summary(), newlines=False)]
         if self.metadata:
-            lines.append("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(self.metadata.items())))
-        lines.append(text_table(self._headers(), self._rows(), align=self._align()))
+            lines.append(visible("metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(self.metadata.items())),
+                                 newlines=False))
+        rows = [[visible(c, newlines=False) if isinstance(c, str) else c for c in row] for row in self._rows()]
+        lines.append(text_table(self._headers(), rows, align=self._align()))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -149,10 +164,17 @@ class Inventory:
         return ["left", "left", "left", "right", "right"] + (["left"] if len(self.files) > 1 else [])
 
 
+#: The last column of :func:`compare_inventories`: headers compare dtype and shape, never values.
+SAME_SHAPE = "same dtype & shape (values not compared)"
+
+
 def compare_inventories(inventories: Mapping[str, Inventory]):
     """A pandas table: one row per (normalised) tensor, one column per checkpoint, "DTYPE [shape]" cells.
 
-    Rows whose cells differ across checkpoints are listed first; missing tensors show as "-".
+    Rows whose cells differ across checkpoints are listed first; missing tensors show as "-". Headers hold
+    no values, so the last column compares dtype and shape only, and says so in its name: equal shapes do
+    not mean equal values (two drafters' d2t maps can share a shape and differ almost everywhere; compare
+    values with :func:`eaglekit.compat` or :func:`eaglekit.similarity`).
     """
     import pandas as pd
 
@@ -161,6 +183,6 @@ def compare_inventories(inventories: Mapping[str, Inventory]):
         for t in inv.tensors:
             cells.setdefault(normalize_name(t.name), {})[label] = f"{t.dtype} [{', '.join(map(str, t.shape))}]"
     frame = pd.DataFrame.from_dict(cells, orient="index").reindex(columns=list(inventories)).fillna("-")
-    frame["same everywhere"] = frame.nunique(axis=1) == 1
-    frame = frame.sort_values(["same everywhere"], kind="stable").rename_axis("tensor")
+    frame[SAME_SHAPE] = frame.nunique(axis=1) == 1
+    frame = frame.sort_values([SAME_SHAPE], kind="stable").rename_axis("tensor")
     return frame

@@ -7,7 +7,6 @@ checkpoint are fetched in parallel threads.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from collections.abc import Iterator, Mapping
@@ -17,6 +16,8 @@ from typing import Any
 
 from eaglekit.core.errors import ConfigError, HeaderError, LocationError, NotFoundError
 from eaglekit.core.header import PREFIX_BYTES, FileHeader, header_length, parse_header
+from eaglekit.core.redact import shown
+from eaglekit.core.safejson import loads
 from eaglekit.io.inventory import Inventory
 from eaglekit.io.location import Location, open_source, parse_location
 from eaglekit.io.sources.base import Source
@@ -29,6 +30,8 @@ SINGLE_NAME = "model.safetensors"
 CONFIG_NAME = "config.json"
 #: Threads fetching headers of shards at once (I/O bound: they wait on the network).
 MAX_WORKERS = 16
+#: Remote sources whose folder is probed for model.safetensors before anything is listed.
+PROBE_KINDS = frozenset({"hub", "http"})
 #: Bytes per read when streaming tensor data.
 STREAM_CHUNK = 16 * 1024 * 1024
 
@@ -48,20 +51,17 @@ def read_header(source: Source, name: str, *, window: int = HEADER_WINDOW) -> Fi
 def _safe_shard_name(name: object, index_what: str) -> str:
     """Shard names come from a file we do not control: refuse any that leave the folder."""
     if not isinstance(name, str) or not name:
-        raise HeaderError(f"{index_what}: weight_map values must be file names, got {name!r}.")
+        raise HeaderError(f"{index_what}: weight_map values must be file names, got {shown(repr(name)[:200])}.")
     norm = posixpath.normpath(name)
     if name.startswith(("/", "\\")) or "\\" in name or norm.startswith("..") or os.path.isabs(name) \
             or ":" in name.split("/")[0]:
-        raise HeaderError(f"{index_what}: shard {name!r} points outside the checkpoint folder; "
+        raise HeaderError(f"{index_what}: shard {shown(repr(name))} points outside the checkpoint folder; "
                           "an index may only name files beside it.")
     return norm
 
 
 def _shards_from_index(raw: bytes, what: str) -> tuple[list[str], dict[str, str]]:
-    try:
-        index = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise HeaderError(f"{what} is not valid JSON ({e}).") from e
+    index = loads(raw, what=what, error=HeaderError)
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise HeaderError(f"{what} has no weight_map object mapping tensor names to shard files.")
@@ -84,17 +84,22 @@ def resolve_files(source: Source, loc: Location) -> tuple[list[str], dict[str, s
                             f"file, a {INDEX_NAME}, a config.json or the folder that holds them.")
     listing = source.list()
     if listing is not None and INDEX_NAME not in listing:
-        if SINGLE_NAME in listing:
-            return [SINGLE_NAME], None
-        found = [n for n in listing if n.endswith(".safetensors")]
-        if not found:
-            raise NotFoundError(f"{source.display}: no safetensors files here (expected {SINGLE_NAME}, "
-                                f"{INDEX_NAME} or *.safetensors).")
-        return found, None
+        return _from_listing(source, listing)
     raw = source.read_small(INDEX_NAME)
     if raw is not None:
         return _shards_from_index(raw, f"{source.display}/{INDEX_NAME}")
     return [SINGLE_NAME], None  # unlistable (HTTP): probe the conventional name; 404 says so
+
+
+def _from_listing(source: Source, listing: list[str]) -> tuple[list[str], None]:
+    """The safetensors files of a listed folder that has no index."""
+    if SINGLE_NAME in listing:
+        return [SINGLE_NAME], None
+    found = [n for n in listing if n.endswith(".safetensors")]
+    if not found:
+        raise NotFoundError(f"{source.display}: no safetensors files here (expected {SINGLE_NAME}, "
+                            f"{INDEX_NAME} or *.safetensors).")
+    return found, None
 
 
 def read_config(source: Source) -> dict[str, Any] | None:
@@ -102,10 +107,7 @@ def read_config(source: Source) -> dict[str, Any] | None:
     raw = source.read_small(CONFIG_NAME)
     if raw is None:
         return None
-    try:
-        value = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{source.display}/{CONFIG_NAME} is not valid JSON ({e}).") from e
+    value = loads(raw, what=f"{source.display}/{CONFIG_NAME}", error=ConfigError)
     if not isinstance(value, dict):
         raise ConfigError(f"{source.display}/{CONFIG_NAME} must be a JSON object, got {type(value).__name__}.")
     return value
@@ -148,6 +150,21 @@ class Checkpoint:
                               f"{length} bytes (the file is shorter than its header says).")
         return data
 
+    def read_into(self, name: str, start: int, buffer: bytearray | memoryview) -> int:
+        """Bytes ``start .. start + len(buffer)`` of one tensor, written into ``buffer`` (reused by streamed
+        reads: no allocation per block where the source supports it). Returns ``len(buffer)``."""
+        t = self.inventory[name]
+        length = len(buffer)
+        if start < 0 or start + length > t.nbytes:
+            raise ValueError(f"range [{start}, {start + length}) is outside tensor {name!r} ({t.nbytes} bytes)")
+        if length == 0:
+            return 0
+        got = self.source.read_into(t.file, t.offset + start, buffer)
+        if got != length:
+            raise HeaderError(f"{self.inventory.source}: tensor {name!r} is truncated: read {got} of "
+                              f"{length} bytes (the file is shorter than its header says).")
+        return got
+
     def iter_bytes(self, name: str, *, chunk_bytes: int = STREAM_CHUNK, start: int = 0,
                    length: int | None = None) -> Iterator[bytes]:
         """Stream a tensor's bytes (or a slice) in chunks, never holding the whole tensor."""
@@ -180,9 +197,11 @@ def open_checkpoint(location: str | os.PathLike[str] | Location, *, endpoint: st
     loc = location if isinstance(location, Location) else parse_location(location)
     source, loc = open_source(loc, endpoint=endpoint, token=token)
     try:
-        files, weight_map = resolve_files(source, loc)
-        headers = _read_headers(source, files, progress=progress)
-        config = read_config(source)
+        if source.kind in PROBE_KINDS and (not loc.filename or loc.filename == CONFIG_NAME):
+            files, weight_map, headers, config = _probe(source, progress=progress)
+        else:
+            files, weight_map = resolve_files(source, loc)
+            headers, config = _headers_and_config(source, files, progress=progress)
         inventory = Inventory.from_headers(loc.raw, headers, config=config)
         if weight_map:
             _check_weight_map(inventory, weight_map, loc.raw)
@@ -209,6 +228,41 @@ def read_inventory(location: str | os.PathLike[str] | Location, *, endpoint: str
     """Every tensor's name, dtype and shape, from headers alone, wherever the checkpoint lives."""
     with open_checkpoint(location, endpoint=endpoint, token=token, progress=progress) as ckpt:
         return ckpt.inventory
+
+
+def _probe(source: Source, *, progress: bool | None):
+    """A remote folder (Hub repo, HTTP URL) in the fewest round trips: the header of model.safetensors
+    and config.json at once (one round trip for a single-file checkpoint, a second only when the header
+    outgrows the first window); when there is no model.safetensors, the index, then its shards in
+    parallel; when there is no index either, the listing (Hub) as :func:`resolve_files` reads it.
+    Never more requests than huggingface_hub's get_safetensors_metadata, which checks the single file
+    with a HEAD first."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        config = pool.submit(read_config, source)
+        try:
+            single: FileHeader | None = read_header(source, SINGLE_NAME)
+        except NotFoundError as e:
+            single, missing = None, e
+        if single is not None:
+            return [SINGLE_NAME], None, [single], config.result()
+        raw = source.read_small(INDEX_NAME)
+        if raw is not None:
+            files, weight_map = _shards_from_index(raw, f"{source.display}/{INDEX_NAME}")
+            return files, weight_map, _read_headers(source, files, progress=progress), config.result()
+        listing = source.list()
+        if listing is None:
+            raise missing
+        files, weight_map = _from_listing(source, listing)
+        return files, weight_map, _read_headers(source, files, progress=progress), config.result()
+
+
+def _headers_and_config(source: Source, files: list[str], *, progress: bool | None):
+    """Every header and config.json; for a remote source config.json travels beside the headers."""
+    if source.kind == "local":
+        return _read_headers(source, files, progress=progress), read_config(source)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        config = pool.submit(read_config, source)
+        return _read_headers(source, files, progress=progress), config.result()
 
 
 def _read_headers(source: Source, files: list[str], *, progress: bool | None) -> list[FileHeader]:

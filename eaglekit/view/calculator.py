@@ -1,32 +1,56 @@
-"""The accept-length calculator: an ipywidgets app and a static plotly what-if for rendered notebooks.
+"""The accept-length calculator: an anywidget that computes in the browser, and a plotly what-if figure.
 
-:class:`Calculator` (needs a kernel) has sliders for the scenario and live readouts; its chart is a
-plotly ``FigureWidget`` updated in place. :func:`whatif_figure` (needs no kernel) precomputes the
-same chart for a grid of accept lengths and moves the current point with plotly's own slider, so a
-notebook rendered to HTML keeps a working what-if. Both draw from :func:`chart_traces`, and all
-arithmetic comes from :mod:`eaglekit.specmath`. plotly and ipywidgets are imported where used.
+:class:`Calculator` is an `anywidget <https://anywidget.dev>`_ whose front end (``calculator.js``,
+shipped in the package, no CDN) computes every number itself with the formulas of
+:mod:`eaglekit.core.specmath`, so its sliders work the same in JupyterLab and in a rendered page
+with no kernel (the report renders anywidgets from their stored state). :func:`numbers` is the
+Python twin of the front end's ``compute()``; the browser tests check the two agree.
+:func:`whatif_figure` precomputes a plotly chart for a grid of accept lengths and moves the current
+point with plotly's own slider. plotly and anywidget are imported where used.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from html import escape
+from pathlib import Path
 from typing import Any
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import Estimate, Scenario, cycle_ms, estimate, throughput
+from eaglekit.core.account import Account, reach
+from eaglekit.core.specmath import (
+    Estimate,
+    Scenario,
+    alpha_for_accept_length,
+    cycle_ms,
+    estimate,
+    expected_accept_length,
+    throughput,
+)
 
-__all__ = ["Calculator", "chart_traces", "throughput_figure", "whatif_figure"]
+__all__ = ["Calculator", "chart_traces", "numbers", "throughput_figure", "whatif_figure"]
 
 #: Chains drawn for comparison: each line ends at its ceiling k + 1 tokens per cycle.
 K_CURVES = (1, 2, 3, 4, 6, 8)
-#: Named scenarios for :meth:`Calculator.preset`: scenario, accept length, target tok/s.
-PRESETS: dict[str, tuple[Scenario, float, float]] = {"seed": (Scenario.seed(), 2.0, 150.0)}
+#: Named scenarios for :meth:`Calculator.preset`: scenario, accept length, target tok/s. "seed" is the seed's
+#: measured deployment (k = 2 draft steps of 1.67 ms: 60 tok/s at accept length 2.0, see
+#: :meth:`eaglekit.core.account.Account.seed`); "seed-verify-only" its 30 ms verify-only arithmetic.
+PRESETS: dict[str, tuple[Scenario, float, float]] = {
+    "seed": (Account.seed().scenario, 2.0, 150.0),
+    "seed-verify-only": (Scenario.seed(), 2.0, 150.0),
+}
 _CURRENT, _NEEDED = "current", "needed for target"
 _UNBOUNDED_TOP = 8.0  # where the x axis and the what-if grid stop for an unbounded chain
 
 
+def _drawn(s: Scenario, k_curves: Sequence[int]) -> tuple[int, ...]:
+    """The other step counts worth drawing. They differ from the scenario's own line only by their draft
+    cost: with none they lie on it, so they are drawn only when a draft step costs something."""
+    return tuple(k_curves) if s.draft_ms > 0 and s.steps is not None else ()
+
+
 def _x_max(est: Estimate, k_curves: Sequence[int]) -> float:
+    k_curves = _drawn(est.scenario, k_curves)
     k = est.scenario.steps
     ends = [est.accept_length, k + 1 if k else _UNBOUNDED_TOP, *(j + 1 for j in k_curves)]
     if est.target is not None and est.target.alpha is not None:
@@ -55,6 +79,7 @@ def chart_traces(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, x_max: fl
     own = "unbounded chain" if s.steps is None else f"k = {s.steps}"
     traces.append({"name": f"this scenario ({own}, {est.cycle_ms:.1f} ms)", "x": [1.0, end],
                    "y": [throughput(1.0, cycle_ms=est.cycle_ms), throughput(end, cycle_ms=est.cycle_ms)]})
+    k_curves = _drawn(s, k_curves)
     others = "other chains: k = " + ", ".join(str(j) for j in k_curves)  # one legend entry for all
     for j in k_curves:
         cycle = cycle_ms(s.verify_ms, draft_ms=s.draft_ms, steps=j, overhead_ms=s.overhead_ms)
@@ -98,6 +123,7 @@ def throughput_figure(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, widg
     """
     import plotly.graph_objects as go
 
+    k_curves = _drawn(est.scenario, k_curves)
     x_max = _x_max(est, k_curves)
     data = [go.Scatter(**trace, **style) for trace, style in zip(chart_traces(est, k_curves=k_curves, x_max=x_max),
                                                                    _styles(k_curves))]
@@ -156,134 +182,127 @@ def whatif_figure(
     return figure
 
 
-class Calculator:
-    """Sliders for a speculative-decoding scenario, live readouts and a chart; last line of a cell shows it.
 
-    ``controls`` maps names to the widgets (``baseline_tps``, ``verify_ms``, ``draft_ms``, ``steps``,
-    ``unbounded``, ``overhead_ms``, ``mode`` ("accept_length" or "alpha"), ``accept_length``,
-    ``alpha``, ``target_tps``); ``readouts`` holds the current numbers, ``estimate`` the record and
-    ``readout`` the HTML widget showing it.
-    Setting a control's ``value`` from Python updates both, and the chart's traces in place.
+
+# -- the calculator ------------------------------------------------------------------------------------
+
+FRONT_END = Path(__file__).resolve().parent / "calculator.js"
+STYLE = Path(__file__).resolve().parent / "calculator.css"
+#: The calculator's controls and their ranges (the front end's CONTROLS): name -> (min, max).
+RANGES = {"baseline_tps": (1, 400), "verify_ms": (1, 200), "draft_ms": (0, 20), "steps": (1, 10),
+          "overhead_ms": (0, 50), "accept_length": (1, 11), "alpha": (0, 0.99), "target_tps": (1, 600)}
+
+
+def numbers(p: dict[str, Any]) -> dict[str, Any]:
+    """One scenario's numbers from the calculator's control values ``p`` (the keys of :data:`RANGES`, plus
+    ``unbounded`` and ``mode``), computed with :mod:`eaglekit.core.specmath`: the Python twin of the front
+    end's ``compute()``, key for key. An accept length above k + 1 is computed at k + 1 and reported in
+    ``clamped`` (``{"asked": L, "ceiling": k + 1}``), never silently."""
+    k = None if p["unbounded"] else int(round(p["steps"]))
+    draft = 0.0 if k is None else float(p["draft_ms"])
+    cycle = cycle_ms(p["verify_ms"], draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"])
+    clamped = None
+    if p["mode"] == "alpha":
+        alpha = float(p["alpha"])
+        L = expected_accept_length(alpha, k=k)
+    else:
+        L = float(p["accept_length"])
+        if k is not None and L > k + 1:
+            clamped, L = {"asked": L, "ceiling": k + 1}, float(k + 1)
+        alpha = alpha_for_accept_length(L, k=k)
+    est = estimate(Scenario(p["baseline_tps"], p["verify_ms"], draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"]),
+                   accept_length=L, target_tps=p["target_tps"])
+    out: dict[str, Any] = {
+        "cycle_ms": cycle, "accept_length": L, "alpha": alpha, "tokens_per_s": est.tokens_per_s,
+        "speedup": est.speedup, "break_even_accept_length": est.break_even_accept_length, "clamped": clamped,
+        "target_accept_length": est.target.accept_length, "target_alpha": est.target.alpha,
+        "target_max_draft_ms": None, "target_min_steps": None, "target_min_steps_accept_length": None,
+        "target_min_steps_alpha": None,
+    }
+    if k is not None and est.target.alpha is None:
+        r = reach(p["target_tps"], verify_ms=p["verify_ms"], steps=k, draft_ms=draft, overhead_ms=p["overhead_ms"])
+        out.update(target_max_draft_ms=r.max_draft_ms, target_min_steps=r.min_steps,
+                   target_min_steps_accept_length=r.min_steps_accept_length, target_min_steps_alpha=r.min_steps_alpha)
+    return out
+
+
+@functools.cache
+def _widget_class() -> type:
+    import anywidget
+    import traitlets as t
+
+    class CalculatorWidget(anywidget.AnyWidget):
+        _esm = FRONT_END.read_text(encoding="utf-8")
+        _css = STYLE.read_text(encoding="utf-8")
+        baseline_tps = t.Float(82.0).tag(sync=True)
+        verify_ms = t.Float(30.0).tag(sync=True)
+        draft_ms = t.Float(0.0).tag(sync=True)
+        steps = t.Int(2).tag(sync=True)
+        unbounded = t.Bool(True).tag(sync=True)
+        overhead_ms = t.Float(0.0).tag(sync=True)
+        mode = t.Unicode("accept_length").tag(sync=True)
+        accept_length = t.Float(2.0).tag(sync=True)
+        alpha = t.Float(0.5).tag(sync=True)
+        target_tps = t.Float(150.0).tag(sync=True)
+
+    return CalculatorWidget
+
+
+class Calculator:
+    """The accept-length calculator: sliders for a scenario, readouts and a chart, all computed in the browser.
+
+    Shows itself as the last line of a cell (an anywidget). ``widget`` holds the control values as
+    traitlets (``baseline_tps``, ``verify_ms``, ``draft_ms``, ``steps``, ``unbounded``, ``overhead_ms``,
+    ``mode`` ("accept_length" or "alpha"), ``accept_length``, ``alpha``, ``target_tps``); moving a
+    slider in JupyterLab updates them, and :attr:`readouts` / :attr:`estimate` recompute from them.
     """
 
     def __init__(self, scenario: Scenario | None = None, *, accept_length: float = 2.0, target_tps: float = 150.0):
-        import ipywidgets as w
-
-        def slider(cls: Any, label: str, lo: float, hi: float, step: float, **kw: Any) -> Any:
-            return cls(description=label, min=lo, max=hi, step=step, continuous_update=True,
-                       style={"description_width": "150px"}, layout={"width": "430px"}, **kw)
-
-        self.controls: dict[str, Any] = {
-            "baseline_tps": slider(w.FloatSlider, "baseline tok/s", 1, 400, 1),
-            "verify_ms": slider(w.FloatSlider, "verify ms / cycle", 1, 200, 0.5),
-            "draft_ms": slider(w.FloatSlider, "draft ms / step", 0, 20, 0.1),
-            "steps": slider(w.IntSlider, "draft steps k", 1, 10, 1),
-            "unbounded": w.Checkbox(description="unbounded chain (no k, no draft cost)", indent=False),
-            "overhead_ms": slider(w.FloatSlider, "overhead ms / cycle", 0, 50, 0.5),
-            "mode": w.ToggleButtons(options=[("accept length", "accept_length"), ("alpha", "alpha")]),
-            "accept_length": slider(w.FloatSlider, "accept length", 1, 11, 0.01),
-            "alpha": slider(w.FloatSlider, "alpha (per token)", 0, 0.95, 0.01),
-            "target_tps": slider(w.FloatSlider, "target tok/s", 1, 600, 1),
-        }
-        self.readouts: dict[str, float | None] = {}
-        self.estimate: Estimate | None = None
-        self.readout = w.HTML()
-        self._busy = False
-        self._figure: Any = None
-        self.apply(scenario or Scenario.seed(), accept_length=accept_length, target_tps=target_tps)
-        self._figure = throughput_figure(self.estimate, widget=True)  # type: ignore[arg-type]
-        for control in self.controls.values():
-            control.observe(lambda _change: self.update(), names="value")
-        self.widget = w.VBox([w.HBox([w.VBox(list(self.controls.values())), self.readout]), self._figure])
+        self.widget = _widget_class()()
+        self.apply(scenario or PRESETS["seed"][0], accept_length=accept_length, target_tps=target_tps)
 
     @classmethod
     def preset(cls, name: str = "seed") -> Calculator:
-        """A calculator loaded with a named scenario from :data:`PRESETS` ("seed": 82 tok/s, 30 ms, L 2.0)."""
+        """A calculator loaded with a named scenario from :data:`PRESETS` ("seed": the measured deployment,
+        82 tok/s, 30 ms verify, k = 2 steps of 1.67 ms, accept length 2.0 -> 60 tok/s)."""
         if name not in PRESETS:
             raise InputError(f"unknown preset {name!r}: choose one of {sorted(PRESETS)}")
         scenario, accept_length, target_tps = PRESETS[name]
         return cls(scenario, accept_length=accept_length, target_tps=target_tps)
 
-    @property
-    def figure(self) -> Any:
-        """The plotly ``FigureWidget`` (traces as in :func:`chart_traces`)."""
-        return self._figure
-
     def apply(self, scenario: Scenario, *, accept_length: float, target_tps: float) -> None:
-        """Set every control from ``scenario`` at once, then update once."""
-        c, self._busy = self.controls, True
-        try:
-            c["unbounded"].value = scenario.steps is None
-            c["steps"].value = scenario.steps or 2
-            for name in ("baseline_tps", "verify_ms", "draft_ms", "overhead_ms", "target_tps"):
-                value = target_tps if name == "target_tps" else getattr(scenario, name)
-                c[name].max = max(c[name].max, value)
-                c[name].value = value
-            c["mode"].value = "accept_length"
-            c["accept_length"].max = 11.0
-            c["accept_length"].value = accept_length
-        finally:
-            self._busy = False
-        self.update()
+        """Set every control from ``scenario`` at once."""
+        values = {"baseline_tps": scenario.baseline_tps, "verify_ms": scenario.verify_ms,
+                  "draft_ms": scenario.draft_ms, "steps": scenario.steps or 2, "unbounded": scenario.steps is None,
+                  "overhead_ms": scenario.overhead_ms, "mode": "accept_length", "accept_length": accept_length,
+                  "alpha": alpha_for_accept_length(min(accept_length, (scenario.steps or 100) + 1), k=scenario.steps),
+                  "target_tps": target_tps}
+        for name, value in values.items():
+            lo, hi = RANGES.get(name, (None, None))
+            if lo is not None and not lo <= value <= hi:
+                raise InputError(f"{name} = {value:g} is outside the calculator's range {lo:g} to {hi:g}")
+        with self.widget.hold_sync():
+            for name, value in values.items():
+                setattr(self.widget, name, value)
 
-    def _scenario(self) -> Scenario:
-        c = self.controls
-        unbounded = c["unbounded"].value
-        c["draft_ms"].disabled = c["steps"].disabled = unbounded
-        c["accept_length"].max = 11.0 if unbounded else c["steps"].value + 1.0  # clamps the value
-        return Scenario(
-            baseline_tps=c["baseline_tps"].value,
-            verify_ms=c["verify_ms"].value,
-            draft_ms=0.0 if unbounded else c["draft_ms"].value,
-            steps=None if unbounded else c["steps"].value,
-            overhead_ms=c["overhead_ms"].value,
-        )
+    @property
+    def values(self) -> dict[str, Any]:
+        """The controls' current values."""
+        return {name: getattr(self.widget, name) for name in (*RANGES, "unbounded", "mode")}
 
-    def update(self) -> None:
-        """Recompute from the controls; refresh readouts and the chart (traces updated in place)."""
-        if self._busy:
-            return
-        c, self._busy = self.controls, True
-        try:
-            by_alpha = c["mode"].value == "alpha"
-            c["alpha"].layout.display = None if by_alpha else "none"
-            c["accept_length"].layout.display = "none" if by_alpha else None
-            scenario = self._scenario()
-            value = {"alpha": c["alpha"].value} if by_alpha else {"accept_length": c["accept_length"].value}
-            est = estimate(scenario, target_tps=c["target_tps"].value, **value)
-            if by_alpha:
-                c["accept_length"].value = est.accept_length
-            else:
-                c["alpha"].value = min(est.alpha, c["alpha"].max)
-        except InputError as e:
-            self.readout.value = f"<p style='color:crimson'>{escape(str(e))}</p>"
-            return
-        finally:
-            self._busy = False
-        self.estimate = est
-        t = est.target
-        self.readouts = {
-            "cycle_ms": est.cycle_ms,
-            "tokens_per_s": est.tokens_per_s,
-            "speedup": est.speedup,
-            "break_even_accept_length": est.break_even_accept_length,
-            "accept_length": est.accept_length,
-            "alpha": est.alpha,
-            "target_accept_length": t.accept_length if t else None,
-            "target_alpha": t.alpha if t else None,
-        }
-        self.readout.value = est._repr_html_()
-        if self._figure is not None:
-            self._redraw(est)
+    @property
+    def readouts(self) -> dict[str, Any]:
+        """The numbers the front end shows for the current values (:func:`numbers`)."""
+        return numbers(self.values)
 
-    def _redraw(self, est: Estimate) -> None:
-        x_max = _x_max(est, K_CURVES)
-        traces = chart_traces(est, x_max=x_max)
-        with self._figure.batch_update():
-            for trace, new in zip(self._figure.data, traces):
-                trace.update(new)
-            self._figure.layout.xaxis.range = [1.0, x_max]
-            self._figure.layout.annotations[0].text = _readout(est)
+    @property
+    def estimate(self) -> Estimate:
+        """The current values as a :class:`~eaglekit.core.specmath.Estimate` (at the clamped accept length)."""
+        p, r = self.values, self.readouts
+        k = None if p["unbounded"] else p["steps"]
+        s = Scenario(p["baseline_tps"], p["verify_ms"], draft_ms=0.0 if k is None else p["draft_ms"], steps=k,
+                     overhead_ms=p["overhead_ms"])
+        return estimate(s, accept_length=r["accept_length"], target_tps=p["target_tps"])
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

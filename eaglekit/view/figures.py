@@ -70,9 +70,11 @@ def heatmap(ts: TensorSimilarity | SimilarityReport, name: str | None = None, *,
     return fig
 
 
-def overview(report: SimilarityReport, *, measure: Measure = "cosine", bins: int = 32):
+def overview(report: SimilarityReport, *, measure: Measure = "cosine", bins: int = 32,
+             zmin: float | None = None, zmax: float | None = None):
     """All compared tensors, one row each: the whole-tensor measure (left) and how it varies along the
-    tensor's rows (right: the rows cut into ``bins`` bands, each band all columns together)."""
+    tensor's rows (right: the rows cut into ``bins`` bands, each band all columns together).
+    ``zmin``/``zmax`` override the colour range (default: the measure's natural range, else the data's)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -92,14 +94,15 @@ def overview(report: SimilarityReport, *, measure: Measure = "cosine", bins: int
     totals = [getattr(t, measure) for t in tensors]
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.28, 0.72], horizontal_spacing=0.03,
                         subplot_titles=("whole tensor", "along the output rows (first → last)"))
-    marker = {"color": totals, "colorscale": scale, "cmin": _first(lo, _nanmin(np.array(totals))),
-              "cmax": _first(hi, _nanmax(np.array(totals)))}
+    marker = {"color": totals, "colorscale": scale, "cmin": _first(zmin, lo, _nanmin(np.array(totals))),
+              "cmax": _first(zmax, hi, _nanmax(np.array(totals)))}
     fig.add_trace(go.Bar(x=totals, y=names, orientation="h", marker=marker, showlegend=False,
                          hovertemplate="%{y}<br>" + LABELS[measure] + " %{x:.4f}<extra></extra>"), row=1, col=1)
     custom = np.dstack([ranges, profile[..., None]])  # (tensors, bins, 3)
     fig.add_trace(go.Heatmap(
         z=profile, x=(np.arange(bins) + 0.5) / bins * 100, y=names, customdata=custom, colorscale=scale,
-        zmin=_first(lo, _nanmin(profile)), zmax=_first(hi, _nanmax(profile)), zmid=mid,
+        zmin=_first(zmin, lo, _nanmin(profile)), zmax=_first(zmax, hi, _nanmax(profile)),
+        zmid=mid if zmin is None and zmax is None else None,
         colorbar={"title": {"text": LABELS[measure]}},
         hovertemplate="%{y}<br>rows %{customdata[0]:.0f}–%{customdata[1]:.0f}<br>" + LABELS[measure]
                       + " %{customdata[2]:.4f}<extra></extra>"), row=1, col=2)
@@ -111,22 +114,46 @@ def overview(report: SimilarityReport, *, measure: Measure = "cosine", bins: int
     return fig
 
 
-def report_page(report: SimilarityReport, *, measure: Measure = "cosine") -> str:
-    """A self-contained HTML page: the summary table, the overview and every tensor's heatmap.
+def page_range(report: SimilarityReport, measure: Measure) -> tuple[float, float]:
+    """One colour range for every figure of a page, spanning the blocks it shows, so differences show: a
+    fine-tune's cosines all sit near 1 and would be one colour on the natural [-1, 1]. ``rel_diff`` starts
+    at 0 (unchanged)."""
+    measure = check_measure(measure)
+    values = [measures_from_sums(t.sums)[measure] for t in report.tensors]
+    finite = np.concatenate([np.asarray(v, dtype=np.float64).ravel() for v in values]) if values else np.zeros(0)
+    finite = finite[np.isfinite(finite)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if measure == "rel_diff":
+        lo = 0.0
+    if hi - lo < 1e-6:  # all equal: a visible range around the value
+        lo, hi = lo - 0.5e-3, hi + 0.5e-3
+    return lo, hi
+
+
+def report_page(report: SimilarityReport, *, measure: Measure = "rel_diff") -> str:
+    """A self-contained HTML page: the summary table, the overview and every tensor's heatmap, all coloured by
+    ``measure`` on one range spanning the page's blocks (:func:`page_range`), stated above the figures.
 
     plotly.js is inlined once (first figure), so the page opens offline from disk."""
-    figures = [overview(report, measure=measure)] + [heatmap(t, measure=measure) for t in report.tensors]
+    measure = check_measure(measure)
+    lo, hi = page_range(report, measure)
+    figures = [overview(report, measure=measure, zmin=lo, zmax=hi)]
+    figures += [heatmap(t, measure=measure, zmin=lo, zmax=hi) for t in report.tensors]
     divs = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True})
             for i, fig in enumerate(figures)]
     title = html.escape(f"eaglekit similarity: {report.b} vs {report.a}")
+    meaning = {"rel_diff": "0 means unchanged", "cosine": "1 means the same direction, 0 unrelated",
+               "norm_ratio": "1 means equal norms"}[measure]
+    legend = (f'<p class="colour">Colour: {html.escape(LABELS[measure])} ({meaning}), from {lo:.4g} to {hi:.4g}: '
+              "the range of the blocks on this page, the same in every figure.</p>")
     body = "\n".join(f'<div class="figure">{d}</div>' for d in divs)
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
             '<style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}'
             '.figure{margin:24px 0}</style></head>'
-            f"<body><h1>{title}</h1>{report._repr_html_()}\n{body}</body></html>\n")
+            f"<body><h1>{title}</h1>{report._repr_html_()}\n{legend}\n{body}</body></html>\n")
 
 
-def save_page(report: SimilarityReport, path, *, measure: Measure = "cosine") -> None:
+def save_page(report: SimilarityReport, path, *, measure: Measure = "rel_diff") -> None:
     """Write :func:`report_page` to ``path``."""
     with open(path, "w", encoding="utf-8") as f:
         f.write(report_page(report, measure=measure))
@@ -146,4 +173,4 @@ def _nanmax(z: np.ndarray) -> float | None:
     return float(finite.max()) if finite.size else None
 
 
-__all__ = ["heatmap", "overview", "report_page", "save_page", "SCALES"]
+__all__ = ["heatmap", "overview", "page_range", "report_page", "save_page", "SCALES"]

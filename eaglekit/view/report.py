@@ -4,11 +4,13 @@ Each notebook runs top to bottom in a fresh kernel (nbclient) with ``notebooks/`
 and ``EAGLEKIT_DEMO`` pointing at the demo workspace (given relative to ``notebooks/`` so outputs hold
 no absolute path of this machine); widget state is stored so sliders render without a kernel.
 
-A page opens from disk with no network (:func:`export_html`): the template (``report_template/``,
-nbconvert's JupyterLab template without its CDN scripts) inlines plotly.js once on pages that draw a
-figure, and loads the static widget manager from ``assets/`` beside the pages (the vendored
-``@jupyter-widgets/html-manager`` bundle, see ``report_template/assets/README.md``). Before a page is
-written, :func:`check_page` refuses remote scripts, absolute paths of this machine and tokens.
+A page opens from disk with no network (:func:`export_html`; the template ``report_template/`` is
+nbconvert's JupyterLab template without its CDN scripts). Each notebook is written in two forms: the
+**folder form** ``<name>.html`` loads plotly.js and the static widget manager (the vendored
+``@jupyter-widgets/html-manager`` bundle, see ``report_template/assets/README.md``) from the one shared
+copy in ``assets/``; the **single-file form** ``single/<name>.html`` inlines both, to be shared alone.
+Widgets are made honest for a page with no kernel (:func:`static_widgets`). Before a page is written,
+:func:`check_page` refuses remote scripts, absolute paths of this machine and tokens.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ASSETS = TEMPLATE / "assets"
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 #: Widget modules the static manager (html-manager's embed.js) renders without fetching code.
 STATIC_WIDGET_MODULES = frozenset({"@jupyter-widgets/base", "@jupyter-widgets/controls", "@jupyter-widgets/output"})
 
@@ -50,6 +53,8 @@ class RenderedNotebook:
     html_path: Path
     #: trace count of each plotly figure, in page order (what the page must draw)
     figures: tuple[int, ...] = ()
+    #: the same page as one self-contained file (plotly.js and the widget manager inlined), for sharing alone
+    single_path: Path | None = None
 
 
 def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[str] | None = None,
@@ -92,6 +97,10 @@ def _notebook_client(nb, **options):
     that a reply has arrived and wakes only when the wait times out: each cell's whole timeout (seen
     under load: a 40 s cell timeout gave a 40 s pause after a 0.3 s cell, and no error)."""
     from nbclient import NotebookClient
+
+    # The kernel app logs errors only: its one warning, "Kernel is running over TCP without encryption", is
+    # about a loopback socket on this machine and would only be noise in ``make report``'s output.
+    options.setdefault("extra_arguments", ["--IPKernelApp.log_level=ERROR"])
 
     class Client(NotebookClient):
         async def async_start_new_kernel_client(self):
@@ -165,30 +174,124 @@ def static_figures(nb) -> tuple[int, ...]:
     return tuple(traces)
 
 
+#: anywidgets (by ``_anywidget_id`` prefix) whose front end is self-contained and computes without a kernel:
+#: rendered in the page by their own code. Others (plotly's FigureWidget) become a note.
+STATIC_ANYWIDGETS = ("eaglekit.",)
+#: Views of @jupyter-widgets/controls that only show something. Every other control (a slider, a text box, a
+#: dropdown, a button) is an input whose effect runs in the kernel: in a page without one it would move and
+#: change nothing, so :func:`static_widgets` takes it out and says so.
+DISPLAY_VIEWS = frozenset({"HTMLView", "HTMLMathView", "LabelView", "ProgressView", "BoxView", "HBoxView",
+                           "VBoxView", "GridBoxView", "ImageView", "OutputView", "ValidView", "TabView",
+                           "AccordionView", "StackView"})
+
+
+def _html_note(state: dict, controls: str, text: str, old: dict) -> None:
+    state.update(model_module="@jupyter-widgets/controls", model_module_version=controls, model_name="HTMLModel",
+                 state={"_model_module": "@jupyter-widgets/controls", "_model_module_version": controls,
+                        "_model_name": "HTMLModel", "_view_module": "@jupyter-widgets/controls",
+                        "_view_module_version": controls, "_view_name": "HTMLView",
+                        "description": "", "placeholder": "", "value": text,
+                        **({"layout": old["layout"]} if "layout" in old else {})})
+
+
+def _needs_kernel(model_id: str, state: dict, seen: set[str] | None = None) -> list[str]:
+    """The input controls in the widget tree under ``model_id`` (by model name)."""
+    seen = set() if seen is None else seen
+    if model_id in seen or model_id not in state:
+        return []
+    seen.add(model_id)
+    model = state[model_id]
+    found = []
+    if model["model_module"] == "@jupyter-widgets/controls" and model["state"].get("_view_name") not in DISPLAY_VIEWS \
+            and model["state"].get("_view_name"):
+        found.append(model["model_name"].removesuffix("Model"))
+    for child in model["state"].get("children", []):
+        found += _needs_kernel(str(child).removeprefix("IPY_MODEL_"), state, seen)
+    return found
+
+
+def _anywidget_html(model_id: str, model_state: dict) -> str:
+    """A page fragment that renders an anywidget from its stored state with no kernel: its own ES module (the
+    ``_esm`` the kernel stored, no CDN) imported from a blob, handed a small model over the stored values."""
+    import json
+
+    values = {k: v for k, v in model_state.items() if not k.startswith("_")}
+
+    def js(value) -> str:
+        return json.dumps(value).replace("</", "<\\/")
+
+    return (f'<div class="eaglekit-anywidget" id="anywidget-{escape(model_id)}"></div>\n<script type="module">\n'
+            f"const values = {js(values)}, esm = {js(model_state.get('_esm', ''))}, css = {js(model_state.get('_css', ''))};\n"
+            + _ANYWIDGET_SHIM.replace("MODEL_ID", model_id) + "</script>\n")
+
+
+# The few model methods an anywidget's render() uses (get, set, save_changes, on, off, send), over plain values:
+# "change:<name>" listeners fire on set, "change" listeners on save_changes, as in the live widget manager.
+_ANYWIDGET_SHIM = """const el = document.getElementById("anywidget-MODEL_ID");
+if (css) { const style = document.createElement("style"); style.textContent = css; document.head.append(style); }
+const listeners = {};
+const fire = (event) => (listeners[event] || []).forEach((f) => f());
+const model = {
+  get: (name) => values[name],
+  set: (name, value) => { values[name] = value; fire(`change:${name}`); },
+  save_changes: () => fire("change"),
+  on: (event, f) => { for (const e of event.split(" ")) (listeners[e] = listeners[e] || []).push(f); },
+  off: () => {}, send: () => {},
+};
+const url = URL.createObjectURL(new Blob([esm], {type: "text/javascript"}));
+const mod = await import(url);
+const widget = typeof mod.default === "function" ? mod.default() : (mod.default || mod);
+await widget.render({model, el});
+el.dataset.rendered = "true";
+"""
+
+
 def static_widgets(nb) -> list[str]:
-    """Replace each stored widget model the static manager cannot load (any module but
-    :data:`STATIC_WIDGET_MODULES`: plotly's ``FigureWidget``, an anywidget; its code would come from a CDN)
-    by an HTML note saying it needs a kernel. Rewrites ``nb`` in place; returns what was replaced."""
+    """Make every widget output honest in a page with no kernel. Rewrites ``nb`` in place; returns what it did.
+
+    - An eaglekit anywidget (:data:`STATIC_ANYWIDGETS`; its front end stored with it as ``_esm``) is rendered
+      by its own code over its stored values (:func:`_anywidget_html`): controls that compute in the
+      browser keep working.
+    - A view holding input controls (sliders, text boxes, dropdowns, buttons: anything not in
+      :data:`DISPLAY_VIEWS`) would move and change nothing; it is replaced by a note that it needs a kernel.
+    - Any other model the static manager cannot load (:data:`STATIC_WIDGET_MODULES`) becomes such a note too.
+    """
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
     controls = next((m["model_module_version"] for m in state.values()
                      if m["model_module"] == "@jupyter-widgets/controls"), "2.0.0")
-    replaced = []
+    done = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            data = output.get("data", {})
+            view = data.get(WIDGET_VIEW_MIME)
+            if not view or view.get("model_id") not in state:
+                continue
+            model_id = view["model_id"]
+            model = state[model_id]
+            if str(model["state"].get("_anywidget_id", "")).startswith(STATIC_ANYWIDGETS) and "_esm" in model["state"]:
+                output["data"] = {"text/html": _anywidget_html(model_id, model["state"]),
+                                  "text/plain": data.get("text/plain", "")}
+                done.append(f"rendered {str(model['state'].get('_anywidget_id', 'anywidget')).rsplit('.', 1)[-1]}")
+                continue
+            inputs = _needs_kernel(model_id, state)
+            if inputs:
+                what = ", ".join(dict.fromkeys(inputs))
+                output["data"] = {"text/html": (
+                    "<p class='eaglekit-needs-kernel' style='padding:0.5em 1em;color:#666;border-left:3px solid #ccc'>"
+                    f"<em>Controls stood here ({escape(what)}) whose effect runs in Python: they need a running "
+                    "kernel, so this page leaves them out. Open the notebook with <code>make lab</code> to use them."
+                    "</em></p>"), "text/plain": data.get("text/plain", "")}
+                done.append(f"left out {what}")
     for model in state.values():
         if model["model_module"] in STATIC_WIDGET_MODULES:
             continue
         old = model["state"]
         what = str(old.get("_anywidget_id") or model["model_name"]).rsplit(".", 1)[-1]
-        replaced.append(what)
         note = (f"<p style='padding:0.5em 1em;color:var(--jp-ui-font-color2, #666)'><em>A live {escape(what)} "
                 "sits here: it needs a running kernel (open the notebook with <code>make lab</code>).</em></p>")
-        model.update(model_module="@jupyter-widgets/controls", model_module_version=controls,
-                     model_name="HTMLModel", state={
-                         "_model_module": "@jupyter-widgets/controls", "_model_module_version": controls,
-                         "_model_name": "HTMLModel", "_view_module": "@jupyter-widgets/controls",
-                         "_view_module_version": controls, "_view_name": "HTMLView",
-                         "description": "", "placeholder": "", "value": note,
-                         **({"layout": old["layout"]} if "layout" in old else {})})
-    return replaced
+        _html_note(model, controls, note, old)
+        done.append(what)
+    return done
 
 
 # --- HTML ----------------------------------------------------------------------------------------------
@@ -197,36 +300,49 @@ def static_widgets(nb) -> list[str]:
 class _Page:
     html: str
     figures: tuple[int, ...]
-    plotly_js: str | None
+    inlined: tuple[str, ...]  # the JavaScript inlined in the page (skipped by :func:`check_page`)
 
 
-def _export(nb, *, assets_url: str, title: str | None = None) -> _Page:
+#: The shared copy of plotly.js in the folder form's ``assets/``.
+PLOTLY_ASSET = "plotly.min.js"
+
+
+def _export(nb, *, assets_url: str | None, title: str | None = None) -> _Page:
+    """One page. ``assets_url``: the folder form, loading plotly.js and the widget manager from that
+    ``assets/`` folder; None: the single-file form, with both inlined."""
     from nbconvert import HTMLExporter
     from plotly.offline import get_plotlyjs
 
     nb = copy.deepcopy(nb)
     figures = static_figures(nb)
     static_widgets(nb)
-    plotly_js = get_plotlyjs() if figures else None
+    single = assets_url is None
+    plotly_js = get_plotlyjs() if figures and single else None
+    embed_js = (ASSETS / "embed.js").read_text(encoding="utf-8") if single and "widgets" in nb.metadata else None
     exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATE.parent)], template_name=TEMPLATE.name)
     exporter.embed_images = True
     resources = {"metadata": {"name": title or _title(nb, "eaglekit")}, "plotly_js": plotly_js,
-                 "assets_url": assets_url}
+                 "plotly_src": f"{assets_url}/{PLOTLY_ASSET}" if figures and not single else None,
+                 "embed_js": embed_js, "assets_url": assets_url}
     body, _ = exporter.from_notebook_node(nb, resources=resources)
-    return _Page(body, figures, plotly_js)
+    return _Page(body, figures, tuple(js for js in (plotly_js, embed_js) if js))
 
 
-def export_html(nb, *, assets_url: str = "assets", title: str | None = None) -> str:
-    """Render an executed notebook to one HTML page that opens from disk with no network, given the
-    report's ``assets/`` folder at ``assets_url`` (relative to the page; see :func:`copy_assets`).
+def export_html(nb, *, assets_url: str | None = None, title: str | None = None) -> str:
+    """Render an executed notebook to one HTML page that opens from disk with no network. By default the page
+    stands alone (plotly.js and the widget manager inlined: one file to share); with ``assets_url`` it loads
+    them from the report's ``assets/`` folder at that URL, relative to the page (see :func:`copy_assets`).
     ``title`` (the browser tab's) defaults to the notebook's first heading."""
     return _export(nb, assets_url=assets_url, title=title).html
 
 
 def copy_assets(out: str | os.PathLike[str]) -> Path:
-    """Copy the widget front end (``report_template/assets``) to ``out/assets``; returns that folder."""
+    """Copy the widget front end (``report_template/assets``) and plotly.js to ``out/assets``; returns that folder."""
+    from plotly.offline import get_plotlyjs
+
     target = Path(out) / "assets"
     shutil.copytree(ASSETS, target, dirs_exist_ok=True)
+    (target / PLOTLY_ASSET).write_text(get_plotlyjs(), encoding="utf-8")
     return target
 
 
@@ -239,12 +355,15 @@ _TOKENS = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b|[?&]token=[0-9a-f]{16,}")
 _TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "JUPYTER_TOKEN")
 
 
-def check_page(html: str, *, paths: Iterable[str | os.PathLike[str]] = (), plotly_js: str | None = None) -> list[str]:
+def check_page(html: str, *, paths: Iterable[str | os.PathLike[str]] = (), plotly_js: str | None = None,
+               inlined: Iterable[str] = ()) -> list[str]:
     """What would break the report's promise in one page: a request to another host, an absolute path
-    from ``paths`` (allowed only after ``..``, as the relative demo path spells it), or a token. The
-    inlined ``plotly_js`` (whose code names map-tile servers) is skipped. Returns the problems found."""
-    if plotly_js:
-        html = html.replace(plotly_js, "")
+    from ``paths`` (allowed only after ``..``, as the relative demo path spells it), or a token. Inlined
+    library code (``plotly_js``, whose code names map-tile servers, and ``inlined``) is skipped. Returns
+    the problems found."""
+    for js in (plotly_js, *inlined):
+        if js:
+            html = html.replace(js, "")
     problems = [f"loads {m.group(0)!r}..." for m in _REMOTE.finditer(html)]
     for path in dict.fromkeys(str(p).rstrip("/") for p in paths):
         if len(path) > 1 and re.search(r"(?<!\.\.)" + re.escape(path) + r"(?![\w.-])", html):
@@ -284,30 +403,46 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
         raise EaglekitError(f"No notebooks found in {notebooks}.")
     private = [Path(notebooks).resolve().parent, Path(demo).resolve(), out.resolve(), Path.home()]
     copy_assets(out)
+    (out / SINGLE).mkdir(exist_ok=True)
     rendered = []
     for path in tqdm(paths, desc="notebooks", unit="nb"):
         nb = execute_notebook(path, demo=demo, timeout=timeout)
         title = _title(nb, path.stem)
-        page = _export(nb, assets_url="assets", title=title)
-        problems = check_page(page.html, paths=private, plotly_js=page.plotly_js)
-        if problems:
-            raise ReportError(f"{path.name} renders a page that {'; '.join(problems)}. Change the notebook so "
-                              "its outputs show relative paths and no tokens, and load nothing from the web.")
-        html_path = out / f"{path.stem}.html"
-        html_path.write_text(page.html, encoding="utf-8")
-        rendered.append(RenderedNotebook(path.stem, title, html_path, page.figures))
+        pages = {out / f"{path.stem}.html": _export(nb, assets_url="assets", title=title),
+                 out / SINGLE / f"{path.stem}.html": _export(nb, assets_url=None, title=title)}
+        for html_path, page in pages.items():
+            problems = check_page(page.html, paths=private, inlined=page.inlined)
+            if problems:
+                raise ReportError(f"{path.name} renders a page that {'; '.join(problems)}. Change the notebook so "
+                                  "its outputs show relative paths and no tokens, and load nothing from the web.")
+            html_path.write_text(page.html, encoding="utf-8")
+        folder, single = pages
+        rendered.append(RenderedNotebook(path.stem, title, folder, pages[folder].figures, single))
     (out / "index.html").write_text(_index(rendered), encoding="utf-8")
     return rendered
+
+
+#: The folder, inside the report, of the single-file pages.
+SINGLE = "single"
 
 
 def _index(pages: list[RenderedNotebook]) -> str:
     def figures(p: RenderedNotebook) -> str:
         return f" · {len(p.figures)} figure{'s' * (len(p.figures) != 1)}" if p.figures else ""
 
+    def single(p: RenderedNotebook) -> str:
+        if p.single_path is None:
+            return ""
+        return f' · <a class="single" href="{SINGLE}/{escape(p.single_path.name)}">single file</a>'
+
     items = "\n".join(f'<li><a href="{escape(p.html_path.name)}">{escape(p.title)}</a> '
-                      f"<small>({escape(p.name)}.ipynb{figures(p)})</small></li>" for p in pages)
+                      f"<small>({escape(p.name)}.ipynb{figures(p)}{single(p)})</small></li>" for p in pages)
     return ("<!doctype html><html><head><meta charset='utf-8'><title>eaglekit report</title>"
             "<style>body{font-family:system-ui,sans-serif;max-width:48em;margin:2em auto}</style></head>"
             "<body><h1>eaglekit report</h1><p>Rendered on the synthetic demo workspace "
-            "(random weights in real EAGLE-3 layout). Each page opens offline.</p>"
+            "(random weights in real EAGLE-3 layout). Every page opens offline.</p>"
+            "<p><b>Two forms.</b> The pages linked by title are the <b>folder form</b>: they share one copy of "
+            "plotly.js and of the widget front end in <code>assets/</code>, so keep this folder together when you "
+            f"move it. The <b>single file</b> links (in <code>{SINGLE}/</code>) are self-contained pages, each with "
+            "everything inlined: send one of those when you share a single page.</p>"
             f"<ol>{items}</ol></body></html>\n")

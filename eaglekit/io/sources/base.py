@@ -40,8 +40,17 @@ class Source(ABC):
         """Read up to ``length`` bytes at ``start`` (fewer only at the end of the file).
 
         Raises NotFoundError when the file does not exist, and another LocationError subclass when it
-        cannot be read; never returns more than asked (a server that ignores Range is refused).
+        cannot be read; never returns more than asked (a server that ignores Range is refused). Only
+        regular files inside the folder are read (links resolving elsewhere are refused), and a remote
+        read finishes within its deadline (``EAGLEKIT_TIMEOUT``, see ``eaglekit.io.sources.http``).
         """
+
+    def read_into(self, name: FILENAME_T, start: int, buffer: bytearray | memoryview) -> int:
+        """Read up to ``len(buffer)`` bytes at ``start`` into ``buffer``; returns how many (fewer only at
+        the end of the file). Remote sources write the answer in place, allocating nothing per call."""
+        data = self.read(name, start, len(buffer)).data
+        memoryview(buffer)[:len(data)] = data
+        return len(data)
 
     @abstractmethod
     def read_small(self, name: FILENAME_T, limit: int = SMALL_FILE_LIMIT) -> bytes | None:

@@ -1,60 +1,112 @@
-"""A local folder: byte ranges with ``os.pread``, so reading a header never maps or loads the file."""
+"""A local folder: byte ranges with ``os.pread``, so reading a header never maps or loads the file.
+
+Only regular files are read: a FIFO or a device named as a shard would block ``open`` forever or never
+end, so each is refused before it is read (opened non-blocking, checked with ``fstat``). A file in the
+folder that is a symbolic link must resolve inside the folder, or into the ``blobs/`` of a Hugging Face
+cache repo when the folder is one of its ``snapshots/`` (whose files are all such links); a checkpoint
+someone else packed cannot make eaglekit read ``/etc/passwd``. The file the location names itself is
+the user's choice and may link anywhere.
+"""
 
 from __future__ import annotations
 
+import mmap
 import os
+import stat
 
 from eaglekit.core.errors import LocationError, NotFoundError
+from eaglekit.core.redact import shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
+
+
+def allowed_roots(folder: str) -> tuple[str, ...]:
+    """Real folders a file of ``folder`` may resolve into: the folder itself, and the repo's ``blobs/``
+    when the folder is inside a Hugging Face cache snapshot (``models--O--R/snapshots/REV/...``)."""
+    real = os.path.realpath(folder)
+    roots = [real]
+    parts = real.split(os.sep)
+    if "snapshots" in parts:
+        i = len(parts) - 1 - parts[::-1].index("snapshots")
+        if i + 1 < len(parts):
+            roots.append(os.sep.join(parts[:i] + ["blobs"]))
+    return tuple(roots)
+
+
+def inside(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 class LocalSource(Source):
     kind = "local"
 
-    def __init__(self, folder: str, *, display: str | None = None) -> None:
+    def __init__(self, folder: str, *, display: str | None = None, named: str | None = None) -> None:
+        """``named``: the file the location names (followed wherever it links)."""
         super().__init__(display or folder)
         self.folder = folder
+        self.named = named
         if not os.path.exists(folder):
             raise NotFoundError(f"{self.display}: no such file or folder.")
+        self._roots = allowed_roots(folder)
 
     def _path(self, name: str) -> str:
-        return os.path.join(self.folder, name)
+        path = os.path.join(self.folder, name)
+        if name != self.named and not inside(os.path.realpath(path), self._roots):
+            raise LocationError(f"{shown(path)} is a symbolic link to a file outside the checkpoint folder; "
+                                "refusing to follow it. Copy the file into the folder if it belongs there.")
+        return path
+
+    def _open(self, path: str) -> tuple[int, int]:
+        """(descriptor, size) of a regular file; anything else is refused before a byte is read."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError as e:
+            raise NotFoundError(f"{shown(path)}: no such file.") from e
+        except IsADirectoryError as e:
+            raise LocationError(f"{shown(path)} is a folder, not a file.") from e
+        except PermissionError as e:
+            raise LocationError(f"{shown(path)}: permission denied.") from e
+        except OSError as e:
+            raise LocationError(f"{shown(path)}: cannot open it ({e.strerror}).") from e
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else \
+                "a device or socket"
+            raise LocationError(f"{shown(path)} is {kind}, not a regular file; refusing to read it.")
+        return fd, st.st_size
 
     def read(self, name: str, start: int, length: int) -> Chunk:
-        path = self._path(name)
+        fd, size = self._open(self._path(name))
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError as e:
-            raise NotFoundError(f"{path}: no such file.") from e
-        except IsADirectoryError as e:
-            raise LocationError(f"{path} is a folder, not a file.") from e
-        except PermissionError as e:
-            raise LocationError(f"{path}: permission denied.") from e
-        try:
-            size = os.fstat(fd).st_size
-            length = max(0, min(length, size - start))
-            parts = []
-            while length > 0:  # pread may return short reads on some filesystems
-                part = os.pread(fd, length, start)
-                if not part:
-                    break
-                parts.append(part)
-                start += len(part)
-                length -= len(part)
-            return Chunk(b"".join(parts), size)
-        except IsADirectoryError as e:
-            raise LocationError(f"{path} is a folder, not a file.") from e
+            return Chunk(_pread(fd, start, max(0, min(length, size - start))), size)
         finally:
             os.close(fd)
 
+    def map(self, name: str) -> mmap.mmap:
+        """The whole file memory-mapped read-only, for streaming compute over it (no copy through
+        ``read()``); checked as :meth:`read` checks it. Close the map when done."""
+        fd, size = self._open(self._path(name))
+        try:
+            if size == 0:
+                raise LocationError(f"{shown(self._path(name))} is empty.")
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        if hasattr(mm, "madvise"):
+            mm.madvise(mmap.MADV_SEQUENTIAL)  # read ahead, drop behind: tensors are streamed once
+        return mm
+
     def read_small(self, name: str, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
         path = self._path(name)
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             return None
-        if os.path.getsize(path) > limit:
-            raise LocationError(f"{path} is larger than {limit} bytes; expected a small JSON file.")
-        with open(path, "rb") as f:
-            return f.read()
+        fd, size = self._open(path)
+        try:
+            if size > limit:
+                raise LocationError(f"{shown(path)} is larger than {limit} bytes; expected a small JSON file.")
+            return _pread(fd, 0, size)
+        finally:
+            os.close(fd)
 
     def list(self) -> list[str]:
         try:
@@ -63,3 +115,15 @@ class LocalSource(Source):
             raise LocationError(f"{self.display} is neither a folder nor a safetensors file.") from e
         except OSError as e:
             raise LocationError(f"{self.display}: cannot list the folder ({e.strerror}).") from e
+
+
+def _pread(fd: int, start: int, length: int) -> bytes:
+    parts = []
+    while length > 0:  # pread may return short reads on some filesystems
+        part = os.pread(fd, length, start)
+        if not part:
+            break
+        parts.append(part)
+        start += len(part)
+        length -= len(part)
+    return b"".join(parts)

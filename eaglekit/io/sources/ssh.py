@@ -31,6 +31,7 @@ import paramiko
 from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64
 
 from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError
+from eaglekit.core.redact import shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
 
 SSH_PORT = 22
@@ -90,6 +91,19 @@ def _fast_transport(sock, **kwargs) -> paramiko.Transport:
     return t
 
 
+class _ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, closed safely: paramiko kills by pid, even after the process has exited
+    and been reaped, so a ProxyCommand that exits early made its transport thread and its atexit handler
+    print a ProcessLookupError traceback (and could signal an unrelated process that reused the pid)."""
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.terminate()
+            except ProcessLookupError:
+                pass
+
+
 class _Replies:
     """Collects the answers to pipelined requests: paramiko's SFTPClient hands each reply to the object
     passed to ``_async_request`` by calling its ``_async_response``, as it does for SFTPFile."""
@@ -141,6 +155,16 @@ def _pipelined_read(f: paramiko.SFTPFile, start: int, end: int) -> bytes:
             retry.append((offset + len(data), n - len(data)))
             request_size = min(request_size, len(data))
     return bytes(buf)
+
+
+def _allowed_roots(real_folder: str) -> tuple[str, ...]:
+    """The folder, and the repo's blobs/ when it is a Hugging Face cache snapshot (all links into blobs/)."""
+    parts = real_folder.rstrip("/").split("/")
+    roots = [real_folder]
+    if "snapshots" in parts[:-1]:
+        i = len(parts) - 1 - parts[::-1].index("snapshots")
+        roots.append("/".join(parts[:i] + ["blobs"]))
+    return tuple(roots)
 
 
 def _read_config(alias: str) -> dict:
@@ -199,8 +223,12 @@ class SshSource(Source):
 
     def __init__(self, host: str, folder: str, *, user: str | None = None, port: int | None = None,
                  display: str | None = None, timeout: float | None = None, max_sessions: int = 4) -> None:
+        from eaglekit.io.location import check_ssh_host
+
         super().__init__(display or f"ssh://{host}{folder}")
+        check_ssh_host(host)  # a name with spaces would become extra words of a ProxyCommand's %h
         self.folder = folder.rstrip("/") or "/"
+        self._roots: tuple[str, ...] = ()  # real folders files may resolve into (see _size)
         cfg = _read_config(host)
         self.host = cfg.get("hostname", host)
         self.port = int(port or cfg.get("port") or SSH_PORT)
@@ -218,6 +246,7 @@ class SshSource(Source):
             self._client = self._connect(self.host, self.port, self.user, cfg, alias=host)
             with self._session() as s, self._sftp_errors(self.folder, "folder"):
                 s.sftp.stat(self.folder)
+                self._roots = _allowed_roots(s.sftp.normalize(self.folder))
         except BaseException:
             self.close()
             raise
@@ -277,7 +306,7 @@ class SshSource(Source):
         """What to reach ``host`` through: a ProxyCommand process, a ProxyJump tunnel, or None (TCP)."""
         command = cfg.get("proxycommand")
         if command and command.lower() != "none":  # paramiko already expanded %h and %p
-            proxy = paramiko.ProxyCommand(command)
+            proxy = _ProxyCommand(command)
             self._proxies.append(proxy)
             return proxy
         jumps = cfg.get("proxyjump")
@@ -363,11 +392,17 @@ class SshSource(Source):
         return path
 
     def _size(self, session: _Session, path: str) -> int:
+        """The size of a regular file inside the folder (links resolved), checked before it is opened."""
         size = self._sizes.get(path)
         if size is None:
-            attrs = session.open(path).stat()
-            if stat.S_ISDIR(attrs.st_mode or 0):
-                raise LocationError(f"{self.display}: {path} is a folder, not a file.")
+            real = session.sftp.normalize(path)
+            if self._roots and not any(real == r or real.startswith(r.rstrip("/") + "/") for r in self._roots):
+                raise LocationError(f"{self.display}: {shown(path)} is a symbolic link to {shown(real)}, outside the "
+                                    "checkpoint folder; refusing to follow it.")
+            attrs = session.sftp.stat(path)
+            if not stat.S_ISREG(attrs.st_mode or 0):
+                kind = "a folder, not a file" if stat.S_ISDIR(attrs.st_mode or 0) else "not a regular file"
+                raise LocationError(f"{self.display}: {shown(path)} is {kind}; refusing to read it.")
             size = self._sizes[path] = attrs.st_size
         return size
 

@@ -1,0 +1,371 @@
+"""Target drift: how far target B's weights moved from target A's, where an EAGLE-3 drafter looks first.
+
+    report = drift("hf://moonshotai/Kimi-K2-Instruct", "hf://moonshotai/Kimi-K2.5",
+                   drafter="hf://AQ-MedAI/Kimi-K2-Instruct-eagle3", budget="4GB")
+
+Weights are read by row block and dequantised on the fly (:mod:`eaglekit.analysis.dequant`: FP8 block,
+compressed-tensors pack-quantised INT, bf16/fp16/fp32), paired by aligned name and grouped into the
+strata of the drift map (:mod:`eaglekit.analysis.drift_plan`). Two modes:
+
+* **sampled** (the default for remote locations): random units under a byte ``budget``, every figure
+  with a confidence interval (:mod:`eaglekit.analysis.drift_stats`);
+* **full** (the default for local ones): every unit. On a Dask distributed cluster (``scheduler``: an
+  address, a ``distributed.Client``, ``"local"`` for a LocalCluster on this machine) each task names
+  the two locations and its units; the worker opens the locations itself and reads its byte ranges
+  through eaglekit's sources, so no weight bytes travel through the scheduler. ``"inline"`` runs the
+  same tasks in this process. Per-unit sums are computed by the same function either way and combined in
+  unit order, so a cluster gives bit-identical figures; a task lost with its worker is re-run by Dask.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from eaglekit.analysis.dequant import QuantWeight, quant_weights, read_row_set, read_rows
+from eaglekit.analysis.drift_plan import (DRAFT_LM_HEAD, EMBEDDING, MIN_UNITS, TASK_BYTES, UNIT_BYTES, Pair, Plan,
+                                          make_plan, pair_weights, sample, tasks)
+from eaglekit.analysis.drift_report import DriftFigure, DriftReport, Feed
+from eaglekit.analysis.drift_stats import Stratum, estimate, unit_sums
+from eaglekit.core.errors import HeaderError, InputError
+from eaglekit.io.inventory import TensorEntry
+from eaglekit.io.location import open_source, parse_location
+from eaglekit.io.reader import Checkpoint, opened
+
+#: Sampled-mode budget when none is given: a laptop maps two 1 TB targets by reading this much.
+DEFAULT_BUDGET = 4 << 30
+#: Full mode runs inline (no cluster) below this many stored bytes (both sides), unless told otherwise.
+INLINE_BELOW = 1 << 30
+#: Relative row change above which a row counts as moved (bf16 re-rounding stays well below).
+MOVED_TOL = 1e-3
+#: Threads reading units of a remote target inline (range requests wait on the network, not the CPU).
+REMOTE_READERS = 8
+#: Task size when threads share the units: small, so all of them stay busy.
+SAMPLED_TASK_BYTES = 4 << 20
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_size(value: str | int | float) -> int:
+    """``"4GB"`` -> 4e9, ``"512MiB"`` -> 536870912; numbers are bytes."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        n = float(value)
+    else:
+        import re
+
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise InputError(f"budget {value!r} is not a size; write e.g. 4GB, 512MiB or 1000000.")
+        n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if not n > 0:
+        raise InputError(f"budget must be positive, got {value!r}.")
+    return int(n)
+
+
+def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Checkpoint, *,
+          drafter: str | os.PathLike[str] | None = None, tokenizer: Any = None, full: bool | None = None,
+          budget: str | int | None = None, scheduler: Any = None, seed: int = 0, confidence: float = 0.95,
+          tol: float = MOVED_TOL, unit_bytes: int | None = None, task_bytes: int = TASK_BYTES,
+          hidden: tuple[Any, Any] | None = None, progress: bool = True, endpoint: str | None = None, _task_hook: Callable[[int], None] | None = None) -> DriftReport:
+    """How far target ``b`` moved from target ``a``: the drafter's view first, then a per-layer map.
+
+    ``drafter`` (a location): its d2t picks the lm_head rows of its draft vocabulary and its aux layer
+    ids the layers that feed it, per engine. ``tokenizer`` (anything with ``convert_ids_to_tokens`` or
+    ``decode``) turns moved embedding rows into text. ``full``: every byte (default: full for local
+    locations, sampled for remote ones); ``budget``: bytes read in sampled mode (default 4 GB);
+    ``scheduler`` (full mode): ``"inline"``, ``"local"`` (a LocalCluster), an address or a Client
+    (default: inline below 1 GiB of weights, else a LocalCluster). ``seed`` fixes the sample;
+    ``confidence`` the intervals; ``tol`` the relative change that makes a row count as moved.
+    ``hidden``: two hidden-state dumps of the same prompts (A's, B's) for the hidden-state drift per
+    layer (:func:`~eaglekit.analysis.hidden_drift.hidden_drift`). ``unit_bytes``: stored bytes per side in one block of rows (default: 256 KiB, smaller when the budget
+    could not otherwise give every stratum its minimum of units); ``task_bytes``: per full-mode task.
+    """
+    if not 0 < confidence < 1:
+        raise InputError(f"confidence must be between 0 and 1, got {confidence!r}.")
+    if not tol > 0:
+        raise InputError(f"tol must be positive, got {tol!r}.")
+    started = time.perf_counter()
+    with opened(a, endpoint=endpoint) as ca, opened(b, endpoint=endpoint) as cb:
+        wa = quant_weights(ca.inventory, read_shape=lambda t: tuple(ca.read_numpy(t.name).tolist()))
+        wb = quant_weights(cb.inventory, read_shape=lambda t: tuple(cb.read_numpy(t.name).tolist()))
+        draft_rows, aux = _drafter_facts(drafter, endpoint)
+        pairs, only_a, only_b, mismatched = pair_weights(wa, wb, draft_rows=draft_rows)
+        if not pairs:
+            raise InputError(f"{ca.inventory.source} and {cb.inventory.source} share no weight of the same shape; "
+                             "are they two versions of one model?")
+        remote = ca.source.kind != "local" or cb.source.kind != "local"
+        full = (scheduler is not None or not remote) if full is None else bool(full)
+        limit = None if full else parse_size(budget) if budget is not None else DEFAULT_BUDGET
+        if unit_bytes is None:
+            unit_bytes = UNIT_BYTES if full else _unit_bytes(pairs, limit)
+        plan = make_plan(pairs, only_a, only_b, mismatched, unit_bytes=unit_bytes)
+        total = sum(plan.unit_bytes(u) for u in plan.units)
+        if full:
+            chosen, mode = dict(plan.strata), "full"
+        else:
+            chosen, mode = sample(plan, limit, np.random.default_rng(seed)), "sampled"
+        order = np.sort(np.concatenate(list(chosen.values())))
+        order = np.unique(order)
+        run_on = _scheduler_choice(scheduler, full, total)
+        locs = (_location_of(ca), _location_of(cb))
+        values, moved_rows, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
+                                             readers=REMOTE_READERS if remote and run_on == "inline" else 1,
+                                             task_bytes=task_bytes)
+    read = tuple(float(sum((plan.units[i].r1 - plan.units[i].r0) * getattr(plan.pairs[plan.units[i].pair], side).row_bytes
+                           for i in order)) for side in ("a", "b"))
+    strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
+    states = None
+    if hidden is not None:
+        from eaglekit.analysis.hidden_drift import hidden_drift
+
+        states = hidden_drift(*hidden, progress=progress)
+    return _report(plan, strata, chosen, moved_rows, aux, tokenizer, confidence, ca.inventory.source,
+                   cb.inventory.source, mode, limit, where, read, (ca, cb), time.perf_counter() - started,
+                   tol, states)
+
+
+def _unit_bytes(pairs: list[Pair], budget: int) -> int:
+    """Units small enough that half the budget gives every stratum MIN_UNITS of them (1 KiB..256 KiB)."""
+    strata = len({p.stratum for p in pairs})
+    return int(min(UNIT_BYTES, max(1024, budget / (4 * strata * MIN_UNITS))))
+
+
+# -- running units -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a worker needs: the two locations, its units (index, pair, rows) and the moved tolerance."""
+
+    index: int
+    locations: tuple[str, str]
+    endpoint: str | None
+    pairs: dict[int, Pair]
+    units: tuple[tuple[int, int, int, int], ...]  # (unit index, pair index, r0, r1)
+    tol: float
+
+
+_SOURCES = threading.local()
+
+
+def _source(location: str, endpoint: str | None):
+    """This thread's source for a location (opened once per worker thread, reused across tasks)."""
+    cache = getattr(_SOURCES, "cache", None)
+    if cache is None:
+        cache = _SOURCES.cache = {}
+    key = (location, endpoint)
+    if key not in cache:
+        cache[key] = open_source(parse_location(location), endpoint=endpoint)[0]
+    return cache[key]
+
+
+def _reader(source) -> Callable[[TensorEntry, int, int], bytes]:
+    def read(t: TensorEntry, start: int, length: int) -> bytes:
+        data = source.read(t.file, t.offset + start, length).data
+        if len(data) != length:
+            raise HeaderError(f"{source.display}: tensor {t.name!r} is truncated: read {len(data)} of {length} bytes.")
+        return data
+    return read
+
+
+def _rows(read, w: QuantWeight, pair: Pair, r0: int, r1: int) -> np.ndarray:
+    if pair.rows is None:
+        return read_rows(read, w, r0, r1)
+    return read_row_set(read, w, np.asarray(pair.rows[r0:r1], dtype=np.int64))
+
+
+def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None) -> tuple[int, np.ndarray, dict[int, np.ndarray]]:
+    """Per-unit sums (n, 6) of one task's units, and the rows that moved in row-tracking pairs."""
+    if hook is not None:
+        hook(spec.index)
+    ra, rb = (_reader(_source(loc, spec.endpoint)) for loc in spec.locations)
+    out = np.zeros((len(spec.units), 6))
+    moved: dict[int, list[np.ndarray]] = {}
+    for k, (_, p, r0, r1) in enumerate(spec.units):
+        pair = spec.pairs[p]
+        xa = _rows(ra, pair.a, pair, r0, r1)  # (rows, cols) float32
+        xb = _rows(rb, pair.b, pair, r0, r1)
+        out[k], mask = unit_sums(xa, xb, tol=spec.tol)
+        if pair.track_rows and mask.any():
+            ids = np.flatnonzero(mask) + r0
+            moved.setdefault(p, []).append(np.asarray(pair.rows, dtype=np.int64)[ids] if pair.rows is not None else ids)
+    return spec.index, out, {p: np.concatenate(v) for p, v in moved.items()}
+
+
+def _location_of(ckpt: Checkpoint) -> str:
+    return ckpt.location.raw
+
+
+def _scheduler_choice(scheduler: Any, full: bool, total: float) -> Any:
+    if not full:
+        return "inline"
+    if scheduler is None:
+        return "inline" if total < INLINE_BELOW else "local"
+    return scheduler
+
+
+def _execute(plan: Plan, order: np.ndarray, locs: tuple[str, str], endpoint: str | None, tol: float, run_on: Any,
+             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES
+             ) -> tuple[np.ndarray, dict[int, np.ndarray], str]:
+    """Run the units ``order`` as tasks (inline, in ``readers`` threads, or on Dask); per-unit sums in
+    ``order``'s order, moved rows by pair, and where it ran."""
+    from tqdm.auto import tqdm
+
+    specs = []
+    task_bytes = task_bytes if readers == 1 else min(task_bytes, SAMPLED_TASK_BYTES)
+    for i, idx in enumerate(tasks(plan, order, task_bytes=task_bytes)):
+        units = tuple((int(u), plan.units[u].pair, plan.units[u].r0, plan.units[u].r1) for u in idx)
+        used = {p for _, p, _, _ in units}
+        specs.append(TaskSpec(i, locs, endpoint, {p: plan.pairs[p] for p in used}, units, tol))
+    results: list[Any] = [None] * len(specs)
+    total = float(sum(plan.unit_bytes(plan.units[u]) for u in order))
+    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="drift", disable=not progress,
+               leave=False, delay=0.5)
+    with bar:
+        if isinstance(run_on, str) and run_on == "inline":
+            where = "this process" + (f" ({readers} reading threads)" if readers > 1 else "")
+            with ThreadPoolExecutor(max_workers=readers, thread_name_prefix="eaglekit-drift") as pool:
+                for s, res in zip(specs, pool.map(lambda s: run_task(s, hook), specs)):
+                    results[s.index] = res
+                    bar.update(sum(plan.unit_bytes(plan.units[u]) for u, *_ in s.units))
+        else:
+            where = _run_dask(specs, run_on, hook, results, lambda s: bar.update(
+                sum(plan.unit_bytes(plan.units[u]) for u, *_ in s.units)))
+    values = np.zeros((len(order), 6))
+    pos = {int(u): k for k, u in enumerate(order)}
+    moved: dict[int, list[np.ndarray]] = {}
+    for s, (_, out, mv) in zip(specs, results):
+        for k, (u, *_) in enumerate(s.units):
+            values[pos[u]] = out[k]
+        for p, ids in mv.items():
+            moved.setdefault(p, []).append(ids)
+    return values, {p: np.sort(np.concatenate(v)) for p, v in moved.items()}, where
+
+
+def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None]) -> str:
+    """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run)."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as e:  # pragma: no cover - dask is a dependency
+        raise InputError("full mode on a cluster needs dask[distributed]; pip install 'dask[distributed]'.") from e
+    own_cluster = own_client = None
+    if isinstance(run_on, Client):
+        client = run_on
+    elif run_on == "local":
+        own_cluster = LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", memory_limit="2GiB")
+        client = own_client = Client(own_cluster)
+    elif isinstance(run_on, str):
+        try:
+            client = own_client = Client(run_on, timeout="20s")
+        except (OSError, TimeoutError, ValueError) as e:
+            raise InputError(f"cannot reach the Dask scheduler at {run_on!r} ({e}); start one with "
+                             "`dask scheduler` and workers with `dask worker ADDRESS`, or omit --scheduler.") from e
+    else:
+        raise InputError(f"scheduler must be 'inline', 'local', an address or a distributed.Client, got {run_on!r}.")
+    try:
+        futures = {client.submit(run_task, s, hook, key=f"eaglekit-drift-{id(specs)}-{s.index}", pure=False): s
+                   for s in specs}
+        for fut in as_completed(futures):
+            s = futures[fut]
+            results[s.index] = fut.result()
+            done(s)
+        return f"Dask {client.scheduler.address}"
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if own_cluster is not None:
+            own_cluster.close()
+
+
+# -- the drafter's facts, the report ------------------------------------------------------------------------
+def _drafter_facts(drafter, endpoint) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
+    """The target ids of the drafter's draft rows (i + d2t[i]) and its aux layer ids."""
+    if drafter is None:
+        return None, None
+    from eaglekit.core.config import normalize_config
+    from eaglekit.core.names import find
+    from eaglekit.core.vocab import target_ids
+
+    with opened(drafter, endpoint=endpoint) as cd:
+        t = find(cd.inventory, "d2t")
+        ids = target_ids(cd.read_numpy(t.name)) if t is not None else None
+        aux = None
+        if cd.inventory.config is not None:
+            aux = normalize_config(cd.inventory.config, source=f"{cd.inventory.source}/config.json").aux_layer_ids
+    return ids, aux
+
+
+def _report(plan: Plan, strata: dict[str, Stratum], chosen, moved_rows, aux, tokenizer, confidence, src_a, src_b,
+            mode, limit, where, read, ckpts, seconds, tol, states=None) -> DriftReport:
+    def figure(name: str, names: Sequence[str], layer=None, comp=None) -> DriftFigure:
+        parts = [strata[s] for s in names]
+        cos, rel, frac = estimate(parts, confidence=confidence)
+        rows = sum(plan.pairs[plan.units[u].pair].n_rows for s in names for u in plan.strata[s]
+                   if plan.units[u].r0 == 0)
+        return DriftFigure(name, layer, comp, cos, rel, frac, sum(p.sampled for p in parts),
+                           sum(p.total for p in parts), rows)
+
+    by_stratum: dict[str, tuple[int | None, str]] = {}
+    for p in plan.pairs:
+        by_stratum[p.stratum] = (p.layer, p.component)
+    rows = [figure(s, [s], *by_stratum[s]) for s in sorted(plan.strata, key=lambda s: _order(by_stratum[s]))]
+    whole = figure("whole target", [s for s in plan.strata if s != DRAFT_LM_HEAD])
+
+    def moved_of(name: str) -> tuple[int, ...]:
+        ids = [moved_rows[i] for i, p in enumerate(plan.pairs) if p.stratum == name and i in moved_rows]
+        return tuple(int(x) for x in np.unique(np.concatenate(ids))) if ids else ()
+
+    emb = next((r for r in rows if r.name == EMBEDDING), None)
+    draft = next((r for r in rows if r.name == DRAFT_LM_HEAD), None)
+    emb_moved = moved_of(EMBEDDING)
+    decoded = _decode(tokenizer, emb_moved[:50]) if tokenizer is not None and emb_moved else None
+    feeds = _feeds(plan, strata, aux, by_stratum, figure)
+    return DriftReport(
+        a=src_a, b=src_b, mode=mode, confidence=confidence, budget=limit, where=where, tol=tol,
+        strata=tuple(rows), whole=whole, embedding=emb, embedding_moved=emb_moved, embedding_decoded=decoded,
+        draft_lm_head=draft, draft_moved=moved_of(DRAFT_LM_HEAD), feeds=feeds, aux_ids=aux,
+        only_a=plan.only_a, only_b=plan.only_b, mismatched=plan.mismatched, bytes_read=read,
+        bytes_total=(float(ckpts[0].inventory.total_bytes), float(ckpts[1].inventory.total_bytes)), seconds=seconds,
+        hidden=states)
+
+
+def _order(key: tuple[int | None, str]) -> tuple:
+    layer, comp = key
+    head = {EMBEDDING: 0, DRAFT_LM_HEAD: 1, "lm_head": 2}.get(comp, 3)
+    return (head, -1 if layer is None else layer, comp)
+
+
+def _feeds(plan, strata, aux, by_stratum, figure) -> tuple[Feed, ...]:
+    if not aux:
+        return ()
+    from eaglekit.core.layers import ENGINES, READER_NAMES, outputs_read
+
+    layers = sorted({l for l, _ in by_stratum.values() if l is not None})
+    out = []
+    for engine in ENGINES:
+        for i, layer in zip(aux, outputs_read(aux, engine)):
+            if layer < 0 or layer not in layers:
+                out.append(Feed(READER_NAMES.get(engine, engine), i, layer, None, None))
+                continue
+            # weight matrices only: a norm's weights sit near 1 and would outweigh matrices of a thin model
+            own = [s for s, (l, c) in by_stratum.items() if l == layer and c != "norms"]
+            upto = [s for s, (l, c) in by_stratum.items() if l is not None and l <= layer and c != "norms"]
+            out.append(Feed(READER_NAMES.get(engine, engine), i, layer, figure(f"layer {layer}", own, layer),
+                            figure(f"layers 0..{layer}", upto)))
+    return tuple(out)
+
+
+def _decode(tokenizer, ids: Sequence[int]) -> tuple[str, ...]:
+    try:
+        if hasattr(tokenizer, "convert_ids_to_tokens"):
+            return tuple(str(t) for t in tokenizer.convert_ids_to_tokens(list(ids)))
+        return tuple(str(tokenizer.decode([i])) for i in ids)
+    except Exception as e:  # a user's tokenizer: say which failed, keep the figures
+        raise InputError(f"the tokenizer could not decode token ids ({type(e).__name__}: {e}); pass one that "
+                         "matches the targets' vocabulary, or none.") from e

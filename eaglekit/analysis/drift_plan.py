@@ -1,0 +1,167 @@
+"""What a drift run compares: weights paired across two targets, cut into units, grouped into strata.
+
+Weights pair by aligned name (:func:`~eaglekit.analysis.dequant.align_name`: wrapper prefixes such as
+K2.5's ``language_model.`` and quantisation suffixes dropped). Each pair is cut into *units* of whole
+rows (about ``unit_bytes`` of stored bytes per side); units are what a sampled pass draws and what a full
+pass hands to workers. A *stratum* is one row of the drift map: a layer's attention, shared experts,
+routed experts (all experts of the layer together), dense MLP, router, norms; the embedding; lm_head;
+and, when a drafter is given, lm_head restricted to the rows of its draft vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from eaglekit.analysis.dequant import QuantWeight, align_name
+
+#: Stored bytes per side in one unit (a block of rows): one range request per tensor. Small enough that
+#: a sampled pass over a 1 TB target's ~300 strata reads MIN_UNITS of each in about 1.5 GB.
+UNIT_BYTES = 256 << 10
+#: Stored bytes per side in one full-mode task handed to a worker.
+TASK_BYTES = 64 << 20
+EMBEDDING, LM_HEAD, DRAFT_LM_HEAD = "embedding", "lm_head", "lm_head (draft rows)"
+
+_LAYER = re.compile(r"^layers\.(\d+)\.(.*)$")
+
+
+def component(key: str) -> tuple[int | None, str]:
+    """(layer, component) of an aligned weight name: the drift map's coordinates."""
+    if key.startswith("embed_tokens."):
+        return None, EMBEDDING
+    if key.startswith("lm_head."):
+        return None, LM_HEAD
+    m = _LAYER.match(key)
+    if not m:
+        return None, "final norm" if key.startswith("norm.") else "other"
+    layer, rest = int(m.group(1)), m.group(2)
+    if "norm" in rest.rsplit(".", 2)[-2]:
+        return layer, "norms"
+    if rest.startswith("self_attn."):
+        return layer, "attention"
+    if rest.startswith("mlp.shared_experts."):
+        return layer, "shared experts"
+    if rest.startswith("mlp.experts."):
+        return layer, "routed experts"
+    if rest.startswith("mlp.gate."):
+        return layer, "router"
+    if rest.startswith("mlp."):
+        return layer, "dense mlp"
+    return layer, "other"
+
+
+def stratum_name(layer: int | None, comp: str) -> str:
+    return comp if layer is None else f"layer {layer} {comp}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One weight in both targets; ``rows`` (optional) restricts it to those rows (draft lm_head)."""
+
+    key: str
+    a: QuantWeight
+    b: QuantWeight
+    stratum: str
+    layer: int | None
+    component: str
+    rows: tuple[int, ...] | None = None
+    track_rows: bool = False  # report which rows moved (embedding, draft lm_head)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rows) if self.rows is not None else self.a.shape[0]
+
+    @property
+    def row_bytes(self) -> float:
+        return self.a.row_bytes + self.b.row_bytes
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Rows ``r0..r1`` of pair ``pair`` (indices into ``Pair.rows`` when it restricts them)."""
+
+    pair: int
+    r0: int
+    r1: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    pairs: tuple[Pair, ...]
+    units: tuple[Unit, ...]
+    strata: dict[str, np.ndarray]  # stratum -> indices into units
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    mismatched: tuple[tuple[str, tuple[int, int], tuple[int, int]], ...]
+
+    def unit_bytes(self, u: Unit) -> float:
+        return (u.r1 - u.r0) * self.pairs[u.pair].row_bytes
+
+
+def pair_weights(wa: dict[str, QuantWeight], wb: dict[str, QuantWeight], *,
+                 draft_rows: np.ndarray | None = None) -> tuple[list[Pair], list[str], list[str], list]:
+    """Pair weights by aligned name; (pairs, only in A, only in B, shape mismatches)."""
+    ka = {align_name(n): w for n, w in wa.items()}
+    kb = {align_name(n): w for n, w in wb.items()}
+    pairs, mismatched = [], []
+    for key in sorted(ka.keys() & kb.keys()):
+        a, b = ka[key], kb[key]
+        if a.shape != b.shape:
+            mismatched.append((key, a.shape, b.shape))
+            continue
+        layer, comp = component(key)
+        pairs.append(Pair(key, a, b, stratum_name(layer, comp), layer, comp, track_rows=comp == EMBEDDING))
+        if comp == LM_HEAD and draft_rows is not None:
+            rows = tuple(int(r) for r in draft_rows if 0 <= r < a.shape[0])
+            pairs.append(Pair(key, a, b, DRAFT_LM_HEAD, None, DRAFT_LM_HEAD, rows=rows, track_rows=True))
+    return pairs, sorted(ka.keys() - kb.keys()), sorted(kb.keys() - ka.keys()), mismatched
+
+
+def make_plan(pairs: list[Pair], only_a, only_b, mismatched, *, unit_bytes: int = UNIT_BYTES) -> Plan:
+    units: list[Unit] = []
+    strata: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        per = max(1, int(unit_bytes // max(1.0, p.row_bytes / 2)))  # rows per unit: unit_bytes per side
+        for r0 in range(0, p.n_rows, per):
+            strata.setdefault(p.stratum, []).append(len(units))
+            units.append(Unit(i, r0, min(p.n_rows, r0 + per)))
+    return Plan(tuple(pairs), tuple(units), {k: np.array(v, dtype=np.int64) for k, v in strata.items()},
+                tuple(only_a), tuple(only_b), tuple(mismatched))
+
+
+#: Units every stratum gets in a sampled pass (all of them when it has fewer): below this the
+#: delta-method interval is not to be trusted.
+MIN_UNITS = 10
+
+
+def sample(plan: Plan, budget: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Units to read per stratum under ``budget`` bytes (both sides): :data:`MIN_UNITS` each (or all),
+    the rest of the budget in proportion to each stratum's size (the allocation that minimises the
+    whole-target variance when strata vary alike). Sorted unit indices per stratum."""
+    mean = {s: sum(plan.unit_bytes(plan.units[i]) for i in idx) / len(idx) for s, idx in plan.strata.items()}
+    n = {s: min(len(idx), MIN_UNITS) for s, idx in plan.strata.items()}
+    left = budget - sum(n[s] * mean[s] for s in n)
+    rest = {s: (len(idx) - n[s]) * mean[s] for s, idx in plan.strata.items()}
+    total_rest = sum(rest.values())
+    if left > 0 and total_rest > 0:
+        for s in n:
+            n[s] = min(len(plan.strata[s]), n[s] + int(left * rest[s] / total_rest // mean[s]))
+    return {s: idx if n[s] >= len(idx) else np.sort(rng.choice(idx, size=n[s], replace=False))
+            for s, idx in plan.strata.items()}
+
+
+def tasks(plan: Plan, units: np.ndarray, *, task_bytes: int = TASK_BYTES) -> list[np.ndarray]:
+    """Cut the given unit indices (in order) into tasks of about ``task_bytes`` per side."""
+    out, cur, size = [], [], 0.0
+    for i in units:
+        b = plan.unit_bytes(plan.units[int(i)]) / 2
+        if cur and size + b > task_bytes:
+            out.append(np.array(cur, dtype=np.int64))
+            cur, size = [], 0.0
+        cur.append(int(i))
+        size += b
+    if cur:
+        out.append(np.array(cur, dtype=np.int64))
+    return out

@@ -1,0 +1,39 @@
+"""``eaglekit check DRAFTER [--target T] [--engine vllm|sglang] [--full] [--json]``: can it serve?
+
+Header-only pre-serving checks for one drafter (and a target): lm_head, embed_tokens against the
+target's (sampled rows, or every row with ``--full``), d2t/t2d, fc width, aux ids per engine, vocabulary
+and hidden size, architecture name, dtype, rope. Exit 0 ready, 4 not ready, 2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from eaglekit.cli.common import add_hub_options
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="pre-serving checks for one drafter against a target (exit 0 ready / 4 not)",
+                       description="Check one EAGLE-3 drafter before serving it: lm_head present and shaped, "
+                                   "embed_tokens absent or equal to the target's, d2t/t2d valid, fc width, aux "
+                                   "ids in range and what each engine feeds, vocabulary and hidden size, the "
+                                   "architecture name each engine needs, dtype, rope. Every finding comes with a "
+                                   "one-line fix. Exit 0 ready, 4 not ready, 2 error.")
+    p.add_argument("drafter", help="drafter location (local, hf://, http(s)://, ssh://)")
+    p.add_argument("--target", metavar="T", help="target config.json, folder or location (with weights, "
+                                                  "embed_tokens is compared by value)")
+    p.add_argument("--engine", choices=("vllm", "sglang"), help="check for this engine only (default: both; a "
+                                                                 "fault of one engine is then a warning)")
+    p.add_argument("--full", action="store_true", help="compare every embed_tokens row, not a sample")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_hub_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from eaglekit.analysis.check import check
+
+    report = check(args.drafter, target=args.target, engine=args.engine, full=args.full, endpoint=args.endpoint)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report)
+    return report.exit_code

@@ -1,0 +1,75 @@
+"""``eaglekit dump-hidden``: run a target once and save its hidden states for later measurements.
+
+    eaglekit dump-hidden --target TARGET --prompts prompts.jsonl --out DIR [--layers 2,31,59 | --for-drafter D]
+
+The dump format is :mod:`eaglekit.io.hidden_states` (docs/acceptance.md); `eaglekit acceptance
+--hidden-states DIR` reads it anywhere, without the target.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from eaglekit.cli.common import add_hub_options
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "dump-hidden", help="save a target's hidden states on prompts, for `eaglekit acceptance --hidden-states`",
+        description="Greedy continuation of every prompt, then one forward pass; writes input ids, the chosen "
+                    "hidden states (Hugging Face output_hidden_states indices) and the target's next-token ids.")
+    p.add_argument("--target", required=True, metavar="T", help="a causal LM transformers loads")
+    p.add_argument("--prompts", required=True, metavar="FILE", help="JSONL prompts")
+    p.add_argument("--out", required=True, metavar="DIR", help="a new (or empty) folder")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--layers", metavar="I,J,K", type=_indices,
+                       help="output_hidden_states indices to save (index i+1 = output of layer i; default: all)")
+    which.add_argument("--for-drafter", metavar="DRAFTER",
+                       help="save what this drafter reads under both aux conventions")
+    p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
+    p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="stored dtype (bfloat16)")
+    p.add_argument("--device", default="cpu")
+    add_hub_options(p)
+    p.set_defaults(func=run)
+
+
+def _indices(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative indices, got {text!r}")
+    return values
+
+
+def run(args: argparse.Namespace) -> int:
+    from eaglekit.analysis.target_features import dump_hidden_states, load_target
+    from eaglekit.cli.acceptance import _check_device
+
+    from eaglekit.io.hidden_states import check_new_folder
+
+    _check_device(args.device)
+    check_new_folder(args.out)
+    target = load_target(args.target, device=args.device)
+    layers = args.layers
+    if args.for_drafter is not None:
+        layers = drafter_layers(args.for_drafter, target.num_hidden_layers, endpoint=args.endpoint)
+    dump = dump_hidden_states(target, args.prompts, args.out, layers=layers, max_new_tokens=args.max_new_tokens,
+                              dtype=args.dtype)
+    print(f"wrote {len(dump)} samples to {dump.path} (hidden states {list(dump.layers)}, {dump.manifest.dtype})")
+    return 0
+
+
+def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None) -> list[int]:
+    """output_hidden_states indices a drafter reads under either aux convention."""
+    from eaglekit.analysis.draft_model import default_aux_ids, hidden_state_indices
+    from eaglekit.core.config import normalize_config
+    from eaglekit.io.reader import load_config
+
+    cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint), source=drafter)
+    out: set[int] = set()
+    for conv in ("outputs", "inputs"):
+        ids = cfg.aux_layer_ids or default_aux_ids(num_layers, conv)
+        out.update(k for k in hidden_state_indices(ids, conv) if 0 <= k <= num_layers)
+    return sorted(out)

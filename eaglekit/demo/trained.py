@@ -1,0 +1,323 @@
+"""A trained demo world where accept lengths mean something (random weights accept nothing).
+
+A synthetic token language: 96 tokens, of which 48 "common" ones carry the grammar. Each next token is
+``perm[x_{n-1} % 2][x_n]`` (a second-order rule: the drafter must read the earlier token from the target's
+hidden states, its embedding input only shows the last one), with 10% noise drawn from all 96 tokens.
+The "K2.5" language redraws 40% of one of the two permutations.
+
+* ``targets/k2``: a tiny Llama (4 layers, hidden 64) trained on the language;
+* ``targets/k25``: k2 continued on the shifted language (a new version of the same target);
+* ``drafters/k2``: an EAGLE-3 drafter (SpecForge layout, aux ids [0, 1, 2] = outputs of layers 0-2)
+  trained with training-time test on k2's hidden states (draft vocabulary = the 48 common tokens);
+* ``drafters/k2-speculators``: the same weights in the speculators layout (ids [1, 2, 3], inputs);
+* ``drafters/k25-scratch``: trained from scratch on k25 with few samples (the team's drafter);
+* ``drafters/k25-warm``: k2's drafter fine-tuned on the same few samples;
+* ``drafters/random``: untrained;
+* ``prompts-k2.jsonl``, ``prompts-k25.jsonl``: held-out prompts in each language (token ids), and
+  ``prompts-chat.jsonl`` (messages, for the target's word-level tokenizer and chat template).
+
+Models are saved with ``save_pretrained`` / the drafter layouts, so every path runs on them for real.
+Deterministic (fixed seeds, one thread while training), about a minute on 2 cores, cached: a second
+call with the same :data:`TRAINED_VERSION` reuses the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TRAINED_VERSION = 1
+LABEL = "SYNTHETIC trained demo (tiny Llama target on a token language, EAGLE-3 drafters); not a real model"
+VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
+AUX_IDS = [0, 1, 2]                     # SpecForge ids: outputs of layers 0, 1, 2 = hidden_states 1, 2, 3
+SEQ, NOISE, SHIFT = 48, 0.10, 0.40
+FEW_SAMPLES = 6
+
+
+@dataclass(frozen=True)
+class TrainedWorld:
+    """Where the trained demo lives; paths by name."""
+
+    root: Path
+    manifest: dict[str, Any]
+
+    def target(self, name: str) -> Path:
+        return self.root / "targets" / name
+
+    def drafter(self, name: str) -> Path:
+        return self.root / "drafters" / name
+
+    def prompts(self, name: str) -> Path:
+        return self.root / f"prompts-{name}.jsonl"
+
+    def __str__(self) -> str:
+        lines = [f"trained demo world at {self.root}"]
+        lines += [f"  {kind}/{name}: {what}" for kind in ("targets", "drafters")
+                  for name, what in self.manifest[kind].items()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from eaglekit.core.render import html_table
+
+        rows = [(f"{kind}/{name}", what) for kind in ("targets", "drafters") for name, what in self.manifest[kind].items()]
+        return html_table(["path", "what"], rows, caption=f"trained demo world: {self.root}")
+
+
+# -- the language -------------------------------------------------------------------------------------
+def _grammar(rng) -> dict[str, np.ndarray]:
+    common = np.sort(rng.permutation(VOCAB)[:COMMON])
+    perm = np.stack([rng.choice(common, VOCAB), rng.choice(common, VOCAB)])     # (2, V)
+    shifted = perm.copy()
+    redraw = rng.random(VOCAB) < SHIFT
+    shifted[1, redraw] = rng.choice(common, int(redraw.sum()))
+    return {"common": common, "k2": perm, "k25": shifted}
+
+
+def sample_language(rng, perm: np.ndarray, common: np.ndarray, n: int, length: int) -> np.ndarray:
+    out = np.empty((n, length), np.int64)
+    out[:, :2] = rng.choice(common, (n, 2))
+    for i in range(2, length):
+        rule = perm[out[:, i - 2] % 2, out[:, i - 1]]
+        noise = rng.random(n) < NOISE
+        out[:, i] = np.where(noise, rng.integers(0, VOCAB, n), rule)
+    return out
+
+
+# -- training -----------------------------------------------------------------------------------------
+def _train_target(model, data: np.ndarray, *, steps: int, lr: float, seed: int) -> None:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.from_numpy(data)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    for _ in range(steps):
+        batch = x[torch.randint(0, len(x), (32,), generator=g)]
+        loss = model(batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+
+
+def _target_features(model, data: np.ndarray) -> tuple[Any, Any]:
+    """hidden_states [1..3] (outputs of layers 0..2) and argmax labels for every training sequence."""
+    import torch
+
+    with torch.no_grad():
+        out = model(torch.from_numpy(data), output_hidden_states=True)
+    aux = torch.stack([out.hidden_states[i + 1] for i in AUX_IDS], 1)   # (n, 3, T, H)
+    return aux, out.logits.argmax(-1)                                   # (n, T)
+
+
+def _drafter_init(seed: int) -> dict[str, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+
+    def w(*shape):
+        return (torch.randn(*shape, generator=g) / shape[-1] ** 0.5).requires_grad_()
+
+    def ones(n):
+        return torch.ones(n).requires_grad_()
+
+    p = "midlayer."
+    hd = HIDDEN // HEADS
+    return {"fc.weight": w(HIDDEN, len(AUX_IDS) * HIDDEN),
+            p + "self_attn.q_proj.weight": w(HEADS * hd, 2 * HIDDEN), p + "self_attn.k_proj.weight": w(HEADS * hd, 2 * HIDDEN),
+            p + "self_attn.v_proj.weight": w(HEADS * hd, 2 * HIDDEN), p + "self_attn.o_proj.weight": w(HIDDEN, HEADS * hd),
+            p + "mlp.gate_proj.weight": w(INTER, HIDDEN), p + "mlp.up_proj.weight": w(INTER, HIDDEN),
+            p + "mlp.down_proj.weight": w(HIDDEN, INTER), p + "hidden_norm.weight": ones(HIDDEN),
+            p + "input_layernorm.weight": ones(HIDDEN), p + "post_attention_layernorm.weight": ones(HIDDEN),
+            "norm.weight": ones(HIDDEN), "lm_head.weight": w(COMMON, HIDDEN)}
+
+
+def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
+    layer = {"hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS,
+             "num_key_value_heads": HEADS, "head_dim": HIDDEN // HEADS, "vocab_size": VOCAB, "rms_norm_eps": 1e-6,
+             "rope_theta": 10000.0, "max_position_embeddings": 512, "hidden_act": "silu", "num_hidden_layers": 1}
+    if layout == "specforge":
+        return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", **layer,
+                "draft_vocab_size": COMMON, "eaglekit_demo": LABEL,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": AUX_IDS, "use_aux_hidden_state": True}}
+    return {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "draft_vocab_size": COMMON,
+            "norm_before_residual": False, "target_hidden_size": HIDDEN,
+            "eagle_aux_hidden_state_layer_ids": [i + 1 for i in AUX_IDS],   # vLLM counts inputs
+            "transformer_layer_config": {"model_type": "llama", **layer}, "eaglekit_demo": LABEL}
+
+
+def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, labels, *, steps: int, lr: float,
+                   seed: int, ttt: int = 3) -> dict[str, Any]:
+    """Training-time test: K chain steps over every position at once, cross-entropy against the target's
+    argmax mapped to draft rows (tokens outside the draft vocabulary are skipped)."""
+    import torch
+    import torch.nn.functional as F
+
+    from eaglekit.analysis.draft_model import DraftModel
+
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(list(tensors.values()), lr=lr, weight_decay=0.0)
+    T = aux.shape[2]
+    for _ in range(steps):
+        loss = torch.zeros(())
+        model = DraftModel.from_tensors(drafter_config(), {**tensors, "d2t": d2t}, embed=embed)
+        for i in torch.randint(0, len(aux), (4,), generator=g).tolist():
+            h = model.project(aux[i])
+            # entry s = (features at s, x_{s+1}); step j from s predicts the target's argmax after s + j
+            out = model.chain(h[:T - 1], tokens[i, 1:], ttt, return_logits=True)
+            for j, logits in enumerate(out.logits, start=1):
+                tgt = t2d_index[labels[i, j:]]
+                n = min(len(tgt), logits.shape[0])
+                loss = loss + F.cross_entropy(logits[:n], tgt[:n], ignore_index=-1) / ttt
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {k: v.detach() for k, v in tensors.items()}
+
+
+def _save_drafter(folder: Path, tensors: dict[str, Any], d2t, t2d, *, layout: str = "specforge") -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {(k.replace("midlayer.", "layers.0.") if layout == "speculators" else k): v.detach().contiguous()
+           for k, v in tensors.items()}
+    out["d2t"] = torch.as_tensor(d2t, dtype=torch.int64)
+    out["t2d"] = torch.as_tensor(t2d, dtype=torch.bool)
+    save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt", "eaglekit_demo": LABEL})
+    (folder / "config.json").write_text(json.dumps(drafter_config(layout=layout), indent=2) + "\n")
+
+
+def _save_target(model, folder: Path) -> None:
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import PreTrainedTokenizerFast
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    model.save_pretrained(str(folder))
+    vocab = {f"t{i}": i for i in range(VOCAB)}
+    tok = Tokenizer(WordLevel(vocab, unk_token="t0"))
+    tok.pre_tokenizer = WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0")
+    fast.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    fast.save_pretrained(str(folder))
+
+
+def _target_model():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=LAYERS,
+                      num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=256,
+                      rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
+                      pad_token_id=None)
+    return LlamaForCausalLM(cfg)
+
+
+def build_trained_demo(path: str | os.PathLike[str], *, force: bool = False, progress: bool | None = None) -> TrainedWorld:
+    """Train (or reuse) the trained demo world at ``path``."""
+    from eaglekit.core.errors import InputError
+
+    root = Path(path)
+    manifest = _read_manifest(root)
+    if manifest is not None and manifest.get("version") == TRAINED_VERSION and not force:
+        return TrainedWorld(root, manifest)
+    if root.exists() and any(root.iterdir()) and manifest is None:
+        raise InputError(f"{root} exists and is not an eaglekit trained demo; choose an empty or new folder "
+                         "(eaglekit never deletes a folder it did not write).")
+    if root.exists():
+        shutil.rmtree(root)  # ours: its manifest carries the label
+    return _build(root, progress=progress)
+
+
+def _read_manifest(root: Path) -> dict[str, Any] | None:
+    try:
+        m = json.loads((root / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) and m.get("label") == LABEL else None
+
+
+def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
+    import torch
+    from tqdm.auto import tqdm
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    bar = tqdm(total=7, desc="training the demo world", disable=progress is False, leave=False)
+    try:
+        rng = np.random.default_rng(20261130)
+        torch.manual_seed(20261130)
+        gram = _grammar(rng)
+        common = gram["common"]
+        k2_data = sample_language(rng, gram["k2"], common, 512, SEQ)
+        k25_data = sample_language(rng, gram["k25"], common, 512, SEQ)
+        k25_few = k25_data[:FEW_SAMPLES]
+
+        k2 = _target_model()
+        _train_target(k2, k2_data, steps=350, lr=3e-3, seed=1)
+        bar.update()
+        _save_target(k2, root / "targets" / "k2")
+        k25 = _target_model()
+        k25.load_state_dict(k2.state_dict())
+        _train_target(k25, k25_data, steps=200, lr=2e-3, seed=2)
+        _save_target(k25, root / "targets" / "k25")
+        bar.update()
+
+        d2t = common - np.arange(COMMON)
+        t2d = np.zeros(VOCAB, bool)
+        t2d[common] = True
+        t2d_index = torch.full((VOCAB,), -1, dtype=torch.int64)
+        t2d_index[torch.from_numpy(common)] = torch.arange(COMMON)
+        embed = k2.get_input_embeddings().weight.detach()
+        d2t_t = torch.from_numpy(d2t)
+
+        def train(tensors, target, data, steps, seed):
+            aux, labels = _target_features(target, data)
+            return _train_drafter(tensors, embed, d2t_t, t2d_index, torch.from_numpy(data), aux, labels, steps=steps, lr=3e-3, seed=seed)
+
+        k2_drafter = train(_drafter_init(3), k2, k2_data[:256], 300, 3)
+        _save_drafter(root / "drafters" / "k2", k2_drafter, d2t, t2d)
+        _save_drafter(root / "drafters" / "k2-speculators", k2_drafter, d2t, t2d, layout="speculators")
+        bar.update()
+        scratch = train(_drafter_init(4), k25, k25_few, 120, 4)
+        _save_drafter(root / "drafters" / "k25-scratch", scratch, d2t, t2d)
+        bar.update()
+        warm = train({k: v.clone().requires_grad_() for k, v in k2_drafter.items()}, k25, k25_few, 120, 4)
+        _save_drafter(root / "drafters" / "k25-warm", warm, d2t, t2d)
+        bar.update()
+        _save_drafter(root / "drafters" / "random", {k: v.detach() for k, v in _drafter_init(5).items()}, d2t, t2d)
+        bar.update()
+
+        prng = np.random.default_rng(7)
+        for name, perm in (("k2", gram["k2"]), ("k25", gram["k25"])):
+            held = sample_language(prng, perm, common, 12, 10)
+            (root / f"prompts-{name}.jsonl").write_text("".join(json.dumps({"input_ids": p.tolist()}) + "\n" for p in held))
+        chat = sample_language(prng, gram["k2"], common, 3, 8)
+        (root / "prompts-chat.jsonl").write_text("".join(
+            json.dumps({"messages": [{"role": "user", "content": " ".join(f"t{i}" for i in p)}]}) + "\n" for p in chat))
+        bar.update()
+    finally:
+        torch.set_num_threads(threads)
+        bar.close()
+    manifest = {
+        "version": TRAINED_VERSION, "label": LABEL,
+        "targets": {"k2": "tiny Llama (4 layers, hidden 64, vocab 96) trained on the token language",
+                    "k25": f"k2 continued on the shifted language ({SHIFT:.0%} of one rule redrawn)"},
+        "drafters": {"k2": "EAGLE-3 drafter trained on k2 (SpecForge layout, aux ids [0, 1, 2], outputs)",
+                     "k2-speculators": "the same weights in the speculators layout (ids [1, 2, 3], inputs)",
+                     "k25-scratch": f"trained from scratch on k25 with {FEW_SAMPLES} samples",
+                     "k25-warm": f"k2's drafter fine-tuned on the same {FEW_SAMPLES} k25 samples",
+                     "random": "untrained (random weights)"},
+        "draft_vocab": COMMON, "vocab": VOCAB,
+    }
+    (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return TrainedWorld(root, manifest)

@@ -1,0 +1,75 @@
+"""Plotly figures of measured accept lengths (:class:`~eaglekit.analysis.acceptance.AcceptanceResult`).
+
+Each function takes one result or a ``{label: result}`` mapping, so drafters compare on one figure.
+plotly is imported inside each function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Union
+
+from eaglekit.analysis.acceptance import AcceptanceResult
+
+Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
+
+
+def _named(results: Results) -> dict[str, AcceptanceResult]:
+    if isinstance(results, AcceptanceResult):
+        return {results.drafter: results}
+    return dict(results)
+
+
+def accept_length_vs_steps(results: Results, *, break_even: float | None = None):
+    """Accept length for every K from 1 to K_max (one line per drafter); the ceiling K + 1 dotted and,
+    when given, the break-even accept length as a horizontal line."""
+    import plotly.graph_objects as go
+
+    named = _named(results)
+    fig = go.Figure()
+    kmax = max(r.steps for r in named.values())
+    ks = list(range(1, kmax + 1))
+    fig.add_trace(go.Scatter(x=ks, y=[k + 1 for k in ks], mode="lines", name="ceiling K + 1",
+                             line={"dash": "dot", "color": "#98a2b3"}))
+    for label, r in named.items():
+        fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps),
+                                 mode="lines+markers", name=label,
+                                 hovertemplate="K = %{x}<br>accept length %{y:.3f}<extra>" + label + "</extra>"))
+    if break_even is not None:
+        fig.add_hline(y=break_even, line={"dash": "dash", "color": "#d92d20"},
+                      annotation_text=f"break-even {break_even:.2f}", annotation_position="top left")
+    fig.update_layout(title="Accept length vs draft steps K (bonus token counted)", xaxis_title="draft steps K",
+                      yaxis_title="accept length", template="plotly_white", height=380)
+    return fig
+
+
+def per_step_acceptance(results: Results):
+    """P(step j accepted | steps 1..j-1 accepted), one group of bars per step."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for label, r in _named(results).items():
+        ys = [None if c is None else c for c in r.per_step_acceptance]
+        fig.add_trace(go.Bar(x=[f"step {j}" for j in range(1, r.steps + 1)], y=ys, name=label,
+                             hovertemplate="%{x}: %{y:.3f}<extra>" + label + "</extra>"))
+        if r.expected_acceptance is not None:
+            fig.add_trace(go.Scatter(x=[f"step {j}" for j in range(1, r.steps + 1)], y=list(r.expected_acceptance),
+                                     mode="markers", marker={"symbol": "diamond", "size": 10},
+                                     name=f"{label}: expected at T = {r.temperature:g}"))
+    fig.update_layout(title="Per-step conditional acceptance", yaxis_title="P(accept step j | 1..j-1)",
+                      yaxis_range=[0, 1.05], barmode="group", template="plotly_white", height=380)
+    return fig
+
+
+def per_prompt_spread(results: Results):
+    """Each prompt's accept length, as a box with every point, one box per drafter."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for label, r in _named(results).items():
+        ys = [v for v in r.per_prompt_accept_length if v is not None]
+        fig.add_trace(go.Box(y=ys, name=label, boxpoints="all", jitter=0.4, pointpos=0,
+                             hovertemplate="accept length %{y:.3f}<extra>" + label + "</extra>"))
+    fig.update_layout(title="Accept length per prompt", yaxis_title="accept length", template="plotly_white",
+                      height=380, showlegend=False)
+    return fig

@@ -1,0 +1,109 @@
+"""Plotly figures of target drift: the per-layer map and the aux layers a drafter reads.
+
+Built from a :class:`~eaglekit.analysis.drift_report.DriftReport`; the analysis never imports this module.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from eaglekit.analysis.drift_report import DriftReport
+
+DriftMeasure = Literal["relative", "cosine"]
+_LABELS = {"relative": "‖b−a‖/‖a‖", "cosine": "cosine"}
+
+
+def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
+    """Layers (x) by component (y), coloured by ``measure``; hovering a cell shows both measures with
+    their intervals. The drafter's aux layers (as SGLang and vLLM read them) are marked on the x axis."""
+    import plotly.graph_objects as go
+
+    if measure not in _LABELS:
+        from eaglekit.core.errors import InputError
+
+        raise InputError(f"measure must be 'relative' or 'cosine', got {measure!r}.")
+    cells = [f for f in report.strata if f.layer is not None]
+    layers = sorted({f.layer for f in cells})
+    comps = sorted({f.component for f in cells}, key=_component_order)
+    col, row = {l: i for i, l in enumerate(layers)}, {c: i for i, c in enumerate(comps)}
+    z = np.full((len(comps), len(layers)), np.nan)
+    text = np.full(z.shape, "", dtype=object)
+    for f in cells:
+        est = getattr(f, measure)
+        z[row[f.component], col[f.layer]] = est.value
+        text[row[f.component], col[f.layer]] = (
+            f"{f.name}<br>cosine {_ci(f.cosine)}<br>‖b−a‖/‖a‖ {_ci(f.relative)}<br>units {f.units}/{f.units_total}")
+    scale = "Viridis" if measure == "relative" else "Viridis_r"
+    fig = go.Figure(go.Heatmap(z=z, x=layers, y=comps, text=text, hovertemplate="%{text}<extra></extra>",
+                               colorscale=scale, colorbar={"title": {"text": _LABELS[measure]}}))
+    for feed in report.feeds:
+        if feed.layer in col:
+            fig.add_vline(x=feed.layer, line={"width": 1, "dash": "dot", "color": "#c11574"})
+    fed = sorted({(f.layer, f.engine) for f in report.feeds})
+    note = "; ".join(f"{e}: output of layer {l}" for l, e in fed)
+    fig.update_layout(
+        title={"text": f"Drift map: {_LABELS[measure]} per layer and component"
+                       + (f"<br><sup>dotted: layers feeding the drafter ({html.escape(note)})</sup>" if note else "")},
+        xaxis={"title": {"text": "decoder layer"}}, yaxis={"title": {"text": ""}},
+        height=180 + 40 * len(comps), margin={"l": 120, "r": 20, "t": 80, "b": 50})
+    return fig
+
+
+def drafter_view(report: DriftReport):
+    """The drafter's view as bars with error bars: whole target, embedding, draft lm_head rows and each
+    layer whose output feeds it (per engine), by ``1 - cosine`` on a log axis."""
+    import plotly.graph_objects as go
+
+    figs = [report.whole, report.embedding, report.draft_lm_head]
+    names = ["whole target", "embedding", "lm_head (draft rows)"]
+    for f in report.feeds:
+        figs.append(f.own)
+        names.append(f"{f.engine} id {f.aux_id}: layer {f.layer}")
+    pairs = [(n, f) for n, f in zip(names, figs) if f is not None and math.isfinite(f.cosine.value)]
+    y = [max(1e-9, 1 - f.cosine.value) for _, f in pairs]
+    hi = [max(0.0, (1 - f.cosine.low) - v) if math.isfinite(f.cosine.low) else 0.0 for (_, f), v in zip(pairs, y)]
+    lo = [max(0.0, v - (1 - f.cosine.high)) if math.isfinite(f.cosine.high) else 0.0 for (_, f), v in zip(pairs, y)]
+    fig = go.Figure(go.Bar(x=[n for n, _ in pairs], y=y, error_y={"type": "data", "array": hi, "arrayminus": lo},
+                           marker_color="#175cd3"))
+    fig.update_layout(title={"text": "Where the drafter looks: 1 − cosine (bars: interval)"},
+                      yaxis={"type": "log", "title": {"text": "1 − cosine"}}, height=380,
+                      margin={"l": 70, "r": 20, "t": 60, "b": 110})
+    return fig
+
+
+def drift_page(report: DriftReport) -> str:
+    """A self-contained HTML page (plotly.js inlined once): the report's tables and both figures."""
+    figures = [drafter_view(report), drift_map(report)]
+    divs = [f.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True})
+            for i, f in enumerate(figures)]
+    title = html.escape(f"eaglekit drift: {report.b} vs {report.a}")
+    body = "\n".join(f'<div class="figure">{d}</div>' for d in divs)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            '<style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}.figure{margin:24px 0}'
+            f"</style></head><body><h1>{title}</h1>\n{body}\n{report._repr_html_()}</body></html>\n")
+
+
+def save_drift_page(report: DriftReport, path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(drift_page(report))
+
+
+def _ci(e) -> str:
+    if not math.isfinite(e.value):
+        return "n/a"
+    if not math.isfinite(e.low) or e.low == e.high:
+        return f"{e.value:.4f}"
+    return f"{e.value:.4f} [{e.low:.4f}, {e.high:.4f}]"
+
+
+def _component_order(c: str) -> tuple[int, str]:
+    order = ["attention", "dense mlp", "shared experts", "routed experts", "router", "norms"]
+    return (order.index(c) if c in order else len(order), c)
+
+
+__all__ = ["drift_map", "drafter_view", "drift_page", "save_drift_page"]
