@@ -34,6 +34,7 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py
+	$(PY) benchmarks/bench_header.py
 	$(PY) benchmarks/bench_similarity.py
 	$(PY) benchmarks/bench_export.py
 

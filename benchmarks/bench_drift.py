@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -131,6 +130,21 @@ def plain_pass(a: Path, b: Path) -> tuple[float, float]:
     return time.perf_counter() - t, total
 
 
+def reset_peak() -> None:
+    """Reset this process's peak RSS (Linux: writing 5 to /proc/self/clear_refs), so VmHWM measures what follows."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_mib() -> float:
+    """VmHWM of this process, MiB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def warm(*folders: Path) -> None:
     for f in folders:
         for p in f.glob("*.safetensors"):
@@ -154,13 +168,16 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     warm(a, b)
 
+    reset_peak()
     secs, stored = plain_pass(a, b)
-    print(f"plain dequantise pass: {secs:.2f} s, {stored / secs / 1e9:.3f} GB/s of stored bytes")
+    plain_peak = peak_mib()
+    print(f"plain dequantise pass: {secs:.2f} s, {stored / secs / 1e9:.3f} GB/s of stored bytes; peak RSS {plain_peak:.0f} MiB")
+    reset_peak()
     r = eaglekit.drift(a, b, full=True, scheduler="inline", progress=False)
     full_gbs = sum(r.bytes_read) / r.seconds / 1e9
     print(f"full, single process: {r.seconds:.2f} s, {full_gbs:.3f} GB/s, ratio to plain "
           f"{full_gbs / (stored / secs / 1e9):.2f}; whole cosine {r.whole.cosine.value:.6f}; "
-          f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+          f"peak RSS {peak_mib():.0f} MiB")
 
     if not args.skip_dask:
         from distributed import Client, LocalCluster
@@ -168,12 +185,13 @@ def main() -> None:
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                           memory_limit="2GiB") as cluster, Client(cluster) as client:
             client.run(lambda: bool(__import__("eaglekit.analysis.drift")))  # imports outside the timing
+            client.run(reset_peak)
             rd = eaglekit.drift(a, b, full=True, scheduler=client, progress=False)
-            peaks = client.run(lambda: __import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss)
+            peaks = client.run(peak_mib)
         same = [f.to_json() for f in rd.strata] == [f.to_json() for f in r.strata]
         print(f"full, LocalCluster 2 workers: {rd.seconds:.2f} s ({r.seconds / rd.seconds:.2f}x the single process), "
               f"{sum(rd.bytes_read) / rd.seconds / 1e9:.3f} GB/s; identical figures: {same}; peak RSS per worker "
-              + ", ".join(f"{v / 1024:.0f} MiB" for v in peaks.values()))
+              + ", ".join(f"{v:.0f} MiB" for v in peaks.values()))
 
     full_bytes = sum(r.bytes_read)
     truth = r.whole.cosine.value

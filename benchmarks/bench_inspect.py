@@ -3,11 +3,12 @@
 Prints, measured in the same run:
 1. A real-scale Kimi-K2 drafter layout (about 2.4 GB; a sparse file): eaglekit's read_inventory vs the
    seed's ``safe_open`` + ``get_tensor(k)`` twice per key (shape, then dtype): time and bytes read.
-2. Through the Hub-compatible server on 127.0.0.1: requests and bytes per file for a single-file repo
-   and a 64-shard repo, and parallel vs sequential header fetching of the shards (with and without an
-   emulated 20 ms per-request latency, since loopback has none).
+2. Through the Hub-compatible server on 127.0.0.1, a single-file repo and a 64-shard repo, eaglekit's
+   read_inventory against huggingface_hub's get_safetensors_metadata: requests, bytes and wall time at
+   0, 20 and 50 ms emulated latency per request (``server.latency``; loopback has none), interleaved
+   runs, medians; and parallel vs sequential header fetching of the shards.
 
-Usage: python benchmarks/bench_inspect.py [--data benchmarks/data]
+Usage: python benchmarks/bench_inspect.py [--data benchmarks/data] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -62,7 +64,7 @@ def local(data: Path) -> None:
     print(f"peak RSS of this process so far: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB\n")
 
 
-def hub(data: Path) -> None:
+def hub(data: Path, repeat: int) -> None:
     from eaglekit import reader
     from eaglekit.demo.hubserver import HubServer
 
@@ -73,51 +75,62 @@ def hub(data: Path) -> None:
     sharded = root / "bench" / "kimi-k2-drafter-64"
     if not (sharded / "model.safetensors.index.json").exists():
         write_sharded(sharded, KIMI_K2_TENSORS, 64)
-    print("## Through the loopback Hub (huggingface_hub 2.x client, Hub-compatible server on 127.0.0.1)")
+    repos = ("bench/kimi-k2-drafter", "bench/kimi-k2-drafter-64")
+    print("## Through the loopback Hub (huggingface_hub client, Hub-compatible server on 127.0.0.1)")
+    print(f"eaglekit read_inventory vs huggingface_hub get_safetensors_metadata on the same server; median of "
+          f"{repeat} interleaved runs; latency: every answer delayed that long (a round trip to a distant Hub)")
+    print(f"{'repo':<28}{'latency':>8}  {'eaglekit req':>12}{'hf req':>7}  {'eaglekit bytes':>15}{'hf bytes':>11}"
+          f"  {'eaglekit ms':>11}{'hf ms':>8}{'hf/eaglekit':>12}")
     with HubServer(root) as server:
-        for repo in ("bench/kimi-k2-drafter", "bench/kimi-k2-drafter-64"):
-            reader.read_inventory(f"hf://{repo}", endpoint=server.endpoint)  # warm the server's caches
-            server.clear_log()
-            inv = reader.read_inventory(f"hf://{repo}", endpoint=server.endpoint)
-            log = server.log
-            weights = [r for r in log if r.path.endswith(".safetensors")]
-            print(f"{repo}: {len(inv.files)} files, {len(log)} requests in all ({len(weights)} for safetensors "
-                  f"headers: {len(weights) / len(inv.files):.2f} per file), {sum(r.bytes_sent for r in log):,} bytes "
-                  f"sent ({sum(r.bytes_sent for r in weights) / len(inv.files):,.0f} per file) for "
-                  f"{inv.total_bytes / 1e9:.2f} GB of tensors")
-        for latency in (0.0, 0.020):
-            _latency(server, latency)
-            times = {}
-            for workers in (1, reader.MAX_WORKERS):
-                reader.MAX_WORKERS, saved = workers, reader.MAX_WORKERS
-                t0 = time.perf_counter()
-                reader.read_inventory("hf://bench/kimi-k2-drafter-64", endpoint=server.endpoint)
-                times[workers] = time.perf_counter() - t0
-                reader.MAX_WORKERS = saved
-            seq, par = times[1], times[max(times)]
-            print(f"64 shards, {latency * 1e3:.0f} ms emulated latency per request: sequential {seq * 1e3:.0f} ms, "
-                  f"parallel ({max(times)} threads) {par * 1e3:.0f} ms: {seq / par:.1f}x")
+        methods = {"eaglekit": lambda repo: reader.read_inventory(f"hf://{repo}", endpoint=server.endpoint,
+                                                                  progress=False),
+                   "hf": lambda repo: _hf_metadata(server.endpoint, repo)}
+        for repo in repos:
+            for latency in (0.0, 0.020, 0.050):
+                server.latency = latency
+                walls: dict[str, list[float]] = {m: [] for m in methods}
+                counts: dict[str, tuple[int, int]] = {}
+                for _ in range(repeat):
+                    for name, fn in methods.items():
+                        server.clear_log()
+                        t0 = time.perf_counter()
+                        fn(repo)
+                        walls[name].append(time.perf_counter() - t0)
+                        log = server.log
+                        counts[name] = (len(log), sum(r.bytes_sent for r in log))
+                e, h = statistics.median(walls["eaglekit"]), statistics.median(walls["hf"])
+                print(f"{repo:<28}{latency * 1e3:>6.0f}ms  {counts['eaglekit'][0]:>12}{counts['hf'][0]:>7}  "
+                      f"{counts['eaglekit'][1]:>15,}{counts['hf'][1]:>11,}  {e * 1e3:>11.1f}{h * 1e3:>8.1f}{h / e:>11.2f}x")
+        server.latency = 0.020
+        times = {}
+        for workers in (1, reader.MAX_WORKERS):
+            reader.MAX_WORKERS, saved = workers, reader.MAX_WORKERS
+            t0 = time.perf_counter()
+            reader.read_inventory("hf://bench/kimi-k2-drafter-64", endpoint=server.endpoint, progress=False)
+            times[workers] = time.perf_counter() - t0
+            reader.MAX_WORKERS = saved
+        seq, par = times[1], times[max(times)]
+        print(f"64 shards, 20 ms: sequential {seq * 1e3:.0f} ms, parallel ({max(times)} threads) {par * 1e3:.0f} ms: "
+              f"{seq / par:.1f}x")
 
 
-def _latency(server, seconds: float) -> None:
-    """Emulate a network round trip: delay every answer by ``seconds`` (benchmark only)."""
-    original = type(server)._take_fault
+def _hf_metadata(endpoint: str, repo: str):
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import disable_progress_bars
 
-    def delayed(self, path):
-        if seconds:
-            time.sleep(seconds)
-        return original(self, path)
-
-    server._take_fault = delayed.__get__(server)
+    disable_progress_bars()
+    return HfApi(endpoint=endpoint).get_safetensors_metadata(repo)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", type=Path, default=Path(__file__).parent / "data")
+    p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}\n")
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}\n")
     local(args.data)
-    hub(args.data)
+    hub(args.data, args.repeat)
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ Anchors, measured in the same run:
   every float tensor, whole-tensor sums ``a.a``, ``b.b``, ``a.b`` in float64 (``.double()``) or with
   float32 products and sums; ``loop64`` is also the float64 reference for the accuracy check;
 - ``naive`` (``--naive``): ``load_file`` both, upcast, cosine per tensor;
-- ``eaglekit``: ``eaglekit.similarity(a, b)``, every tensor, 64 x 64 grids, lm_head aligned by token;
+- ``eaglekit``: ``eaglekit.similarity(a, b)``, every tensor, 64 x 64 grids, lm_head aligned by token
+  (``eaglekit-t2``: the same with two torch threads);
 - ``eaglekit-http``, ``eaglekit-hf``: the same through the loopback file server and Hub-compatible
   server (served from the parent process), and ``eaglekit-hf-20ms`` / ``-50ms`` with every answer
   delayed that long; ``curl``: curl fetching both files from the loopback file server.
@@ -43,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 H, I, HEADS_DIM, DRAFT_VOCAB, VOCAB = 7168, 18432, 8192, 32000, 163840
-MODES = ("cat", "floor", "loop64", "loop32", "eaglekit", "eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms",
+MODES = ("cat", "floor", "loop64", "loop32", "eaglekit", "eaglekit-t2", "eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms",
          "eaglekit-hf-50ms", "curl")
 CHECKED = ("fc.weight", "midlayer.mlp.gate_proj.weight")  # accuracy against the float64 loop
 
@@ -139,7 +140,7 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
     elif mode.startswith("eaglekit"):
         from eaglekit.analysis.similarity import similarity
 
-        report = similarity(a, b, progress=False, endpoint=endpoint or None)
+        report = similarity(a, b, progress=False, endpoint=endpoint or None, threads=2 if mode == "eaglekit-t2" else None)
         out = {t.name: t.cosine for t in report.tensors}
         s = sum(t.totals for t in report.tensors if t.tensor == "fc.weight")  # aa, bb, ab, dd
         out["fc.weight"] = float(s[2] / (s[0] * s[1]) ** 0.5)

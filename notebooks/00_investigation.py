@@ -119,12 +119,30 @@ account = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, OBSERVED_AC
 account
 
 # %% [markdown]
+# ## 6b. The accept length, measured
+# The account above takes accept lengths as given. `eaglekit.measure_acceptance` (`eaglekit acceptance`)
+# measures one offline: the target's greedy continuations, the drafter's chain drafts from every
+# position, the serving cycles simulated. The demo's drafters have random weights, so this runs on the
+# trained demo world of notebook 06 (a tiny target, a new version of it, a drafter trained for the old
+# one): the K2 drafter on the new target version, at the deployment's draft steps.
+
+# %%
+import torch
+
+torch.set_num_threads(1)  # the trained world's models are tiny
+trained = eaglekit.build_trained_demo(os.path.join(DEMO, "trained"))
+measured = eaglekit.measure_acceptance(trained.drafter("k2"), target=trained.target("k25"),
+                                       prompts=trained.prompts("k25"), steps=STEPS, max_new_tokens=32)
+measured
+
+# %% [markdown]
 # ## Conclusion
 
 # %%
 from eaglekit.analysis.conclusion import conclude
 
-conclusion = conclude(report, similarity=sim, account=account)
+conclusion = conclude(report, similarity=sim, account=account,
+                      measured={"the K2 drafter on the new target version (trained demo world)": measured})
 conclusion
 
 # %% [markdown]

@@ -78,7 +78,10 @@ from IPython.display import Markdown, display
 
 cluster = LocalCluster(n_workers=1, threads_per_worker=WORKERS, processes=False, dashboard_address=":0")
 client = Client(cluster)
-display(Markdown(f"Dask dashboard: [{client.dashboard_link}]({client.dashboard_link})"))
+import importlib.util
+
+note = "" if importlib.util.find_spec("bokeh") else " (the dashboard's pages need `pip install bokeh`)"
+display(Markdown(f"Dask dashboard: [{client.dashboard_link}]({client.dashboard_link}){note}"))
 full = eaglekit.drift(a, b, drafter=drafter, full=True, scheduler=client, hidden=dumps)
 client.close()
 cluster.close()

@@ -233,3 +233,26 @@ def test_unit_plan_covers_every_row_once(pair):
     for i, spans in rows.items():
         assert spans[0][0] == 0 and spans[-1][1] == plan.pairs[i].n_rows
         assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_remote_targets_default_to_sampled_and_send_only_sampled_ranges(pair):
+    from eaglekit.demo.fileserver import FileServer
+
+    with FileServer(pair[0].parent) as server:
+        base = f"{server.endpoint}/files"
+        r = drift(f"{base}/{pair[0].name}", f"{base}/{pair[1].name}", budget="4MB", progress=False)
+        sent = sum(rec.bytes_sent for rec in server.log)
+    assert r.mode == "sampled" and "reading threads" in r.where
+    fixed = sum((d / "model.safetensors.index.json").stat().st_size + (d / "config.json").stat().st_size
+                + sum(f.header_bytes for f in open_checkpoint(d).inventory.files) for d in pair)
+    # the sampled units' ranges (a unit re-reads its scale rows: a little over their amortised share), the
+    # headers, indexes and configs: never the files
+    assert sent - fixed <= 1.25 * sum(r.bytes_read) and sent < 0.6 * sum(r.bytes_total)
+    assert r.embedding.cosine.low <= r.embedding.cosine.value <= r.embedding.cosine.high
+
+
+def test_mode_arguments_that_contradict_each_other(pair):
+    with pytest.raises(InputError, match="scheduler runs full passes"):
+        drift(*pair, full=False, scheduler="local", progress=False)
+    with pytest.raises(InputError, match="budget applies to sampled passes"):
+        drift(*pair, full=True, budget="1GB", progress=False)

@@ -20,7 +20,7 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
     be = e.break_even_accept_length
     s = [f"On its own target the old drafter reaches accept length {own.accept_length:.2f} at K = {own.steps} "
          f"(per-step acceptance {_steps(own)}); on the new target version it falls to "
-         f"{new_target.accept_length:.2f}: the hidden states moved, and shapes could not show it."]
+         f"{new_target.accept_length:.2f}: the new version continues text differently and its hidden states moved, which no shape or config check can show."]
     better, worse = (warm, scratch) if warm.accept_length >= scratch.accept_length else (scratch, warm)
     s.append(f"With the same few samples, the warm-started drafter reaches {warm.accept_length:.2f} and the one "
              f"trained from scratch {scratch.accept_length:.2f}: "

@@ -20,7 +20,7 @@ and (when the drafter saves embed_tokens) sampled embedding rows of both sides, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Literal
@@ -44,7 +44,8 @@ EAGLE1_ARCHITECTURES = ("LlamaForCausalLMEagle", "EagleLlamaForCausalLM", "Eagle
 ENGINE_ARCHITECTURES: dict[str, tuple[str, ...]] = {
     "sglang": ("LlamaForCausalLMEagle3", "DeepseekV3ForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"),
     "vllm": ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3DraftModel",
-             "Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLM"),
+             "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM",
+             "Eagle3Qwen3vlForCausalLM", "LlamaForCausalLM"),
 }
 #: How to ask each engine for the EAGLE-3 method (not EAGLE).
 LAUNCH = {"sglang": "--speculative-algorithm EAGLE3", "vllm": '--speculative-config \'{"method": "eagle3", ...}\''}
@@ -217,8 +218,8 @@ def _architecture(cfg: DrafterConfig, engines, per_engine: Severity, add) -> Non
                 f"drafter (it expects one of {', '.join(ENGINE_ARCHITECTURES[e])}).", fix)
 
 
-    add("method", "info", f"serve it with the EAGLE-3 method; the EAGLE method would misread its fc and vocabulary "
-        f"map.", "; ".join(f"{READER_NAMES[e]}: {LAUNCH[e]}" for e in engines))
+    add("method", "info", "serve it with the EAGLE-3 method; the EAGLE method would misread its fc and vocabulary "
+        "map.", "; ".join(f"{READER_NAMES[e]}: {LAUNCH[e]}" for e in engines))
 
 
 def _lm_head(cfg: DrafterConfig, tensors, add) -> None:
@@ -375,12 +376,12 @@ def _dtype(cfg: DrafterConfig, tensors, add) -> None:
     label = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}.get(cfg.torch_dtype or "")
     if label and dtypes and dtypes != [label]:
         add("dtype", "warning", f"config.json says {cfg.torch_dtype} but the weights are {', '.join(dtypes)}.",
-            f"Set torch_dtype to the weights' dtype, or serve with an explicit --dtype.")
+            "Set torch_dtype to the weights' dtype, or serve with an explicit --dtype.")
     elif "F32" in dtypes:
         add("dtype", "warning", "weights are float32: twice the memory of bf16; engines cast to the serving dtype.",
             "Export in bf16 for serving (the target's dtype).")
     else:
-        add("dtype", "ok", f"weights are {', '.join(dtypes) or 'absent'}" + (f", as config.json says" if label else ""))
+        add("dtype", "ok", f"weights are {', '.join(dtypes) or 'absent'}" + (", as config.json says" if label else ""))
 
 
 def _rope(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> None:

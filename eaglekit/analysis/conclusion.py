@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from collections.abc import Mapping
 from html import escape
 
+from eaglekit.analysis.acceptance import AcceptanceResult
 from eaglekit.analysis.compat import CompatReport
 from eaglekit.core.account import Account
 
@@ -56,7 +58,18 @@ def _similarity_sentence(sim) -> str | None:
     return f"{head}: {kind}; the part that moved most is {lowest.name} (cosine {lowest.cosine:.2f})."
 
 
-def conclude(report: CompatReport, *, similarity=None, account: Account | None = None) -> Conclusion:
+def _measured_sentence(label: str, r: AcceptanceResult, account: Account | None) -> str:
+    head = (f"Measured offline (eaglekit acceptance, {r.prompts} prompts, K = {r.steps}): {label} reaches accept "
+            f"length {r.accept_length:.2f}")
+    if account is None:
+        return head + "."
+    line = r.go_no_go(baseline_tps=account.baseline_tps, verify_ms=account.verify_ms, draft_ms=account.draft_ms,
+                      overhead_ms=account.overhead_ms)
+    return f"{head}. In this deployment's cycle: {line}"
+
+
+def conclude(report: CompatReport, *, similarity=None, account: Account | None = None,
+             measured: Mapping[str, AcceptanceResult] | None = None) -> Conclusion:
     """Sentences from the results: verdict, vocabulary overlap, weight similarity, payoff.
 
     The payoff is the deployment's throughput :class:`~eaglekit.core.account.Account`, told as everywhere
@@ -72,6 +85,8 @@ def conclude(report: CompatReport, *, similarity=None, account: Account | None =
                          "target at load time.")
     if account is not None:
         sentences += account.sentences()
+    for label, result in (measured or {}).items():
+        sentences.append(_measured_sentence(label, result, account))
     if report.verdict != "incompatible":
         sentences.append("Shapes cannot say whether the two targets' hidden states are similar enough for the "
                          "initialisation to help: measure accept length after a short fine-tune.")

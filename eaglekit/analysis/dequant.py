@@ -58,7 +58,7 @@ def to_float32(data: bytes, dtype: str) -> np.ndarray:
     if dtype == "BF16":
         return (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32)
     if dtype == "F8_E4M3":
-        return E4M3[np.frombuffer(data, np.uint8)]
+        return np.take(E4M3, np.frombuffer(data, np.uint8))
     if dtype in ("F16", "F32", "F64"):
         return np.frombuffer(data, {"F16": "<f2", "F32": "<f4", "F64": "<f8"}[dtype]).astype(np.float32)
     if dtype in ("I8", "U8", "I16", "I32", "I64"):
@@ -66,15 +66,17 @@ def to_float32(data: bytes, dtype: str) -> np.ndarray:
     raise QuantSchemeError(f"dtype {dtype} cannot be dequantised by eaglekit.")
 
 
-#: byte -> its two 4-bit values, low nibble first, offset removed, as float32: one lookup per byte.
+#: byte -> its two 4-bit values (low nibble first, offset removed) as two float32 in one 8-byte item:
+#: one ``np.take`` per byte (a flat table of 8-byte items is ~10x faster to index than a [256, 2] one).
 _NIBBLES = np.stack([(np.arange(256) & 0xF) - 8, (np.arange(256) >> 4) - 8], axis=1).astype(np.float32)
+_NIBBLE_PAIRS = _NIBBLES.view(np.uint64).ravel()
 
 
 def unpack_int4_float(words: np.ndarray, cols: int) -> np.ndarray:
     """4-bit packed int32 rows (n, w) -> float32 values (n, cols), through a 256-entry byte table."""
     n = words.shape[0]
     b = np.ascontiguousarray(words).view(np.uint8).reshape(n, -1)  # little-endian: low byte first
-    return _NIBBLES[b].reshape(n, -1)[:, :cols]
+    return np.take(_NIBBLE_PAIRS, b).view(np.float32).reshape(n, -1)[:, :cols]
 
 
 def unpack_rows(words: np.ndarray, cols: int, bits: int) -> np.ndarray:

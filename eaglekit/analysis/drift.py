@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,6 +46,10 @@ DEFAULT_BUDGET = 4 << 30
 INLINE_BELOW = 1 << 30
 #: Relative row change above which a row counts as moved (bf16 re-rounding stays well below).
 MOVED_TOL = 1e-3
+#: Units of a full pass: no sampling to serve, so fewer, larger blocks (a few tens of MiB in memory each).
+FULL_UNIT_BYTES = 4 << 20
+#: Rows are read and compared in pieces of about this many stored bytes per side (they stay in cache).
+CHUNK_BYTES = 256 << 10
 #: Threads reading units of a remote target inline (range requests wait on the network, not the CPU).
 REMOTE_READERS = 8
 #: Task size when threads share the units: small, so all of them stay busy.
@@ -70,10 +75,11 @@ def parse_size(value: str | int | float) -> int:
 
 
 def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Checkpoint, *,
-          drafter: str | os.PathLike[str] | None = None, tokenizer: Any = None, full: bool | None = None,
-          budget: str | int | None = None, scheduler: Any = None, seed: int = 0, confidence: float = 0.95,
-          tol: float = MOVED_TOL, unit_bytes: int | None = None, task_bytes: int = TASK_BYTES,
-          hidden: tuple[Any, Any] | None = None, progress: bool = True, endpoint: str | None = None, _task_hook: Callable[[int], None] | None = None) -> DriftReport:
+          drafter: str | os.PathLike[str] | Checkpoint | None = None, tokenizer: Any = None,
+          full: bool | None = None, budget: str | int | None = None, scheduler: Any = None, seed: int = 0,
+          confidence: float = 0.95, tol: float = MOVED_TOL, hidden: tuple[Any, Any] | None = None,
+          unit_bytes: int | None = None, task_bytes: int = TASK_BYTES, progress: bool = True,
+          endpoint: str | None = None, _task_hook: Callable[[int], None] | None = None) -> DriftReport:
     """How far target ``b`` moved from target ``a``: the drafter's view first, then a per-layer map.
 
     ``drafter`` (a location): its d2t picks the lm_head rows of its draft vocabulary and its aux layer
@@ -83,14 +89,20 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
     ``scheduler`` (full mode): ``"inline"``, ``"local"`` (a LocalCluster), an address or a Client
     (default: inline below 1 GiB of weights, else a LocalCluster). ``seed`` fixes the sample;
     ``confidence`` the intervals; ``tol`` the relative change that makes a row count as moved.
-    ``hidden``: two hidden-state dumps of the same prompts (A's, B's) for the hidden-state drift per
-    layer (:func:`~eaglekit.analysis.hidden_drift.hidden_drift`). ``unit_bytes``: stored bytes per side in one block of rows (default: 256 KiB, smaller when the budget
-    could not otherwise give every stratum its minimum of units); ``task_bytes``: per full-mode task.
+    ``hidden``: two hidden-state dumps of the same prompts (A's, B's): cosine and linear CKA per layer
+    (:func:`~eaglekit.analysis.hidden_drift.hidden_drift`). ``unit_bytes``: stored bytes per side in
+    one block of rows (default: 4 MiB in full mode; 256 KiB when sampling, smaller when the budget could
+    not otherwise give every stratum its minimum of units); ``task_bytes``: per full-mode task.
+    Workers open the locations themselves: a Checkpoint passed in is re-opened there by its location.
     """
     if not 0 < confidence < 1:
         raise InputError(f"confidence must be between 0 and 1, got {confidence!r}.")
     if not tol > 0:
         raise InputError(f"tol must be positive, got {tol!r}.")
+    if full is False and scheduler is not None:
+        raise InputError("a scheduler runs full passes; drop it, or ask for full=True (--full).")
+    if full and budget is not None:
+        raise InputError("a budget applies to sampled passes; drop it, or ask for full=False (--budget without --full).")
     started = time.perf_counter()
     with opened(a, endpoint=endpoint) as ca, opened(b, endpoint=endpoint) as cb:
         wa = quant_weights(ca.inventory, read_shape=lambda t: tuple(ca.read_numpy(t.name).tolist()))
@@ -104,22 +116,22 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         full = (scheduler is not None or not remote) if full is None else bool(full)
         limit = None if full else parse_size(budget) if budget is not None else DEFAULT_BUDGET
         if unit_bytes is None:
-            unit_bytes = UNIT_BYTES if full else _unit_bytes(pairs, limit)
+            unit_bytes = FULL_UNIT_BYTES if full else _unit_bytes(pairs, limit)
         plan = make_plan(pairs, only_a, only_b, mismatched, unit_bytes=unit_bytes)
-        total = sum(plan.unit_bytes(u) for u in plan.units)
+        total = float(plan.nbytes.sum())
         if full:
             chosen, mode = dict(plan.strata), "full"
         else:
             chosen, mode = sample(plan, limit, np.random.default_rng(seed)), "sampled"
-        order = np.sort(np.concatenate(list(chosen.values())))
-        order = np.unique(order)
+        order = np.unique(np.concatenate(list(chosen.values())))  # every unit is in one stratum
         run_on = _scheduler_choice(scheduler, full, total)
         locs = (_location_of(ca), _location_of(cb))
         values, moved_rows, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
                                              readers=REMOTE_READERS if remote and run_on == "inline" else 1,
                                              task_bytes=task_bytes)
-    read = tuple(float(sum((plan.units[i].r1 - plan.units[i].r0) * getattr(plan.pairs[plan.units[i].pair], side).row_bytes
-                           for i in order)) for side in ("a", "b"))
+    rows = np.array([plan.units[i].r1 - plan.units[i].r0 for i in order], dtype=np.float64)
+    read = tuple(float(rows @ np.array([getattr(plan.pairs[plan.units[i].pair], side).row_bytes for i in order]))
+                 for side in ("a", "b"))  # stored bytes per side, scales by their share
     strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
     states = None
     if hidden is not None:
@@ -150,18 +162,23 @@ class TaskSpec:
     tol: float
 
 
-_SOURCES = threading.local()
+#: Sources a Dask worker process keeps open across tasks: (location, endpoint, thread) -> Source.
+_SOURCES: dict[tuple[str, str | None, int], Any] = {}
+_SOURCES_LOCK = threading.Lock()
 
 
-def _source(location: str, endpoint: str | None):
-    """This thread's source for a location (opened once per worker thread, reused across tasks)."""
-    cache = getattr(_SOURCES, "cache", None)
-    if cache is None:
-        cache = _SOURCES.cache = {}
-    key = (location, endpoint)
-    if key not in cache:
-        cache[key] = open_source(parse_location(location), endpoint=endpoint)[0]
-    return cache[key]
+def _source(location: str, endpoint: str | None, cache: dict | None = None):
+    """This thread's source for a location, opened once and reused across tasks (sources need not be
+    thread-safe: each thread gets its own). ``cache``: where to keep it (default: the process's)."""
+    cache = _SOURCES if cache is None else cache
+    key = (location, endpoint, threading.get_ident())
+    with _SOURCES_LOCK:
+        found = cache.get(key)
+    if found is None:
+        found = open_source(parse_location(location), endpoint=endpoint)[0]
+        with _SOURCES_LOCK:
+            cache[key] = found
+    return found
 
 
 def _reader(source) -> Callable[[TensorEntry, int, int], bytes]:
@@ -179,21 +196,27 @@ def _rows(read, w: QuantWeight, pair: Pair, r0: int, r1: int) -> np.ndarray:
     return read_row_set(read, w, np.asarray(pair.rows[r0:r1], dtype=np.int64))
 
 
-def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None) -> tuple[int, np.ndarray, dict[int, np.ndarray]]:
+def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None, cache: dict | None = None
+             ) -> tuple[int, np.ndarray, dict[int, np.ndarray]]:
     """Per-unit sums (n, 6) of one task's units, and the rows that moved in row-tracking pairs."""
     if hook is not None:
         hook(spec.index)
-    ra, rb = (_reader(_source(loc, spec.endpoint)) for loc in spec.locations)
+    ra, rb = (_reader(_source(loc, spec.endpoint, cache)) for loc in spec.locations)
     out = np.zeros((len(spec.units), 6))
     moved: dict[int, list[np.ndarray]] = {}
     for k, (_, p, r0, r1) in enumerate(spec.units):
         pair = spec.pairs[p]
-        xa = _rows(ra, pair.a, pair, r0, r1)  # (rows, cols) float32
-        xb = _rows(rb, pair.b, pair, r0, r1)
-        out[k], mask = unit_sums(xa, xb, tol=spec.tol)
-        if pair.track_rows and mask.any():
-            ids = np.flatnonzero(mask) + r0
-            moved.setdefault(p, []).append(np.asarray(pair.rows, dtype=np.int64)[ids] if pair.rows is not None else ids)
+        step = max(1, int(CHUNK_BYTES // max(1.0, pair.row_bytes / 2)))
+        for c0 in range(r0, r1, step):  # cache-sized pieces of the unit: the sums add up
+            c1 = min(r1, c0 + step)
+            xa = _rows(ra, pair.a, pair, c0, c1)  # (rows, cols) float32, a fresh array
+            xb = _rows(rb, pair.b, pair, c0, c1)
+            sums, mask = unit_sums(xa, xb, tol=spec.tol, overwrite=True)
+            out[k] += sums
+            if pair.track_rows and mask.any():
+                ids = np.flatnonzero(mask) + c0
+                moved.setdefault(p, []).append(np.asarray(pair.rows, dtype=np.int64)[ids] if pair.rows is not None
+                                               else ids)
     return spec.index, out, {p: np.concatenate(v) for p, v in moved.items()}
 
 
@@ -223,19 +246,30 @@ def _execute(plan: Plan, order: np.ndarray, locs: tuple[str, str], endpoint: str
         used = {p for _, p, _, _ in units}
         specs.append(TaskSpec(i, locs, endpoint, {p: plan.pairs[p] for p in used}, units, tol))
     results: list[Any] = [None] * len(specs)
-    total = float(sum(plan.unit_bytes(plan.units[u]) for u in order))
+    total = float(plan.nbytes[order].sum())
     bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="drift", disable=not progress,
                leave=False, delay=0.5)
     with bar:
         if isinstance(run_on, str) and run_on == "inline":
             where = "this process" + (f" ({readers} reading threads)" if readers > 1 else "")
-            with ThreadPoolExecutor(max_workers=readers, thread_name_prefix="eaglekit-drift") as pool:
-                for s, res in zip(specs, pool.map(lambda s: run_task(s, hook), specs)):
+            cache: dict = {}
+            pool = None
+            try:
+                pool = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="eaglekit-drift") \
+                    if readers > 1 else None
+                done = pool.map(lambda s: run_task(s, hook, cache), specs) if pool else \
+                    (run_task(s, hook, cache) for s in specs)
+                for s, res in zip(specs, done):
                     results[s.index] = res
-                    bar.update(sum(plan.unit_bytes(plan.units[u]) for u, *_ in s.units))
+                    bar.update(float(sum(plan.nbytes[u] for u, *_ in s.units)))
+            finally:
+                if pool is not None:
+                    pool.shutdown(cancel_futures=True)
+                for src in cache.values():
+                    src.close()
         else:
             where = _run_dask(specs, run_on, hook, results, lambda s: bar.update(
-                sum(plan.unit_bytes(plan.units[u]) for u, *_ in s.units)))
+                float(sum(plan.nbytes[u] for u, *_ in s.units))))
     values = np.zeros((len(order), 6))
     pos = {int(u): k for k, u in enumerate(order)}
     moved: dict[int, list[np.ndarray]] = {}
@@ -269,7 +303,8 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
     else:
         raise InputError(f"scheduler must be 'inline', 'local', an address or a distributed.Client, got {run_on!r}.")
     try:
-        futures = {client.submit(run_task, s, hook, key=f"eaglekit-drift-{id(specs)}-{s.index}", pure=False): s
+        run = uuid.uuid4().hex[:12]
+        futures = {client.submit(run_task, s, hook, key=f"eaglekit-drift-{run}-{s.index}", pure=False): s
                    for s in specs}
         for fut in as_completed(futures):
             s = futures[fut]

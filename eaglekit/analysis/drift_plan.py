@@ -95,6 +95,7 @@ class Plan:
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
     mismatched: tuple[tuple[str, tuple[int, int], tuple[int, int]], ...]
+    nbytes: np.ndarray  # (units,) stored bytes of each unit, both sides
 
     def unit_bytes(self, u: Unit) -> float:
         return (u.r1 - u.r0) * self.pairs[u.pair].row_bytes
@@ -127,8 +128,9 @@ def make_plan(pairs: list[Pair], only_a, only_b, mismatched, *, unit_bytes: int 
         for r0 in range(0, p.n_rows, per):
             strata.setdefault(p.stratum, []).append(len(units))
             units.append(Unit(i, r0, min(p.n_rows, r0 + per)))
+    nbytes = np.array([(u.r1 - u.r0) * pairs[u.pair].row_bytes for u in units], dtype=np.float64)
     return Plan(tuple(pairs), tuple(units), {k: np.array(v, dtype=np.int64) for k, v in strata.items()},
-                tuple(only_a), tuple(only_b), tuple(mismatched))
+                tuple(only_a), tuple(only_b), tuple(mismatched), nbytes)
 
 
 #: Units every stratum gets in a sampled pass (all of them when it has fewer): below this the
@@ -140,7 +142,7 @@ def sample(plan: Plan, budget: float, rng: np.random.Generator) -> dict[str, np.
     """Units to read per stratum under ``budget`` bytes (both sides): :data:`MIN_UNITS` each (or all),
     the rest of the budget in proportion to each stratum's size (the allocation that minimises the
     whole-target variance when strata vary alike). Sorted unit indices per stratum."""
-    mean = {s: sum(plan.unit_bytes(plan.units[i]) for i in idx) / len(idx) for s, idx in plan.strata.items()}
+    mean = {s: float(plan.nbytes[idx].mean()) for s, idx in plan.strata.items()}
     n = {s: min(len(idx), MIN_UNITS) for s, idx in plan.strata.items()}
     left = budget - sum(n[s] * mean[s] for s in n)
     rest = {s: (len(idx) - n[s]) * mean[s] for s, idx in plan.strata.items()}
@@ -156,7 +158,7 @@ def tasks(plan: Plan, units: np.ndarray, *, task_bytes: int = TASK_BYTES) -> lis
     """Cut the given unit indices (in order) into tasks of about ``task_bytes`` per side."""
     out, cur, size = [], [], 0.0
     for i in units:
-        b = plan.unit_bytes(plan.units[int(i)]) / 2
+        b = plan.nbytes[int(i)] / 2
         if cur and size + b > task_bytes:
             out.append(np.array(cur, dtype=np.int64))
             cur, size = [], 0.0

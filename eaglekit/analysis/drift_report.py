@@ -161,7 +161,9 @@ class DriftReport:
                     ("lm_head, draft rows moved", f"{_show(d.moved, 4, exact)} of {d.rows} draft tokens")]
         for f in self.feeds:
             if f.own is None:
-                out.append((f"{f.engine} aux id {f.aux_id}", f"output of layer {f.layer}: not in both targets"))
+                what = "the token embeddings (see embedding)" if f.layer < 0 else \
+                    f"output of layer {f.layer}: not in both targets"
+                out.append((f"{f.engine} aux id {f.aux_id}", what))
             else:
                 out.append((f"{f.engine} aux id {f.aux_id}",
                             f"output of layer {f.layer}: layer cosine {_show(f.own.cosine, exact=exact)}; "

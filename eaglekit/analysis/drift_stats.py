@@ -54,16 +54,17 @@ class Estimate:
         return (self.high - self.low) / 2
 
 
-def unit_sums(a: np.ndarray, b: np.ndarray, *, tol: float) -> tuple[np.ndarray, np.ndarray]:
+def unit_sums(a: np.ndarray, b: np.ndarray, *, tol: float, overwrite: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Sums of one unit (6,) and the per-row moved mask (rows,), for float32 rows ``a``, ``b`` (n, cols).
 
-    A row moved when ||b_r - a_r|| > tol x ||a_r|| (or a zero row became non-zero)."""
-    d = a - b
+    A row moved when ||b_r - a_r|| > tol x ||a_r|| (or a zero row became non-zero). ``overwrite``: ``a``
+    may be overwritten (saves a copy)."""
     # per-row sums in float32 (relative error ~1e-6 on a 7168-wide row, 4x faster than float64 products),
     # everything above a row in float64
     aa = np.einsum("ij,ij->i", a, a).astype(np.float64)  # (n,)
     bb = np.einsum("ij,ij->i", b, b).astype(np.float64)
     ab = np.einsum("ij,ij->i", a, b).astype(np.float64)
+    d = np.subtract(a, b, out=a if overwrite else None)  # a - b, in a's memory when the caller allows
     dd = np.einsum("ij,ij->i", d, d).astype(np.float64)
     moved = dd > (tol * tol) * aa
     return np.array([aa.sum(), bb.sum(), ab.sum(), dd.sum(), moved.sum(), a.shape[0]], np.float64), moved

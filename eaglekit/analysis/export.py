@@ -385,7 +385,7 @@ def _specforge_config(cfg: DrafterConfig, ids, draft_vocab: int, provenance: dic
         out["target_hidden_size"] = cfg.target_hidden_size
     for flag in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output"):
         if getattr(cfg, flag):
-            out[flag] = True  # vLLM and speculators read these; SGLang ignores them
+            out[flag] = True  # read by the engines that support the option
     out["torch_dtype"] = cfg.torch_dtype or "bfloat16"
     out.update(_labels(cfg))
     out["eaglekit_export"] = provenance

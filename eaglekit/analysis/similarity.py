@@ -41,7 +41,7 @@ from eaglekit.core.tensors import NUMPY_DTYPES
 Device = Literal["cpu", "cuda", "auto"]
 DEFAULT_GRID = (64, 64)
 #: Bytes per side per range request to a remote source; several are in flight (see RangePipeline).
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
 #: Bytes per side per block of a local (memory-mapped) file: rows handed to the compute at once.
 LOCAL_CHUNK_BYTES = 16 * 1024 * 1024
 #: Elements per side converted to float32 at a time (4 MiB): the conversions and products stay in the
@@ -114,7 +114,7 @@ def _run(ca: Checkpoint, cb: Checkpoint, todo: Plan, *, device: str, chunk_bytes
     side_b = _views(cb, [(job.b, blk.span_b, job.width) for job, blk in work], chunk_bytes)
     show = total >= PROGRESS_BYTES if progress is None else progress
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="similarity",
-              disable=not show, leave=False) as bar:
+              disable=not show, leave=False) as bar, _closing(side_a, side_b):
         for (job, blk), da, db in zip(work, side_a, side_b):
             if acc is None or acc.job is not job:  # blocks arrive job by job
                 if acc is not None:
@@ -127,11 +127,19 @@ def _run(ca: Checkpoint, cb: Checkpoint, todo: Plan, *, device: str, chunk_bytes
             read[1] += len(db)
             bar.update(len(da) + len(db))
             del da, db, xa, xb  # the views' buffers are reused for the next blocks
-    for side in (side_a, side_b):
-        side.close()
     if acc is not None:
         results.extend(acc.finish())
     return results, read
+
+
+@contextmanager
+def _closing(*sides):
+    """Unmap files and stop reader threads however the loop ends (a truncated file, Ctrl-C)."""
+    try:
+        yield
+    finally:
+        for side in sides:
+            side.close()
 
 
 def _span_bytes(t: TensorEntry, width: int, span: tuple[int, int]) -> int:

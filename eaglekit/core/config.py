@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from eaglekit.core.errors import ConfigError, InputError
 from eaglekit.core.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxEngineView, AuxLayerReport,
-                                  aux_engine_view, config_convention, interpret_aux_layers, parse_aux_layer_ids)
+                                  aux_engine_view, interpret_aux_layers, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, kv_text
 
 DrafterFormat = Literal["specforge", "eagle", "speculators", "mla"]

@@ -305,7 +305,7 @@ class AuxEngineView:
                          "-" if e is self.training or e.matches_training else _show(e.write)])
         return rows
 
-    _HEAD = ["reader", "counts", "ids", "feeds outputs of layers", "in range", "as trained", "write instead"]
+    _HEAD = ("reader", "counts", "ids", "feeds outputs of layers", "in range", "as trained", "write instead")
 
     def __str__(self) -> str:
         from eaglekit.core.render import text_table

@@ -21,6 +21,9 @@ Targets (``targets/<name>/``) hold config.json and a partial checkpoint with onl
 drafter shares with its target: the token embedding and lm_head (K2.5's under ``language_model.``; its
 embedding is the one k25-scratch saved). ``broken/<name>`` holds drafters with one fault each for
 ``eaglekit check`` (:mod:`eaglekit.demo.broken`).
+``target-weights/`` holds two thin quantised targets in full layout, Kimi-K2 in FP8 blocks and a
+drifted Kimi-K2.5 in compressed-tensors INT4, and ``hidden-states/`` a synthetic hidden-state dump of
+each, for ``eaglekit drift`` (:mod:`eaglekit.demo.targets`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ Widgets are made honest for a page with no kernel (:func:`static_widgets`). Befo
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
@@ -318,7 +319,9 @@ def _export(nb, *, assets_url: str | None, title: str | None = None) -> _Page:
     static_widgets(nb)
     single = assets_url is None
     plotly_js = get_plotlyjs() if figures and single else None
-    embed_js = (ASSETS / "embed.js").read_text(encoding="utf-8") if single and "widgets" in nb.metadata else None
+    embed_js = None
+    if single and "widgets" in nb.metadata:  # as a data: URL (see the template)
+        embed_js = "data:text/javascript;base64," + base64.b64encode((ASSETS / "embed.js").read_bytes()).decode()
     exporter = HTMLExporter(extra_template_basedirs=[str(TEMPLATE.parent)], template_name=TEMPLATE.name)
     exporter.embed_images = True
     resources = {"metadata": {"name": title or _title(nb, "eaglekit")}, "plotly_js": plotly_js,

@@ -1,0 +1,114 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Accept length, measured: will this drafter pay off on that target?
+#
+# Every other view guesses: shapes, vocabulary overlap, weight cosine. The number that decides whether
+# speculative decoding pays is the **accept length**: tokens emitted per draft-verify cycle. This
+# notebook measures it offline, without a serving stack: the target generates its greedy continuation
+# of each prompt, the drafter drafts K tokens from every position (chain, top-1), and a simulation of the
+# serving cycles counts what the target would accept (vLLM's convention: the bonus token counts, the
+# prefill token does not).
+#
+# The seed's question, replayed on a **trained synthetic world** (random weights accept nothing): a tiny
+# Llama target trained on a token language ("K2"), a new version of it continued on a shifted language
+# ("K2.5"), an EAGLE-3 drafter trained for K2, a drafter trained from scratch on K2.5 with few samples
+# (the team's), and one warm-started from the K2 drafter with the same few samples.
+
+# %% tags=["parameters"]
+import os
+
+DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
+TRAINED = None  # None: the trained world inside DEMO (trained on first use, about a minute, then cached)
+STEPS = 4  # draft steps K per cycle
+MAX_NEW_TOKENS = 32
+BASELINE_TPS = 82.0  # the seed: decode tok/s without speculation
+VERIFY_MS = 30.0  # target verify time per cycle
+DRAFT_MS = 1.67  # drafter time per step (the seed's fitted figure, notebook 05)
+TORCH_THREADS = 1  # the demo's models are tiny: one thread is fastest (None: torch's default)
+
+# %%
+from pathlib import Path
+
+import torch
+
+import eaglekit
+from eaglekit.analysis.acceptance_conclusion import conclude_acceptance
+from eaglekit.view.acceptance_figures import accept_length_vs_steps, per_prompt_spread, per_step_acceptance
+
+if TORCH_THREADS:
+    torch.set_num_threads(TORCH_THREADS)
+world = eaglekit.build_trained_demo(TRAINED or Path(DEMO) / "trained")
+k2, k25 = eaglekit.load_target(world.target("k2")), eaglekit.load_target(world.target("k25"))
+world
+
+# %% [markdown]
+# ## The K2 drafter on its own target
+# `measure_acceptance` is `eaglekit acceptance DRAFTER --target T --prompts FILE` in the terminal.
+
+# %%
+def measure(drafter, target, prompts, **kw):
+    return eaglekit.measure_acceptance(world.drafter(drafter), target=target, prompts=world.prompts(prompts),
+                                       steps=STEPS, max_new_tokens=MAX_NEW_TOKENS, **kw)
+
+
+own = measure("k2", k2, "k2")
+own
+
+# %% [markdown]
+# ## The same drafter on the new target version
+# Same shapes, same vocabulary, same layer ids: a compatibility check passes. The measurement does not.
+
+# %%
+on_new = measure("k2", k25, "k25")
+on_new
+
+# %% [markdown]
+# ## Scratch or warm start, with the same few samples
+
+# %%
+scratch = measure("k25-scratch", k25, "k25")
+warm = measure("k25-warm", k25, "k25")
+results = {"K2 drafter on K2": own, "K2 drafter on K2.5": on_new, "scratch on K2.5": scratch,
+           "warm start on K2.5": warm}
+break_even = warm.speedup(baseline_tps=BASELINE_TPS, verify_ms=VERIFY_MS, draft_ms=DRAFT_MS).break_even_accept_length
+accept_length_vs_steps(results, break_even=break_even)
+
+# %%
+per_step_acceptance(results)
+
+# %%
+per_prompt_spread(results)
+
+# %% [markdown]
+# ## The aux-layer convention
+# The K2 drafter's config (SpecForge format) names layers `[0, 1, 2]`. SpecForge trained it on the
+# OUTPUTS of those layers; vLLM reads the same ids as layer INPUTS. Every result measures both readings.
+
+# %%
+{name: r.accept_length_by_convention for name, r in results.items()}
+
+# %% [markdown]
+# ## Go or no-go, through the calculator
+
+# %%
+for name, r in results.items():
+    print(f"{name:20s} {r.go_no_go(baseline_tps=BASELINE_TPS, verify_ms=VERIFY_MS, draft_ms=DRAFT_MS)}")
+
+# %% [markdown]
+# ## Conclusion (generated from the measurements above)
+
+# %%
+conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, baseline_tps=BASELINE_TPS,
+                    verify_ms=VERIFY_MS, draft_ms=DRAFT_MS)

@@ -1,0 +1,20 @@
+"""Notebook 07 on the demo: the dashboard link is shown, sampled figures are checked against the full
+pass, and the hidden-state table is there."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.mark.notebook
+def test_target_drift_notebook(executed_notebook):
+    nb = executed_notebook("07_target_drift")
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = json.dumps(outputs)
+    assert "Dask dashboard: [http://" in text  # the link to the cluster's dashboard
+    assert "sampled read" in text and "covered" in text
+    assert "linear CKA" in text and "output of layer 58" in text
+    assert "Embedding (the drafter's frozen copy): 300 of 10240 rows moved" in text
