@@ -36,7 +36,9 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_inspect.py
 	$(PY) benchmarks/bench_header.py
 	$(PY) benchmarks/bench_similarity.py
+	$(PY) benchmarks/bench_report_size.py
 	$(PY) benchmarks/bench_export.py
+	$(PY) benchmarks/bench_acceptance.py
 
 clean:
 	rm -rf build .pytest_cache

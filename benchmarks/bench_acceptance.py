@@ -143,7 +143,10 @@ def main() -> None:
     ap.add_argument("--part", choices=("fast-vs-naive", "kimi", "all"), default="all")
     ap.add_argument("--positions", type=int, default=None)
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     if args.part in ("fast-vs-naive", "all"):
         fast_vs_naive(args.positions or 2000, args.steps or 5)

@@ -10,7 +10,8 @@ a shared expert and ``--experts`` routed experts, gate/up [2048, 7168], down [71
 
 Then, on warm page cache:
 
-1. plain dequantise pass: the same row blocks read and dequantised on both sides, nothing else (the floor);
+1. plain dequantise pass: the same row pieces read and dequantised on both sides into the same reused
+   buffers, nothing compared (the floor);
 2. full pass, single process (``scheduler="inline"``): GB/s of stored bytes and the ratio to (1);
 3. full pass on a Dask LocalCluster with 2 worker processes: wall time, peak RSS per worker;
 4. sampled passes at growing budgets: bytes read, wall time and the 95% interval of the whole-target
@@ -90,7 +91,8 @@ def write_pair(folder: Path, experts: int) -> tuple[Path, Path]:
                 s_bf = ((s.view(np.uint32) + 0x8000) >> 16).astype(np.uint16)  # round to bf16
                 s_back = (s_bf.astype(np.uint32) << 16).view(np.float32)
                 q = np.clip(np.rint(g / s_back[..., None]), -8, 7).astype(np.int64).reshape(n, c) + 8
-                words = (q.reshape(n, c // 8, 8).astype(np.uint32) << (np.arange(8, dtype=np.uint32) * 4)).sum(-1, dtype=np.uint32)
+                nibbles = q.reshape(n, c // 8, 8).astype(np.uint32) << (np.arange(8, dtype=np.uint32) * 4)
+                words = nibbles.sum(-1, dtype=np.uint32)  # (n, c / 8): element i at bit 4 i
                 packed_rows.append(words.view(np.int32).tobytes())
                 scale_rows.append(s_bf.tobytes())
             fa.write(scale_inv.tobytes())
@@ -111,23 +113,83 @@ def write_pair(folder: Path, experts: int) -> tuple[Path, Path]:
 
 def plain_pass(a: Path, b: Path) -> tuple[float, float]:
     """Read and dequantise every unit of both sides, no comparison: (seconds, stored bytes)."""
-    from eaglekit.analysis.dequant import quant_weights, read_rows
-    from eaglekit.analysis.drift import _reader, _source
+    from eaglekit.analysis.dequant import Scratch, quant_weights, read_rows
+    from eaglekit.analysis.drift import CHUNK_BYTES, _reader, _source
     from eaglekit.analysis.drift_plan import make_plan, pair_weights
     from eaglekit.io.reader import open_checkpoint
 
     with open_checkpoint(a) as ca, open_checkpoint(b) as cb:
         pairs, *rest = pair_weights(quant_weights(ca.inventory), quant_weights(cb.inventory))
-    plan = make_plan(pairs, *rest)
+    plan = make_plan(pairs, *rest, unit_bytes=CHUNK_BYTES)  # the pieces the full pass decodes at a time
     ra, rb = _reader(_source(str(a), None)), _reader(_source(str(b), None))
+    scratch = Scratch()  # the same reused buffers as the full pass
     t = time.perf_counter()
     total = 0.0
-    for u in plan.units:
+    for i in range(len(plan)):
+        u = plan.unit(i)
         p = plan.pairs[u.pair]
-        read_rows(ra, p.a, u.r0, u.r1)
-        read_rows(rb, p.b, u.r0, u.r1)
-        total += plan.unit_bytes(u)
+        read_rows(ra, p.a, u.r0, u.r1, scratch=scratch, key="a")
+        read_rows(rb, p.b, u.r0, u.r1, scratch=scratch, key="b")
+        total += plan.nbytes[i]
     return time.perf_counter() - t, total
+
+
+def plan_at_scale() -> None:
+    """Plan (no bytes read) a whole Kimi-K2 FP8 / K2.5 INT4 pair from in-memory headers: 61 layers,
+    384 routed experts each; how long planning and drawing a sample take, and how much memory."""
+    from eaglekit.analysis.dequant import quant_weights
+    from eaglekit.analysis.drift import _unit_bytes
+    from eaglekit.analysis.drift_plan import make_plan, pair_weights, sample
+    from eaglekit.io.inventory import Inventory, TensorEntry
+    import numpy as np
+
+    def inventory(prefix: str, int4: bool) -> Inventory:
+        entries, off = [], 0
+
+        def add(name, dtype, shape, itembits):
+            nonlocal off
+            n = int(np.prod(shape)) * itembits // 8
+            entries.append(TensorEntry(name, dtype, tuple(shape), int(np.prod(shape)), n, "model.safetensors", off))
+            off += n
+
+        def weight(name, r, c):
+            if int4:
+                add(prefix + name + "_packed", "I32", (r, c // 8), 32)
+                add(prefix + name + "_scale", "BF16", (r, c // 32), 16)
+                add(prefix + name + "_shape", "I64", (2,), 64)
+            else:
+                add(prefix + name, "F8_E4M3", (r, c), 8)
+                add(prefix + name + "_scale_inv", "F32", (-(-r // 128), -(-c // 128)), 32)
+
+        add(prefix + "embed_tokens.weight", "BF16", (163840, H), 16)
+        for layer in range(61):
+            for k, (r, c) in shapes(384).items():
+                if layer == 0 and ".experts." in k:
+                    continue
+                weight(k.replace("layers.3.", f"layers.{layer}."), r, c)
+        cfg = {"quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                                       "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 32}}}}} \
+            if int4 else {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+        return Inventory("k25" if int4 else "k2", (), tuple(sorted(entries, key=lambda e: e.name)), config=cfg)
+
+    reset_peak()
+    t = time.perf_counter()
+    ia, ib = inventory("model.", False), inventory("language_model.model.", True)
+    t_inv = time.perf_counter() - t
+    t = time.perf_counter()
+    pairs, *rest = pair_weights(quant_weights(ia), quant_weights(ib))
+    budget = 4 << 30
+    plan = make_plan(pairs, *rest, unit_bytes=_unit_bytes(pairs, budget))
+    t_plan = time.perf_counter() - t
+    t = time.perf_counter()
+    chosen = sample(plan, budget, np.random.default_rng(0))
+    t_sample = time.perf_counter() - t
+    n = sum(len(v) for v in chosen.values())
+    read = float(sum(plan.nbytes[v].sum() for v in chosen.values()))
+    print(f"planning a whole K2/K2.5 pair ({len(ia.tensors) + len(ib.tensors)} tensors, "
+          f"{(ia.total_bytes + ib.total_bytes) / 1e12:.2f} TB): inventories {t_inv:.1f} s, pairing and "
+          f"{len(plan):,} units {t_plan:.1f} s, drawing {n:,} units of {len(plan.strata)} strata "
+          f"({read / 1e9:.2f} GB) {t_sample:.2f} s; peak RSS {peak_mib():.0f} MiB")
 
 
 def reset_peak() -> None:
@@ -171,7 +233,8 @@ def main() -> None:
     reset_peak()
     secs, stored = plain_pass(a, b)
     plain_peak = peak_mib()
-    print(f"plain dequantise pass: {secs:.2f} s, {stored / secs / 1e9:.3f} GB/s of stored bytes; peak RSS {plain_peak:.0f} MiB")
+    print(f"plain dequantise pass: {secs:.2f} s, {stored / secs / 1e9:.3f} GB/s of stored bytes; "
+          f"peak RSS {plain_peak:.0f} MiB")
     reset_peak()
     r = eaglekit.drift(a, b, full=True, scheduler="inline", progress=False)
     full_gbs = sum(r.bytes_read) / r.seconds / 1e9
@@ -202,6 +265,7 @@ def main() -> None:
               f"({sum(s.bytes_read) / full_bytes:.2%} of full) in {s.seconds:.2f} s "
               f"({s.seconds / r.seconds:.1%} of the full pass's time); cosine {c.value:.5f} "
               f"[{c.low:.5f}, {c.high:.5f}], half-width {c.half_width:.5f}, covers full: {c.low <= truth <= c.high}")
+    plan_at_scale()
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -17,6 +17,7 @@ Anchors, measured in the same run:
   every float tensor, whole-tensor sums ``a.a``, ``b.b``, ``a.b`` in float64 (``.double()``) or with
   float32 products and sums; ``loop64`` is also the float64 reference for the accuracy check;
 - ``naive`` (``--naive``): ``load_file`` both, upcast, cosine per tensor;
+- ``before`` (``--before FILE``): an earlier version of eaglekit's similarity module, same rounds;
 - ``eaglekit``: ``eaglekit.similarity(a, b)``, every tensor, 64 x 64 grids, lm_head aligned by token
   (``eaglekit-t2``: the same with two torch threads);
 - ``eaglekit-http``, ``eaglekit-hf``: the same through the loopback file server and Hub-compatible
@@ -137,6 +138,16 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
         for k, x in A.items():
             if x.is_floating_point():
                 out[k] = float(torch.nn.functional.cosine_similarity(x.float().flatten(), B[k].float().flatten(), dim=0))
+    elif mode == "before":  # the implementation this benchmark replaced, from git (--before FILE)
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("similarity_before", endpoint)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        report = module.similarity(a, b, progress=False)
+        out = {t.name: t.cosine for t in report.tensors}
+        s = sum(t.totals for t in report.tensors if t.tensor == "fc.weight")
+        out["fc.weight"] = float(s[2] / (s[0] * s[1]) ** 0.5)
     elif mode.startswith("eaglekit"):
         from eaglekit.analysis.similarity import similarity
 
@@ -224,6 +235,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; medians are reported")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}, naive")
     ap.add_argument("--naive", action="store_true", help="also the load_file mode (4.5 GB of memory)")
+    ap.add_argument("--before", type=Path, help="a previous eaglekit/analysis/similarity.py (e.g. from "
+                    "`git show REV:eaglekit/analysis/similarity.py`), run as mode 'before' in the same rounds")
     ap.add_argument("--child", nargs=4, metavar=("MODE", "A", "B", "ENDPOINT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -232,7 +245,8 @@ def main() -> None:
     from eaglekit.demo.fileserver import FileServer
     from eaglekit.demo.hubserver import HubServer
 
-    modes = [m for m in args.modes.split(",") if m] + (["naive"] if args.naive else [])
+    modes = [m for m in args.modes.split(",") if m] + (["naive"] if args.naive else []) + \
+        (["before"] if args.before else [])
     scale = 4 if args.small else 1
     data = args.data / ("small" if args.small else "k2")
     pa, pb = write_pair(data, scale)
@@ -243,6 +257,10 @@ def main() -> None:
     loads = []
     with HubServer(root) as hub, FileServer(root) as files:
         urls = [f"{files.endpoint}/files/bench/{r}/model.safetensors" for r in ("a", "b")]
+        import httpx
+
+        for r in ("a", "b"):  # the Hub server hashes each file once for its ETag: not part of any mode's time
+            httpx.head(f"{hub.endpoint}/bench/{r}/resolve/main/model.safetensors", timeout=600)
         for _ in range(args.repeat):
             for mode in modes:
                 loads.append(os.getloadavg()[0])
@@ -251,6 +269,8 @@ def main() -> None:
                     r = timed(["cat", str(pa), str(pb)])
                 elif mode == "curl":
                     r = timed(["curl", "-sf", "-o", "/dev/null", urls[0], "-o", "/dev/null", urls[1]])
+                elif mode == "before":
+                    r = run_child(mode, str(pa), str(pb), str(args.before))
                 elif mode == "eaglekit-http":
                     r = run_child(mode, *urls)
                 elif mode.startswith("eaglekit-hf"):
@@ -272,7 +292,7 @@ def main() -> None:
               f"{', '.join(format(r['seconds'], '.2f') for r in rs)}")
     if "eaglekit" in med:
         e = med["eaglekit"]
-        for anchor in ("floor", "cat", "loop64", "loop32", "naive"):
+        for anchor in ("floor", "cat", "loop64", "loop32", "naive", "before"):
             if anchor in med:
                 print(f"eaglekit throughput / {anchor}: {med[anchor] / e:.2f}")
         for remote in ("eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms", "eaglekit-hf-50ms"):

@@ -15,7 +15,8 @@
 # # 00 · Investigation: can drafter A be fine-tuned for target B, and would it pay off?
 #
 # The account behind eaglekit, as one walk. A team runs EAGLE-3 speculative decoding on Kimi-K2.5:
-# baseline 82 tok/s, with their own drafter (37K training samples, accept length 2.0) only 60 tok/s.
+# baseline 82 tok/s, with their own drafter (37K training samples, 2 draft steps per cycle, accept
+# length 2.0) only 60 tok/s.
 # A public Kimi-K2 drafter, trained on 1.4M samples, reaches accept length 3.2-3.5 on K2. Can it
 # initialise a K2.5 drafter? This notebook searches, diffs configs, reads headers, checks the
 # vocabulary maps by value, compares weights and does the payoff maths; its conclusion is generated

@@ -121,8 +121,9 @@ drift_map(full)
 # Weights are one side; the drafter reads hidden states. Two dumps of the same prompts (`eaglekit
 # dump-hidden` on each target) give, per aux layer, the mean cosine of the two targets' states on the
 # positions where both saw the same tokens, and linear CKA, which forgives a rotation of the basis:
-# a cosine far below the CKA says the information is there but the drafter's `fc` reads it in the wrong
-# basis, which a fine-tune of `fc` can fix; a low CKA says it is gone.
+# a cosine far below the CKA says the information is still there in a turned basis, which fine-tuning
+# the drafter's `fc` may follow; a low CKA says it is gone. In the demo the deep states turn: cosine
+# falls with depth while CKA stays high.
 
 # %%
 full.hidden

@@ -26,12 +26,22 @@ def demo(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def trained(demo):
-    """The trained demo world (tiny target, two versions, EAGLE-3 drafters), inside the demo workspace
-    where notebook 06 finds it; trained once per test process."""
+def trained(demo, tmp_path_factory):
+    """The trained demo world (tiny target, two versions, EAGLE-3 drafters): trained once for all test
+    workers (and reused by later runs while its version holds) under pytest's temp root, behind a lock,
+    and linked into the demo workspace where notebooks 00 and 06 look for it."""
+    import fcntl
+
     from eaglekit.demo.trained import build_trained_demo
 
-    return build_trained_demo(demo.root / "trained", progress=False)
+    shared = tmp_path_factory.getbasetemp().parent
+    with open(shared / "eaglekit-trained.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        world = build_trained_demo(shared / "eaglekit-trained-demo", progress=False)
+    link = demo.root / "trained"
+    if not link.exists():
+        link.symlink_to(world.root, target_is_directory=True)
+    return build_trained_demo(link, progress=False)
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +54,7 @@ def hub(demo):
 
 
 @pytest.fixture(scope="session")
-def executed_notebook(demo):
+def executed_notebook(demo, trained):
     """``executed_notebook("04_weight_similarity")``: the notebook run once per test process, on the demo."""
     from eaglekit.view.report import execute_notebook
 

@@ -196,3 +196,19 @@ def test_mismatched_drafters(trained, k2, tmp_path):
     (folder / "model.safetensors").write_bytes((trained.drafter("k2") / "model.safetensors").read_bytes())
     with pytest.raises(VocabMapError, match="(?i)vocabulary"):
         measure_acceptance(folder, target=k2, prompts=trained.prompts("k2"), progress=False)
+
+
+def test_conclusions_carry_the_measurement(demo, k2_result):
+    from eaglekit.analysis.acceptance_conclusion import conclude_acceptance
+    from eaglekit.analysis.compat import compat
+    from eaglekit.analysis.conclusion import conclude
+    from eaglekit.core.account import Account
+
+    c = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=Account.seed(),
+                 measured={"the K2 drafter": k2_result})
+    (line,) = [s for s in c.sentences if s.startswith("Measured offline")]
+    assert f"the K2 drafter reaches accept length {k2_result.accept_length:.2f}" in line and "break-even" in line
+    story = conclude_acceptance(own=k2_result, new_target=k2_result, scratch=k2_result, warm=k2_result,
+                                baseline_tps=82, verify_ms=30, draft_ms=1.67)
+    assert story.verdict == "go" and f"{k2_result.accept_length:.2f}" in story.sentences[0]
+    assert any("read as inputs" in s for s in story.sentences)

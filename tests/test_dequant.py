@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from eaglekit.analysis.dequant import (E4M3, QuantSchemeError, QuantWeight, align_name, quant_weights, read_row_set,
-                                       read_rows)
+from eaglekit.analysis.dequant import (E4M3, QuantSchemeError, QuantWeight, Scratch, align_name, quant_weights,
+                                       read_row_set, read_rows, to_float32)
 from eaglekit.io.inventory import Inventory, TensorEntry
 
 _DT = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16", torch.int32: "I32", torch.int64: "I64",
@@ -36,6 +36,11 @@ def test_e4m3_table_matches_torch():
     ref = bits.view(torch.float8_e4m3fn).float().numpy()
     assert np.array_equal(np.isnan(ref), np.isnan(E4M3))
     assert np.array_equal(ref[~np.isnan(ref)], E4M3[~np.isnan(E4M3)])
+    for scratch in (None, Scratch()):  # the bit-moving decoder, with and without reused buffers
+        ours = to_float32(bytes(range(256)), "F8_E4M3", scratch)
+        assert np.array_equal(ours, ref, equal_nan=True)
+    bf = torch.randn(1000).bfloat16()
+    assert np.array_equal(to_float32(bf.view(torch.uint8).numpy().tobytes(), "BF16", Scratch()), bf.float().numpy())
 
 
 @pytest.mark.parametrize("rows,cols", [(256, 384), (300, 200), (7, 130)])  # exact, ragged, tiny
@@ -48,8 +53,10 @@ def test_fp8_block_equals_torch_reference(rows, cols):
                      {"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}})
     qw = quant_weights(inv)["m.weight"]
     assert qw.scheme == "fp8-block" and qw.shape == (rows, cols)
+    scratch = Scratch()
     for r0, r1 in [(0, rows), (min(5, rows - 1), rows), (0, 1)]:  # block-crossing and ragged row ranges
         assert np.array_equal(read_rows(read, qw, r0, r1), ref[r0:r1].numpy())
+        assert np.array_equal(read_rows(read, qw, r0, r1, scratch=scratch), ref[r0:r1].numpy())
     pick = np.array(sorted({0, rows // 2, rows // 2 + 1, rows - 1}))
     assert np.array_equal(read_row_set(read, qw, pick), ref.numpy()[pick])
 
@@ -89,9 +96,11 @@ def test_int_pack_equals_compressed_tensors(rows, cols, group, symmetric, sdtype
         assert np.array_equal(ours, ref.numpy())
     else:  # the reference multiplies in bf16: ours in float32, rounded once, equals it
         assert torch.equal(torch.from_numpy(ours).to(sdtype), ref)
+    scratch = Scratch()
     for r0, r1 in [(3, rows), (rows - 1, rows), (1, 9)]:  # row blocks off the 8-row zero-point words
         r1 = min(r1, rows)
         assert np.array_equal(read_rows(read, qw, r0, r1), ours[r0:r1])
+        assert np.array_equal(read_rows(read, qw, r0, r1, scratch=scratch), ours[r0:r1])
 
 
 def _int_config(group=32, method="compressed-tensors", fmt="pack-quantized"):
@@ -110,6 +119,9 @@ def test_bad_schemes_say_what_is_wrong():
         quant_weights(inv)
     inv, _ = _mem({"x.weight": torch.zeros(4, 4).to(torch.float8_e4m3fn)})
     with pytest.raises(QuantSchemeError, match="scale tensor missing.*weight_scale_inv"):
+        quant_weights(inv)
+    inv, _ = _mem({"x.weight": torch.zeros(4, 4).to(torch.float8_e4m3fn), "x.weight_scale": torch.ones(4, 1)})
+    with pytest.raises(QuantSchemeError, match="unknown quantisation scheme: x.weight is F8_E4M3 with a weight_scale"):
         quant_weights(inv)
     inv, _ = _mem({"x.weight": torch.zeros(4, 4)}, {"quantization_config": {"quant_method": "awq"}})
     with pytest.raises(QuantSchemeError, match="unknown quantisation scheme quant_method='awq'"):

@@ -136,6 +136,8 @@ def test_fast_pass_equals_reference(case):
     torch.testing.assert_close(torch.stack(fast.logits), ref_logits, rtol=1e-4, atol=1e-4)
     assert torch.equal(fast.tokens, ref)
     assert torch.equal(model.draft_loop(model.project(aux), ids, K), ref)
+    # drafting from the continuation only (a prompt's positions stay prefix) gives the same chains
+    assert torch.equal(model.draft(model.project(aux), ids, K, start=5).tokens, ref[:, 5:])
     # accept lengths agree: matches against a target sequence that follows the reference's chains in part
     expected = ref.clone()
     expected[1, ::3] = (expected[1, ::3] + 1) % V

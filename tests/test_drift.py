@@ -77,7 +77,8 @@ def _dense(folder: Path) -> dict[str, torch.Tensor]:
         elif t.dtype == torch.float8_e4m3fn:
             s = raw[name + "_scale_inv"]
             rows, cols = t.shape
-            out[align_name(name)] = t.double() * s.double().repeat_interleave(128, 0)[:rows].repeat_interleave(128, 1)[:, :cols]
+            expanded = s.double().repeat_interleave(128, 0)[:rows].repeat_interleave(128, 1)[:, :cols]  # (rows, cols)
+            out[align_name(name)] = t.double() * expanded
         else:
             out[align_name(name)] = t.double()
     return out
@@ -85,7 +86,8 @@ def _dense(folder: Path) -> dict[str, torch.Tensor]:
 
 def test_full_pass_equals_dense_reference(pair, full_report):
     a, b = _dense(pair[0]), _dense(pair[1])
-    for stratum, match in [("layer 60 routed experts", "layers.60.mlp.experts."), ("layer 7 attention", "layers.7.self_attn.")]:
+    for stratum, match in [("layer 60 routed experts", "layers.60.mlp.experts."),
+                           ("layer 7 attention", "layers.7.self_attn.")]:
         keys = [k for k in a if k.startswith(match) and "norm" not in k]
         ab = sum(float((a[k] * b[k]).sum()) for k in keys)
         aa = sum(float((a[k] * a[k]).sum()) for k in keys)
@@ -119,11 +121,11 @@ def test_sampled_intervals_cover_the_full_pass(pair):
     with ca, cb:
         pairs, oa, ob, mm = pair_weights(quant_weights(ca.inventory), quant_weights(cb.inventory))
     plan = make_plan(pairs, oa, ob, mm, unit_bytes=512)
-    order = np.arange(len(plan.units))
+    order = np.arange(len(plan))
     values, _, _ = _execute(plan, order, (str(pair[0]), str(pair[1])), None, 1e-3, "inline", False, None)
     figures = {"whole": list(plan.strata), "embedding": ["embedding"], "lm_head": ["lm_head"]}
     truth = {k: estimate([Stratum(len(plan.strata[s]), values[plan.strata[s]]) for s in v]) for k, v in figures.items()}
-    total = sum(plan.unit_bytes(u) for u in plan.units)
+    total = plan.nbytes.sum()
     hits = {(k, j): 0 for k in figures for j in range(3)}
     trials = 200
     for seed in range(trials):
@@ -164,8 +166,8 @@ def test_dask_equals_single_process_and_survives_a_killed_worker(pair, full_repo
         same(r)
         assert r.where.startswith("Dask tcp://")
         marker = tmp_path / "killed"
-        r = drift(*pair, drafter=drafter[0], full=True, scheduler=client, task_bytes=1 << 20, progress=False,
-                  _task_hook=partial(_kill_once, str(marker)))
+        r = drift(*pair, drafter=drafter[0], scheduler=cluster.scheduler_address, task_bytes=1 << 20,
+                  progress=False, _task_hook=partial(_kill_once, str(marker)))  # an address, as --scheduler gives
         assert marker.exists()  # a worker did die mid-run ...
         same(r)  # ... and Dask re-ran its task elsewhere: the same figures
 
@@ -228,7 +230,8 @@ def test_unit_plan_covers_every_row_once(pair):
     pairs, *rest = pair_weights(w, w)
     plan = make_plan(pairs, *rest, unit_bytes=drift_plan.UNIT_BYTES)
     rows = {}
-    for u in plan.units:
+    for i in range(len(plan)):
+        u = plan.unit(i)
         rows.setdefault(u.pair, []).append((u.r0, u.r1))
     for i, spans in rows.items():
         assert spans[0][0] == 0 and spans[-1][1] == plan.pairs[i].n_rows
@@ -240,7 +243,7 @@ def test_remote_targets_default_to_sampled_and_send_only_sampled_ranges(pair):
 
     with FileServer(pair[0].parent) as server:
         base = f"{server.endpoint}/files"
-        r = drift(f"{base}/{pair[0].name}", f"{base}/{pair[1].name}", budget="4MB", progress=False)
+        r = drift(f"{base}/{pair[0].name}", f"{base}/{pair[1].name}", budget="4MB", unit_bytes=8192, progress=False)
         sent = sum(rec.bytes_sent for rec in server.log)
     assert r.mode == "sampled" and "reading threads" in r.where
     fixed = sum((d / "model.safetensors.index.json").stat().st_size + (d / "config.json").stat().st_size
@@ -256,3 +259,27 @@ def test_mode_arguments_that_contradict_each_other(pair):
         drift(*pair, full=False, scheduler="local", progress=False)
     with pytest.raises(InputError, match="budget applies to sampled passes"):
         drift(*pair, full=True, budget="1GB", progress=False)
+
+
+class _Tokens:
+    """A stand-in tokenizer: token id -> "<tok N>"."""
+
+    def convert_ids_to_tokens(self, ids):
+        return [f"<tok {i}>" for i in ids]
+
+
+def test_moved_rows_decoded_and_figures_render(pair, full_report, tmp_path, capsys):
+    r = drift(*pair, tokenizer=_Tokens(), full=True, scheduler="inline", progress=False)
+    assert r.embedding_decoded[:3] == tuple(f"<tok {i}>" for i in r.embedding_moved[:3])
+    assert "<tok " in str(r)
+    from eaglekit.view.drift_figures import drafter_view, drift_map
+
+    fig = drift_map(full_report)
+    assert fig.data[0].z.shape == (6, 61)  # attention, dense mlp, shared, routed, router, norms x 61 layers
+    assert len(fig.layout.shapes) == len(full_report.feeds)  # the layers feeding the drafter, marked
+    assert [b for b in drafter_view(full_report).data[0].x][:3] == ["whole target", "embedding", "lm_head (draft rows)"]
+    page = tmp_path / "drift.html"
+    assert main(["drift", str(pair[0]), str(pair[1]), "--full", "--scheduler", "inline", "--html", str(page)]) == 0
+    html = page.read_text()
+    assert "plotly" in html and "Drift map" in html and "layer 60 routed experts" in html
+    assert f"wrote {page}" in capsys.readouterr().err

@@ -21,7 +21,7 @@ def _conclusion(nb) -> str:
 
 
 @pytest.mark.notebook
-def test_parameters_change_the_conclusion(demo):
+def test_parameters_change_the_conclusion(demo, trained):  # trained: the world notebook 00 measures on
     from eaglekit.view.report import execute_notebook
 
     default = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
+import sys
 import threading
 
 import numpy as np
-import pytest
 
-from eaglekit.analysis.similarity import CHUNK_BYTES, similarity
+from eaglekit.analysis.similarity import similarity
 from eaglekit.analysis.similarity_plan import blocks, plan, row_bytes, select
 from eaglekit.io.pipeline import RangePipeline
 from eaglekit.io.reader import open_checkpoint
@@ -89,9 +89,11 @@ def test_remote_similarity_requests_exactly_the_planned_ranges(demo, hub):
     with open_checkpoint(A, endpoint=hub.endpoint) as ca, open_checkpoint(B, endpoint=hub.endpoint) as cb:
         expected = _expected_ranges(ca, cb, chunk)
         hub.clear_log()
+        switch = sys.getswitchinterval()
         r = similarity(ca, cb, endpoint=hub.endpoint, progress=False, chunk_bytes=chunk,
                        tensors=[k for k in select(ca.inventory, cb.inventory, None) if k not in ("d2t", "t2d")])
         log = hub.log
+    assert sys.getswitchinterval() == switch  # shortened while reader threads ran, restored after
     for side, repo in enumerate((A, B)):
         repo_path = "/" + repo.removeprefix("hf://") + "/resolve/"
         got = sorted((x.path.rsplit("/", 1)[1], *map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", x.range).groups()))

@@ -81,9 +81,9 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
         z = np.zeros(steps, np.int64)
         return SampleStats(np.zeros(0, np.int64), 0, z, z.copy(), np.zeros(steps) if temperature > 0 else None)
     h = drafter.project(aux)                                            # (T, H)
-    out = drafter.draft(h[:T - 1], input_ids[1:], steps, return_logits=temperature > 0)
+    out = drafter.draft(h[:T - 1], input_ids[1:], steps, start=P - 1, return_logits=temperature > 0)
     bases = torch.arange(P - 1, P - 1 + G)                              # continuation bases t
-    drafts = out.tokens[:, bases].cpu()                                 # (K, G)
+    drafts = out.tokens[:, :G].cpu()                                    # (K, G), from base P-1 on
     idx = bases[None, :] + torch.arange(1, steps + 1)[:, None]         # t + j
     tgt = target_ids.cpu().to(torch.int64)
     avail = idx <= T - 2                                                # x_{t+1+j} inside the sequence
@@ -102,7 +102,7 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
             if len(sel) == 0:
                 continue
             p = torch.softmax(logits_t[idx[s, sel]] / temperature, -1)                       # (n, V)
-            q = torch.softmax(out.logits[s][bases[sel]].float().cpu() / temperature, -1)     # (n, N)
+            q = torch.softmax(out.logits[s][sel].float().cpu() / temperature, -1)            # (n, N)
             tids = drafter.draft_to_target.cpu()
             soft[s] = float(torch.minimum(p[:, tids], q).sum())
     return SampleStats(m.numpy(), G, conditioned, accepted, soft)

@@ -53,30 +53,70 @@ def _e4m3_table() -> np.ndarray:
 E4M3 = _e4m3_table()
 
 
-def to_float32(data: bytes, dtype: str) -> np.ndarray:
-    """Little-endian tensor bytes as a flat float32 array (BF16 bit-widened, F8_E4M3 by table)."""
-    if dtype == "BF16":
-        return (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32)
-    if dtype == "F8_E4M3":
-        return np.take(E4M3, np.frombuffer(data, np.uint8))
+class Scratch:
+    """Buffers reused across row blocks (keep one per thread): a block's float32 rows and temporaries are
+    written into memory allocated once. Dask workers set ``MALLOC_TRIM_THRESHOLD_``, under which glibc
+    maps and unmaps every large allocation afresh; decoding into fresh arrays there ran 3x slower."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[str, np.ndarray] = {}
+
+    def get(self, key: str, n: int, dtype=np.float32) -> np.ndarray:
+        """A flat array of ``n`` items of ``dtype``, valid until the next ``get`` of the same key."""
+        itemsize = np.dtype(dtype).itemsize
+        buf = self._bufs.get(key)
+        if buf is None or buf.nbytes < n * itemsize:
+            buf = self._bufs[key] = np.empty(max(n * itemsize, 1 << 16), np.uint8)
+        return buf[:n * itemsize].view(dtype)
+
+
+def _decode_e4m3(codes: np.ndarray, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """FP8 E4M3FN codes -> float32 in ``out``, by moving the bits into float32's fields and rescaling:
+    sign to bit 31, exponent and mantissa to bits 20..26, times 2^(127-7) (subnormals come out right)."""
+    u = out.view(np.uint32)
+    np.copyto(u, codes)
+    np.bitwise_and(u, 0x80, out=tmp)
+    np.left_shift(tmp, 24, out=tmp)
+    np.bitwise_and(u, 0x7F, out=u)
+    np.left_shift(u, 20, out=u)
+    np.bitwise_or(u, tmp, out=u)
+    out *= np.float32(2.0 ** 120)
+    if out.size and (out.max() > 448 or out.min() < -448):  # S.1111.111 is NaN (decoded as +-480 above)
+        out[np.abs(out) > 448] = np.nan
+    return out
+
+
+def to_float32(data: bytes, dtype: str, scratch: Scratch | None = None, key: str = "x") -> np.ndarray:
+    """Little-endian tensor bytes as a flat float32 array (BF16 bit-widened, F8_E4M3 bit-moved); into
+    ``scratch``'s buffer ``key`` when given, else a fresh array."""
+    if dtype in ("BF16", "F8_E4M3"):
+        src = np.frombuffer(data, "<u2" if dtype == "BF16" else np.uint8)
+        out = scratch.get(key, src.size) if scratch is not None else np.empty(src.size, np.float32)
+        if dtype == "BF16":
+            u = out.view(np.uint32)
+            np.copyto(u, src)
+            np.left_shift(u, 16, out=u)
+            return out
+        tmp = scratch.get(key + ".tmp", src.size, np.uint32) if scratch is not None else np.empty(src.size, np.uint32)
+        return _decode_e4m3(src, out, tmp)
     if dtype in ("F16", "F32", "F64"):
         return np.frombuffer(data, {"F16": "<f2", "F32": "<f4", "F64": "<f8"}[dtype]).astype(np.float32)
     if dtype in ("I8", "U8", "I16", "I32", "I64"):
-        return np.frombuffer(data, {"I8": "i1", "U8": "u1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}[dtype]).astype(np.float32)
+        ints = {"I8": "i1", "U8": "u1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
+        return np.frombuffer(data, ints[dtype]).astype(np.float32)
     raise QuantSchemeError(f"dtype {dtype} cannot be dequantised by eaglekit.")
 
 
-#: byte -> its two 4-bit values (low nibble first, offset removed) as two float32 in one 8-byte item:
-#: one ``np.take`` per byte (a flat table of 8-byte items is ~10x faster to index than a [256, 2] one).
-_NIBBLES = np.stack([(np.arange(256) & 0xF) - 8, (np.arange(256) >> 4) - 8], axis=1).astype(np.float32)
-_NIBBLE_PAIRS = _NIBBLES.view(np.uint64).ravel()
-
-
-def unpack_int4_float(words: np.ndarray, cols: int) -> np.ndarray:
-    """4-bit packed int32 rows (n, w) -> float32 values (n, cols), through a 256-entry byte table."""
+def unpack_int4_float(words: np.ndarray, cols: int, out: np.ndarray | None = None) -> np.ndarray:
+    """4-bit packed int32 rows (n, w) -> float32 values (n, cols): each byte's low nibble, then its high
+    one, minus the offset 8; written into ``out`` (flat, at least n*w*8 items) when given."""
     n = words.shape[0]
     b = np.ascontiguousarray(words).view(np.uint8).reshape(n, -1)  # little-endian: low byte first
-    return np.take(_NIBBLE_PAIRS, b).view(np.float32).reshape(n, -1)[:, :cols]
+    o = (np.empty(b.size * 2, np.float32) if out is None else out[:b.size * 2]).reshape(n, -1, 2)
+    np.bitwise_and(b, 15, out=o[..., 0], casting="unsafe")
+    np.right_shift(b, 4, out=o[..., 1], casting="unsafe")
+    o -= 8
+    return o.reshape(n, -1)[:, :cols]
 
 
 def unpack_rows(words: np.ndarray, cols: int, bits: int) -> np.ndarray:
@@ -115,36 +155,47 @@ class QuantWeight:
         return self.stored_bytes / max(1, self.shape[0])
 
 
-def read_rows(read: ReadFn, w: QuantWeight, r0: int, r1: int) -> np.ndarray:
-    """Rows ``r0..r1`` of ``w`` as float32 (r1-r0, cols), reading only their bytes (and their scales)."""
+def read_rows(read: ReadFn, w: QuantWeight, r0: int, r1: int, *, scratch: Scratch | None = None,
+              key: str = "x") -> np.ndarray:
+    """Rows ``r0..r1`` of ``w`` as float32 (r1-r0, cols), reading only their bytes (and their scales).
+
+    With ``scratch``, the rows live in its buffer ``key`` (valid until the next call with that key)."""
     rows, cols = w.shape
     n = r1 - r0
     d = w.data
     if w.scheme == "plain":
         rb = d.nbytes // rows
-        return to_float32(read(d, r0 * rb, n * rb), d.dtype).reshape(n, cols)
+        return to_float32(read(d, r0 * rb, n * rb), d.dtype, scratch, key).reshape(n, cols)
     if w.scheme == "fp8-block":
         bh, bw = w.block
-        x = to_float32(read(d, r0 * cols, n * cols), d.dtype).reshape(n, cols)  # (n, cols), a fresh array
+        x = to_float32(read(d, r0 * cols, n * cols), d.dtype, scratch, key).reshape(n, cols)  # (n, cols)
         s = w.scale
         sb0, sb1 = r0 // bh, (r1 - 1) // bh + 1
         nbc = s.shape[1]
         srb = s.nbytes // s.shape[0]
         sc = to_float32(read(s, sb0 * srb, (sb1 - sb0) * srb), s.dtype).reshape(sb1 - sb0, nbc)
         per_row = sc[(np.arange(r0, r1) // bh) - sb0]  # (n, blocks across)
-        if cols % bw == 0:  # scale in place, block by block
-            x.reshape(n, nbc, bw)[...] *= per_row[:, :, None]
-            return x
-        return x * np.repeat(per_row, bw, axis=1)[:, :cols]  # ragged last block
+        whole = cols // bw  # scale in place, block by block; a ragged last block on its own
+        blocks = x[:, :whole * bw]
+        blocks.shape = (n, whole, bw)  # a view of x (setting .shape never copies)
+        blocks *= per_row[:, :whole, None]
+        if whole < nbc:
+            x[:, whole * bw:] *= per_row[:, whole:]
+        return x
     # int-pack
     words = d.shape[-1]
     packed = np.frombuffer(read(d, r0 * words * 4, n * words * 4), "<i4").reshape(n, words)
-    x = unpack_int4_float(packed, cols) if w.bits == 4 else unpack_rows(packed, cols, w.bits).astype(np.float32)
-    x = np.ascontiguousarray(x)
+    if w.bits == 4:
+        out = scratch.get(key, n * words * 8) if scratch is not None else None
+        x = unpack_int4_float(packed, cols, out)
+        if not x.flags.c_contiguous:  # ragged last word: the slice is a strided view
+            x = np.ascontiguousarray(x)
+    else:
+        x = unpack_rows(packed, cols, w.bits).astype(np.float32)
     s = w.scale
     groups = s.shape[1]
     srb = s.nbytes // s.shape[0]
-    sc = to_float32(read(s, r0 * srb, n * srb), s.dtype).reshape(n, groups)
+    sc = to_float32(read(s, r0 * srb, n * srb), s.dtype, scratch, key + ".scale").reshape(n, groups)
     view = x.reshape(n, groups, w.group)  # the group divides the columns (checked in quant_weights)
     if w.zero is not None:
         view -= _zero_rows(read, w, r0, r1)[:, :, None]
@@ -267,10 +318,13 @@ def _plain(t: TensorEntry) -> QuantWeight:
 def _fp8(module: str, parts: dict[str, TensorEntry], qc: QuantConfig, where: str) -> QuantWeight:
     t = parts["weight"]
     s = parts.get("weight_scale_inv")
+    if s is None and "weight_scale" in parts:
+        raise QuantSchemeError(f"{where}: unknown quantisation scheme: {t.name} is F8_E4M3 with a weight_scale "
+                               "(per-tensor or per-channel FP8, compressed-tensors float-quantized); eaglekit reads "
+                               f"{SUPPORTED}.")
     if s is None:
-        extra = " (it has weight_scale: per-tensor/channel FP8 is not supported)" if "weight_scale" in parts else ""
         raise QuantSchemeError(f"{where}: scale tensor missing: {t.name} is F8_E4M3 but {module}.weight_scale_inv "
-                               f"is absent{extra}; block-quantised FP8 needs both.")
+                               "is absent; block-quantised FP8 needs both.")
     if len(t.shape) != 2:
         raise QuantSchemeError(f"{where}: {t.name} is FP8 with shape {list(t.shape)}; expected 2-D [rows, cols].")
     rows, cols = t.shape

@@ -86,10 +86,10 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class DraftOutput:
-    """Chain drafts for every base position: ``tokens[j - 1, t]`` is step ``j``'s draft (a TARGET id)
-    from base ``t``; ``logits[j - 1]`` [T, draft_vocab] when asked for."""
+    """Chain drafts for every base position from ``start`` on: ``tokens[j - 1, t - start]`` is step
+    ``j``'s draft (a TARGET id) from base ``t``; ``logits[j - 1]`` [T - start, draft_vocab] when asked for."""
 
-    tokens: torch.Tensor            # (K, T) int64, target ids
+    tokens: torch.Tensor            # (K, T - start) int64, target ids
     logits: tuple[torch.Tensor, ...] | None = None
 
 
@@ -259,25 +259,32 @@ class DraftModel:
 
     # -- drafting ------------------------------------------------------------------------------------
     @torch.no_grad()
-    def draft(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int, *,
+    def draft(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int, *, start: int = 0,
               return_logits: bool = False) -> DraftOutput:
         """Chain drafts of ``steps`` tokens from every base position at once.
 
         ``h`` [T, H] is :meth:`project` of the target features at positions 0..T-1 and ``next_ids`` [T]
         the tokens that follow them (``x_{t+1}``). Step ``j`` is one pass over all T bases with the
-        training-time-test mask: the prefix causally, plus each base's own earlier chain entries."""
-        return self.chain(h, next_ids, steps, return_logits=return_logits)
+        training-time-test mask: the prefix causally, plus each base's own earlier chain entries.
+        ``start``: draft from bases start..T-1 only (a long prompt's positions still serve as prefix);
+        results are then indexed from ``start``."""
+        return self.chain(h, next_ids, steps, start=start, return_logits=return_logits)
 
-    def chain(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int, *,
+    def chain(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int, *, start: int = 0,
               return_logits: bool = False) -> DraftOutput:
         """:meth:`draft` with autograd left on (training-time test trains through it)."""
         T = h.shape[0]
-        pos = torch.arange(T, device=self.device)
+        if not 0 <= start < max(T, 1):
+            raise InputError(f"start {start} is outside the {T} positions.")
         h = h.to(device=self.device, dtype=self.dtype)
         ids = next_ids.to(self.device)
         scale = 1.0 / math.sqrt(self.head_dim)
-        q, k1, v1 = self._qkv(h, ids, pos)
-        k1, v1 = self._expand(k1), self._expand(v1)                     # (nh, T, hd)
+        q, k1, v1 = self._qkv(h, ids, torch.arange(T, device=self.device))
+        k1, v1 = self._expand(k1), self._expand(v1)                     # (nh, T, hd): the prefix entries
+        # from here on only the bases start..T-1 are drafted from (they still attend to every earlier entry)
+        q, h, ids = q[:, start:], h[start:], ids[start:]
+        pos = torch.arange(start, T, device=self.device)
+        n = T - start
         chain_k: list[torch.Tensor] = []
         chain_v: list[torch.Tensor] = []
         tokens, logits_out = [], []
@@ -287,24 +294,25 @@ class DraftModel:
                 chain_k.append(self._expand(kj))
                 chain_v.append(self._expand(vj))
             attn = torch.empty_like(q)
-            for b0 in range(0, T, ATTN_BLOCK):
-                b1 = min(T, b0 + ATTN_BLOCK)
+            for b0 in range(0, n, ATTN_BLOCK):
+                b1 = min(n, b0 + ATTN_BLOCK)
+                a1 = start + b1                                         # prefix keys 0..a1-1 suffice
                 qb = q[:, b0:b1]                                        # (nh, B, hd)
-                s = (qb @ k1[:, :b1].transpose(1, 2)) * scale           # (nh, B, b1): prefix keys
-                causal = torch.arange(b1, device=self.device)[None, :] <= torch.arange(b0, b1, device=self.device)[:, None]
+                s = (qb @ k1[:, :a1].transpose(1, 2)) * scale           # (nh, B, a1): prefix keys
+                causal = torch.arange(a1, device=self.device)[None, :] <= pos[b0:b1, None]
                 s = s.masked_fill(~causal, float("-inf"))
                 own = [(qb * ck[:, b0:b1]).sum(-1, keepdim=True) * scale for ck in chain_k]  # (nh, B, 1) each
                 p = torch.softmax(torch.cat([s, *own], -1).float(), -1).to(self.dtype)
-                out = p[..., :b1] @ v1[:, :b1]                          # (nh, B, hd)
+                out = p[..., :a1] @ v1[:, :a1]                          # (nh, B, hd)
                 for i, cv in enumerate(chain_v):
-                    out = out + p[..., b1 + i:b1 + i + 1] * cv[:, b0:b1]
+                    out = out + p[..., a1 + i:a1 + i + 1] * cv[:, b0:b1]
                 attn[:, b0:b1] = out
             h, logits = self._finish(h, attn)
             ids = self.targets_of(logits)
             tokens.append(ids)
             if return_logits:
                 logits_out.append(logits)
-        return DraftOutput(torch.stack(tokens) if tokens else torch.empty(0, T, dtype=torch.int64),
+        return DraftOutput(torch.stack(tokens) if tokens else torch.empty(0, n, dtype=torch.int64),
                            tuple(logits_out) if return_logits else None)
 
     @torch.no_grad()

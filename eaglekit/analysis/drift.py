@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.analysis.dequant import QuantWeight, quant_weights, read_row_set, read_rows
+from eaglekit.analysis.dequant import QuantWeight, Scratch, quant_weights, read_row_set, read_rows
 from eaglekit.analysis.drift_plan import (DRAFT_LM_HEAD, EMBEDDING, MIN_UNITS, TASK_BYTES, UNIT_BYTES, Pair, Plan,
                                           make_plan, pair_weights, sample, tasks)
 from eaglekit.analysis.drift_report import DriftFigure, DriftReport, Feed
@@ -46,7 +46,7 @@ DEFAULT_BUDGET = 4 << 30
 INLINE_BELOW = 1 << 30
 #: Relative row change above which a row counts as moved (bf16 re-rounding stays well below).
 MOVED_TOL = 1e-3
-#: Units of a full pass: no sampling to serve, so fewer, larger blocks (a few tens of MiB in memory each).
+#: Units of a full pass: no sampling to serve, so fewer, larger blocks (still read CHUNK_BYTES at a time).
 FULL_UNIT_BYTES = 4 << 20
 #: Rows are read and compared in pieces of about this many stored bytes per side (they stay in cache).
 CHUNK_BYTES = 256 << 10
@@ -102,7 +102,8 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
     if full is False and scheduler is not None:
         raise InputError("a scheduler runs full passes; drop it, or ask for full=True (--full).")
     if full and budget is not None:
-        raise InputError("a budget applies to sampled passes; drop it, or ask for full=False (--budget without --full).")
+        raise InputError("a budget applies to sampled passes; drop it, or ask for full=False "
+                         "(--budget without --full).")
     started = time.perf_counter()
     with opened(a, endpoint=endpoint) as ca, opened(b, endpoint=endpoint) as cb:
         wa = quant_weights(ca.inventory, read_shape=lambda t: tuple(ca.read_numpy(t.name).tolist()))
@@ -129,9 +130,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         values, moved_rows, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
                                              readers=REMOTE_READERS if remote and run_on == "inline" else 1,
                                              task_bytes=task_bytes)
-    rows = np.array([plan.units[i].r1 - plan.units[i].r0 for i in order], dtype=np.float64)
-    read = tuple(float(rows @ np.array([getattr(plan.pairs[plan.units[i].pair], side).row_bytes for i in order]))
-                 for side in ("a", "b"))  # stored bytes per side, scales by their share
+    read = (plan.side_bytes(order, "a"), plan.side_bytes(order, "b"))
     strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
     states = None
     if hidden is not None:
@@ -190,9 +189,16 @@ def _reader(source) -> Callable[[TensorEntry, int, int], bytes]:
     return read
 
 
-def _rows(read, w: QuantWeight, pair: Pair, r0: int, r1: int) -> np.ndarray:
+_SCRATCH = threading.local()
+
+
+def _rows(read, w: QuantWeight, pair: Pair, r0: int, r1: int, key: str) -> np.ndarray:
+    """Rows r0..r1 of one side, in this thread's scratch buffer ``key`` (a fresh array for row sets)."""
     if pair.rows is None:
-        return read_rows(read, w, r0, r1)
+        scratch = getattr(_SCRATCH, "buffers", None)
+        if scratch is None:
+            scratch = _SCRATCH.buffers = Scratch()
+        return read_rows(read, w, r0, r1, scratch=scratch, key=key)
     return read_row_set(read, w, np.asarray(pair.rows[r0:r1], dtype=np.int64))
 
 
@@ -209,8 +215,8 @@ def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None, cache: d
         step = max(1, int(CHUNK_BYTES // max(1.0, pair.row_bytes / 2)))
         for c0 in range(r0, r1, step):  # cache-sized pieces of the unit: the sums add up
             c1 = min(r1, c0 + step)
-            xa = _rows(ra, pair.a, pair, c0, c1)  # (rows, cols) float32, a fresh array
-            xb = _rows(rb, pair.b, pair, c0, c1)
+            xa = _rows(ra, pair.a, pair, c0, c1, "a")  # (rows, cols) float32, ours to overwrite
+            xb = _rows(rb, pair.b, pair, c0, c1, "b")
             sums, mask = unit_sums(xa, xb, tol=spec.tol, overwrite=True)
             out[k] += sums
             if pair.track_rows and mask.any():
@@ -242,7 +248,7 @@ def _execute(plan: Plan, order: np.ndarray, locs: tuple[str, str], endpoint: str
     specs = []
     task_bytes = task_bytes if readers == 1 else min(task_bytes, SAMPLED_TASK_BYTES)
     for i, idx in enumerate(tasks(plan, order, task_bytes=task_bytes)):
-        units = tuple((int(u), plan.units[u].pair, plan.units[u].r0, plan.units[u].r1) for u in idx)
+        units = tuple(zip(idx.tolist(), plan.pair[idx].tolist(), plan.r0[idx].tolist(), plan.r1[idx].tolist()))
         used = {p for _, p, _, _ in units}
         specs.append(TaskSpec(i, locs, endpoint, {p: plan.pairs[p] for p in used}, units, tol))
     results: list[Any] = [None] * len(specs)
@@ -341,8 +347,9 @@ def _report(plan: Plan, strata: dict[str, Stratum], chosen, moved_rows, aux, tok
     def figure(name: str, names: Sequence[str], layer=None, comp=None) -> DriftFigure:
         parts = [strata[s] for s in names]
         cos, rel, frac = estimate(parts, confidence=confidence)
-        rows = sum(plan.pairs[plan.units[u].pair].n_rows for s in names for u in plan.strata[s]
-                   if plan.units[u].r0 == 0)
+        firsts = np.concatenate([plan.strata[s] for s in names])
+        firsts = firsts[plan.r0[firsts] == 0]  # one unit per pair starts at row 0
+        rows = sum(plan.pairs[i].n_rows for i in plan.pair[firsts].tolist())
         return DriftFigure(name, layer, comp, cos, rel, frac, sum(p.sampled for p in parts),
                            sum(p.total for p in parts), rows)
 

@@ -37,7 +37,8 @@ def component(key: str) -> tuple[int | None, str]:
     if not m:
         return None, "final norm" if key.startswith("norm.") else "other"
     layer, rest = int(m.group(1)), m.group(2)
-    if "norm" in rest.rsplit(".", 2)[-2]:
+    parts = rest.split(".")
+    if "norm" in (parts[-2] if len(parts) > 1 else parts[0]):
         return layer, "norms"
     if rest.startswith("self_attn."):
         return layer, "attention"
@@ -89,16 +90,29 @@ class Unit:
 
 @dataclass(frozen=True)
 class Plan:
+    """Every unit of a comparison as columns (a 1 TB pair has millions of units: arrays, not objects):
+    unit ``i`` is rows ``r0[i]..r1[i]`` of ``pairs[pair[i]]``, ``nbytes[i]`` stored bytes, both sides."""
+
     pairs: tuple[Pair, ...]
-    units: tuple[Unit, ...]
-    strata: dict[str, np.ndarray]  # stratum -> indices into units
+    pair: np.ndarray  # (units,) int64
+    r0: np.ndarray  # (units,) int64
+    r1: np.ndarray  # (units,) int64
+    nbytes: np.ndarray  # (units,) float64
+    strata: dict[str, np.ndarray]  # stratum -> indices of its units, ascending
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
     mismatched: tuple[tuple[str, tuple[int, int], tuple[int, int]], ...]
-    nbytes: np.ndarray  # (units,) stored bytes of each unit, both sides
 
-    def unit_bytes(self, u: Unit) -> float:
-        return (u.r1 - u.r0) * self.pairs[u.pair].row_bytes
+    def __len__(self) -> int:
+        return int(self.pair.shape[0])
+
+    def unit(self, i: int) -> Unit:
+        return Unit(int(self.pair[i]), int(self.r0[i]), int(self.r1[i]))
+
+    def side_bytes(self, units: np.ndarray, side: str) -> float:
+        """Stored bytes of ``units`` on one side (``"a"`` or ``"b"``), scales by their share."""
+        per_row = np.array([getattr(p, side).row_bytes for p in self.pairs])
+        return float(((self.r1[units] - self.r0[units]) * per_row[self.pair[units]]).sum())
 
 
 def pair_weights(wa: dict[str, QuantWeight], wb: dict[str, QuantWeight], *,
@@ -121,16 +135,21 @@ def pair_weights(wa: dict[str, QuantWeight], wb: dict[str, QuantWeight], *,
 
 
 def make_plan(pairs: list[Pair], only_a, only_b, mismatched, *, unit_bytes: int = UNIT_BYTES) -> Plan:
-    units: list[Unit] = []
-    strata: dict[str, list[int]] = {}
+    """Cut every pair into units of about ``unit_bytes`` stored bytes per side (whole rows, at least one)."""
+    cols: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    strata: dict[str, list[np.ndarray]] = {}
+    start = 0
     for i, p in enumerate(pairs):
         per = max(1, int(unit_bytes // max(1.0, p.row_bytes / 2)))  # rows per unit: unit_bytes per side
-        for r0 in range(0, p.n_rows, per):
-            strata.setdefault(p.stratum, []).append(len(units))
-            units.append(Unit(i, r0, min(p.n_rows, r0 + per)))
-    nbytes = np.array([(u.r1 - u.r0) * pairs[u.pair].row_bytes for u in units], dtype=np.float64)
-    return Plan(tuple(pairs), tuple(units), {k: np.array(v, dtype=np.int64) for k, v in strata.items()},
-                tuple(only_a), tuple(only_b), tuple(mismatched), nbytes)
+        r0 = np.arange(0, p.n_rows, per, dtype=np.int64)
+        cols.append((np.full(r0.shape, i, dtype=np.int64), r0, np.minimum(r0 + per, p.n_rows)))
+        strata.setdefault(p.stratum, []).append(np.arange(start, start + len(r0), dtype=np.int64))
+        start += len(r0)
+    pair, r0, r1 = (np.concatenate([c[k] for c in cols]) if cols else np.zeros(0, np.int64) for k in range(3))
+    row_bytes = np.array([p.row_bytes for p in pairs], dtype=np.float64)
+    nbytes = (r1 - r0) * row_bytes[pair] if len(pair) else np.zeros(0)
+    return Plan(tuple(pairs), pair, r0, r1, nbytes, {k: np.concatenate(v) for k, v in strata.items()},
+                tuple(only_a), tuple(only_b), tuple(mismatched))
 
 
 #: Units every stratum gets in a sampled pass (all of them when it has fewer): below this the
@@ -155,15 +174,10 @@ def sample(plan: Plan, budget: float, rng: np.random.Generator) -> dict[str, np.
 
 
 def tasks(plan: Plan, units: np.ndarray, *, task_bytes: int = TASK_BYTES) -> list[np.ndarray]:
-    """Cut the given unit indices (in order) into tasks of about ``task_bytes`` per side."""
-    out, cur, size = [], [], 0.0
-    for i in units:
-        b = plan.nbytes[int(i)] / 2
-        if cur and size + b > task_bytes:
-            out.append(np.array(cur, dtype=np.int64))
-            cur, size = [], 0.0
-        cur.append(int(i))
-        size += b
-    if cur:
-        out.append(np.array(cur, dtype=np.int64))
-    return out
+    """Cut the given unit indices (in order) into consecutive tasks of about ``task_bytes`` per side."""
+    units = np.asarray(units, dtype=np.int64)
+    if units.size == 0:
+        return []
+    half = plan.nbytes[units] / 2
+    task_of = ((np.cumsum(half) - half) // task_bytes).astype(np.int64)  # where each unit starts
+    return np.split(units, np.flatnonzero(np.diff(task_of)) + 1)

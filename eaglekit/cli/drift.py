@@ -33,8 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--budget", metavar="SIZE", help="sampled mode: bytes to read, e.g. 4GB (default 4GB)")
     mode.add_argument("--full", action="store_true", default=None, help="read every byte (default for local targets)")
     p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="full mode: a Dask scheduler address, 'local' for a LocalCluster here, 'inline' for this process")
-    p.add_argument("--drafter", metavar="LOCATION", help="an EAGLE-3 drafter: its d2t and aux layer ids pick what to show first")
+                   help="full mode: a Dask scheduler address, 'local' for a LocalCluster here, 'inline' for this "
+                        "process (implies --full)")
+    p.add_argument("--drafter", metavar="LOCATION",
+                   help="an EAGLE-3 drafter: its d2t and aux layer ids pick what to show first")
     p.add_argument("--tokenizer", metavar="PATH", help="a local tokenizer folder to decode moved embedding rows")
     p.add_argument("--hidden", nargs=2, metavar=("DUMP_A", "DUMP_B"),
                    help="two hidden-state dumps of the same prompts (eaglekit dump-hidden): cosine and CKA per layer")

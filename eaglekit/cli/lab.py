@@ -4,7 +4,7 @@
 JupyterLab bound to 127.0.0.1 with a fresh token and prints the URL to open. The kernels see
 ``EAGLEKIT_DEMO`` (the demo, relative to ``notebooks/`` so outputs hold no absolute path) and this
 checkout on ``PYTHONPATH``. Widgets need nothing more: ipywidgets' JupyterLab extension, plotly's and
-anywidget's (for ``FigureWidget``) ship inside the pip packages. The server never calls home: no
+anywidget's (for the calculator) ship inside the pip packages. The server never calls home: no
 update check, no news feed.
 """
 

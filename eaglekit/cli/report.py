@@ -12,7 +12,7 @@ from pathlib import Path
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="execute every notebook on the demo and write rendered HTML",
                        description="Execute every notebook on the demo workspace (built when missing) and write "
-                                   "self-contained pages, index.html and assets/ to OUT.")
+                                   "pages sharing assets/, self-contained copies in single/, and index.html to OUT.")
     p.add_argument("--demo", default="build/demo", help="demo workspace (built when missing)")
     p.add_argument("--out", default="build/report", help="output folder")
     p.add_argument("--only", nargs="*", help="notebook names (without .ipynb) to render")
@@ -26,6 +26,6 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     build_demo(args.demo)
     pages = build_report(args.out, demo=args.demo, only=args.only)
-    print(f"wrote {len(pages)} pages, index.html and assets/ to {args.out} in {time.perf_counter() - start:.0f} s; "
-          f"open {Path(args.out) / 'index.html'}")
+    print(f"wrote {len(pages)} pages (folder form, sharing assets/) and their single-file copies (single/) to "
+          f"{args.out} in {time.perf_counter() - start:.0f} s; open {Path(args.out) / 'index.html'}")
     return 0

@@ -1,5 +1,6 @@
 """The demo world: synthetic drafters and targets in real layout (:mod:`.world`, sized by
-:mod:`.spec`), the search shelf of look-alike Hub repos (:mod:`.shelf`), and the loopback servers the
+:mod:`.spec`; thin quantised targets and hidden-state dumps in :mod:`.targets`; a trained world where
+accept lengths mean something in :mod:`.trained`), the search shelf of look-alike Hub repos (:mod:`.shelf`), and the loopback servers the
 tests and notebooks read them through: a Hub-compatible server (:mod:`.hubserver`) on a plain
 byte-range file server (:mod:`.fileserver`). May import :mod:`eaglekit.analysis`, :mod:`eaglekit.io`
 and :mod:`eaglekit.core`; never the views or the CLI.

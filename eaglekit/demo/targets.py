@@ -39,7 +39,8 @@ def _layer_shapes(i: int) -> dict[str, tuple[int, int]]:
                   (("gate", (DENSE_INTER, HIDDEN)), ("up", (DENSE_INTER, HIDDEN)), ("down", (HIDDEN, DENSE_INTER)))})
         return s
     for e in [f"experts.{j}" for j in range(EXPERTS)] + ["shared_experts"]:
-        s.update({p + f"mlp.{e}.gate_proj.weight": (MOE_INTER, HIDDEN), p + f"mlp.{e}.up_proj.weight": (MOE_INTER, HIDDEN),
+        s.update({p + f"mlp.{e}.gate_proj.weight": (MOE_INTER, HIDDEN),
+                  p + f"mlp.{e}.up_proj.weight": (MOE_INTER, HIDDEN),
                   p + f"mlp.{e}.down_proj.weight": (HIDDEN, MOE_INTER)})
     return s
 
@@ -147,7 +148,8 @@ def _save(folder: Path, tensors: dict[str, Any], config: dict[str, Any], shards:
         part = {k: tensors[k].contiguous() for k in names[s::shards]}
         weight_map.update({k: fname for k in part})
         save_file(part, str(folder / fname), metadata=meta)
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}, indent=1))
+    index = {"metadata": {}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=1))
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 

@@ -21,8 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from eaglekit.io.reader import Checkpoint
 
-#: Requests in flight at most per pipeline (per file side): 4 x 4 MiB cover 50 ms of latency at 320 MB/s;
-#: more would lift the peak anonymous memory of a remote comparison past 256 MiB (5 buffers per side).
+#: Requests in flight at most per pipeline (per file side): 4 x 3 MiB (similarity.CHUNK_BYTES) cover 50 ms
+#: of latency at 250 MB/s per side; more would lift a remote comparison past 256 MiB of anonymous memory.
 MAX_DEPTH = 4
 #: Sources whose client is safe to use from several threads at once.
 CONCURRENT_KINDS = frozenset({"http", "hub"})

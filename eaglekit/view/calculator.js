@@ -132,6 +132,11 @@ export function describe(p, r) {
   return lines;
 }
 
+// A control's value as its number box shows it: rounded to the control's step (1.6667 ms shows as 1.67).
+function shown(value, step) {
+  return String(Number(value.toFixed(Math.max(0, -Math.floor(Math.log10(step))))));
+}
+
 function el(tag, attrs = {}, text = null) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -148,7 +153,7 @@ function svg(tag, attrs, text = null) {
 }
 
 function draw(chart, p, r) {
-  const W = 640, H = 300, left = 56, right = 16, top = 16, bottom = 44;
+  const W = 760, H = 300, left = 56, right = 170, top = 16, bottom = 44;
   const k = p.unbounded ? null : Math.round(p.steps);
   const end = k === null ? Math.max(8, r.accept_length, r.target_alpha !== null ? need(r) : 1) : k + 1;
   const xMax = end + 0.5;
@@ -186,9 +191,9 @@ function draw(chart, p, r) {
   const legend = [["baseline", `baseline ${g(p.baseline_tps)} tok/s`], ["target", `target ${g(p.target_tps)} tok/s`],
                   ["breakeven", `break-even ${f2(be)}`], ["chain", k === null ? "unbounded chain" : `k = ${k}`]];
   legend.forEach(([cls, text], i) => {
-    const y = top + 4 + i * 16;
-    chart.append(svg("line", {x1: X(1) + 12, y1: y, x2: X(1) + 34, y2: y, class: cls}),
-                 svg("text", {x: X(1) + 40, y: y + 4, class: "tick"}, text));
+    const y = top + 4 + i * 16, x = W - right + 14;  // beside the plot, clear of its lines
+    chart.append(svg("line", {x1: x, y1: y, x2: x + 22, y2: y, class: cls}),
+                 svg("text", {x: x + 28, y: y + 4, class: "tick"}, text));
   });
 }
 
@@ -225,7 +230,7 @@ function render({model, el: root}) {
       if (Number.isFinite(v)) set(Math.min(max, Math.max(min, v)));
     });
     row.append(el("span", {class: "name"}, label), range, number);
-    inputs[name] = {row, range, number};
+    inputs[name] = {row, range, number, step};
     controls.append(row);
     if (name === "overhead_ms") controls.append(unboundedRow, mode);
   }
@@ -243,7 +248,7 @@ function render({model, el: root}) {
     for (const [name] of CONTROLS) {
       const {range, number, row} = inputs[name];
       if (document.activeElement !== range) range.value = p[name];
-      if (document.activeElement !== number) number.value = p[name];
+      if (document.activeElement !== number) number.value = shown(p[name], inputs[name].step);
       row.classList.toggle("disabled", p.unbounded && (name === "steps" || name === "draft_ms"));
       range.disabled = number.disabled = p.unbounded && (name === "steps" || name === "draft_ms");
     }

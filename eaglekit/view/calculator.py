@@ -119,7 +119,7 @@ def _readout(est: Estimate) -> str:
 def throughput_figure(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, widget: bool = False) -> Any:
     """A plotly figure of throughput against accept length for one :class:`Estimate`.
 
-    ``widget=True`` returns a ``go.FigureWidget`` (for :class:`Calculator`); otherwise a ``go.Figure``.
+    ``widget=True`` returns a ``go.FigureWidget`` (live in a kernel); otherwise a ``go.Figure``.
     """
     import plotly.graph_objects as go
 

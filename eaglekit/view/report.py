@@ -260,7 +260,7 @@ def static_widgets(nb) -> list[str]:
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
     controls = next((m["model_module_version"] for m in state.values()
                      if m["model_module"] == "@jupyter-widgets/controls"), "2.0.0")
-    done = []
+    done, rendered = [], set()
     for cell in nb.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             data = output.get("data", {})
@@ -272,6 +272,7 @@ def static_widgets(nb) -> list[str]:
             if str(model["state"].get("_anywidget_id", "")).startswith(STATIC_ANYWIDGETS) and "_esm" in model["state"]:
                 output["data"] = {"text/html": _anywidget_html(model_id, model["state"]),
                                   "text/plain": data.get("text/plain", "")}
+                rendered.add(model_id)
                 done.append(f"rendered {str(model['state'].get('_anywidget_id', 'anywidget')).rsplit('.', 1)[-1]}")
                 continue
             inputs = _needs_kernel(model_id, state)
@@ -283,6 +284,8 @@ def static_widgets(nb) -> list[str]:
                     "kernel, so this page leaves them out. Open the notebook with <code>make lab</code> to use them."
                     "</em></p>"), "text/plain": data.get("text/plain", "")}
                 done.append(f"left out {what}")
+    for model_id in rendered:  # drawn by their own code now: the static manager need not know them
+        del state[model_id]
     for model in state.values():
         if model["model_module"] in STATIC_WIDGET_MODULES:
             continue
