@@ -97,7 +97,9 @@ per_prompt_spread(results)
 # OUTPUTS of those layers; vLLM reads the same ids as layer INPUTS. Every result measures both readings.
 
 # %%
-{name: r.accept_length_by_convention for name, r in results.items()}
+import pandas as pd
+
+pd.DataFrame({name: r.accept_length_by_convention for name, r in results.items()}).T.round(3)
 
 # %% [markdown]
 # ## Go or no-go, through the calculator

@@ -134,10 +134,14 @@ def test_sampling_adds_expected_acceptance(trained, k2):
     assert d["temperature"] == 0.8 and d["expected_acceptance"] == list(r.expected_acceptance)
 
 
-def test_chat_prompts_record_the_template(trained, k2):
+def test_chat_and_text_prompts(trained, k2, tmp_path):
     r = measure_acceptance(trained.drafter("k2"), target=k2, prompts=trained.root / "prompts-chat.jsonl",
                            max_new_tokens=8, steps=2, progress=False)
     assert r.chat_template_sha256 and len(r.chat_template_sha256) == 64 and r.prompts == 3
+    text = tmp_path / "text.jsonl"
+    text.write_text('{"text": "t5 t17 t40 t2"}\n')
+    r = measure_acceptance(trained.drafter("k2"), target=k2, prompts=text, max_new_tokens=8, steps=2, progress=False)
+    assert r.prompts == 1 and r.generated_tokens == 7 and r.chat_template_sha256 is None
 
 
 def test_result_renders_and_feeds_the_calculator(k2_result):
@@ -211,4 +215,18 @@ def test_conclusions_carry_the_measurement(demo, k2_result):
     story = conclude_acceptance(own=k2_result, new_target=k2_result, scratch=k2_result, warm=k2_result,
                                 baseline_tps=82, verify_ms=30, draft_ms=1.67)
     assert story.verdict == "go" and f"{k2_result.accept_length:.2f}" in story.sentences[0]
-    assert any("read as inputs" in s for s in story.sentences)
+    assert any("(inputs instead of outputs, as trained)" in s for s in story.sentences)
+
+
+def test_remote_drafter_through_the_hub(trained, k2, k2_result, tmp_path):
+    """The drafter's weights come through the kit's reader: an hf:// repo on the loopback Hub gives the
+    same figures as the local folder."""
+    import shutil
+
+    from eaglekit.demo.hubserver import HubServer
+
+    shutil.copytree(trained.drafter("k2"), tmp_path / "hub" / "demo-lab" / "tiny-eagle3")
+    with HubServer(tmp_path / "hub") as server:
+        r = measure_acceptance("hf://demo-lab/tiny-eagle3", target=k2, prompts=trained.prompts("k2"),
+                               max_new_tokens=32, steps=4, endpoint=server.endpoint, progress=False)
+    assert r.accept_length == k2_result.accept_length and r.drafter == "hf://demo-lab/tiny-eagle3"

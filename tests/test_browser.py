@@ -286,7 +286,7 @@ def test_single_file_pages_stand_alone_and_folder_pages_share_assets(report, chr
         page = browser_page = chromium.new_page(viewport={"width": WIDTH, "height": 900})
         _watch(browser_page, problems, allowed=OFFLINE)
         files: list[str] = []
-        page.on("request", lambda r: files.append(r.url) if r.url.startswith("file:") else None)
+        page.on("request", lambda r, files=files: files.append(r.url) if r.url.startswith("file:") else None)
         page.goto(path.as_uri())
         page.wait_for_load_state("load")
         page.wait_for_function("Array.from(document.querySelectorAll('.js-plotly-plot'))"

@@ -7,7 +7,13 @@ import pytest
 from eaglekit.core.account import Account
 from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import Scenario, estimate
-from eaglekit.view.calculator import K_CURVES, Calculator, chart_traces, numbers, whatif_figure
+from eaglekit.view.calculator import (
+    K_CURVES,
+    Calculator,
+    chart_traces,
+    numbers,
+    whatif_figure,
+)
 
 
 @pytest.fixture()

@@ -118,7 +118,7 @@ def test_html_measure_colours_on_a_range_that_shows_the_drift(demo, tmp_path, ca
     code, _, _ = _run(capsys, *args, *(["--measure", measure] if measure != "rel_diff" else []))
     assert code == 0
     text = page.read_text()
-    figures = [_json.loads(m) for m in re.findall(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', text, re.S)]
+    figures = [_json.loads(m) for m in re.findall(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*\{', text, re.DOTALL)]
     lo, hi = figures[-1][0]["zmin"], figures[-1][0]["zmax"]
     assert figures[0][1]["zmin"] == lo and figures[0][1]["zmax"] == hi  # the overview shares the range
 

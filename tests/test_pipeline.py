@@ -47,7 +47,7 @@ def test_ranges_in_order_each_once_with_reused_buffers():
     got = [bytes(view) for view in pipe]
     assert got == [bytes((s + i) % 251 for i in range(n)) for _, s, n in ranges]
     assert sorted(fake.calls) == sorted(ranges)  # exactly the ranges given: none split, merged or repeated
-    assert len(pipe.buffers) <= pipe.max_depth + 1 and all(len(b) == 100 for b in pipe.buffers)
+    assert 2 <= pipe.allocated <= pipe.max_depth + 1 and pipe.size == 100 and pipe.buffers == []  # released
 
 
 def test_depth_grows_while_the_consumer_waits():

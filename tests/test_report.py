@@ -12,8 +12,17 @@ from pathlib import Path
 import pytest
 from reportfixtures import NAMES, ROOT, report  # noqa: F401  (report: the session fixture)
 
-from eaglekit.view.report import (ASSETS, PLOTLY_MIME, WIDGET_STATE_MIME, NotebookError, ReportError, build_report,
-                             check_page, static_figures, static_widgets)
+from eaglekit.view.report import (
+    ASSETS,
+    PLOTLY_MIME,
+    WIDGET_STATE_MIME,
+    NotebookError,
+    ReportError,
+    build_report,
+    check_page,
+    static_figures,
+    static_widgets,
+)
 
 pytestmark = pytest.mark.xdist_group("report")
 
@@ -103,7 +112,7 @@ def test_report_renders_the_calculator_by_its_own_code_and_leaves_out_kernel_con
     search = _page(report, "01_hub_search")
     assert "they need a running kernel, so this page leaves them out" in search  # the search box and picker
     assert "TextModel" not in re.sub(r'<script type="application/vnd.jupyter.widget-state\+json">.*?</script>', "",
-                                     search, flags=re.S)
+                                     search, flags=re.DOTALL)
 
 
 # --- the helpers, on hand-made notebooks --------------------------------------------------------------
@@ -171,15 +180,16 @@ def test_static_widgets_render_eaglekit_anywidgets_and_leave_out_controls_that_n
             "application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2, "version_minor": 0},
             "text/plain": "w"}}
 
-    nb = _nb([view("c1"), view("b1"), view("h1")], state)
+    nb = _nb([view("c1"), view("b1"), view("h1"), view("closed")], state)
     done = static_widgets(nb)
-    calc_out, box_out, bar_out = nb.cells[0].outputs
+    calc_out, box_out, bar_out, closed_out = nb.cells[0].outputs
+    assert closed_out["data"] == {"text/plain": "w"}  # a bar closed before the end: the same page with or without it
     html = calc_out["data"]["text/html"]
     assert '<div class="eaglekit-anywidget" id="anywidget-c1">' in html and '"verify_ms": 30.0' in html
     assert '"export default {}"' in html and "await widget.render({model, el})" in html
     assert "Text, Dropdown" in box_out["data"]["text/html"] and "application/vnd.jupyter.widget-view+json" not in box_out["data"]
     assert "application/vnd.jupyter.widget-view+json" in bar_out["data"]  # a progress bar only shows: kept
-    assert done == ["rendered CalculatorWidget", "left out Text, Dropdown"]
+    assert done == ["rendered CalculatorWidget", "left out Text, Dropdown", "dropped a closed widget"]
     assert "c1" not in nb.metadata["widgets"][WIDGET_STATE_MIME]["state"]  # drawn by its own code: not stored
 
 

@@ -4,7 +4,6 @@ fixture (item 14)."""
 from __future__ import annotations
 
 import pytest
-
 import sshd
 
 

@@ -153,6 +153,7 @@ class AcceptanceResult:
         return total
 
     def to_json(self) -> dict[str, Any]:
+        """JSON-ready figures; an undefined figure (no cycles: every output ended at once) is null."""
         out: dict[str, Any] = {
             "steps": self.steps, "temperature": self.temperature, "prompts": self.prompts,
             "generated_tokens": self.generated_tokens, "cycles": self.cycles, "accept_length": self.accept_length,
@@ -170,7 +171,7 @@ class AcceptanceResult:
             "positions": self.positions, "chat_template_sha256": self.chat_template_sha256,
             "notes": list(self.notes),
         })
-        return out
+        return _null_nan(out)
 
     # -- the calculator --------------------------------------------------------------------------------
     def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float = 0.0,
@@ -233,6 +234,16 @@ class AcceptanceResult:
         return ("<div>" + kv_html(self._pairs(), caption="Measured accept length")
                 + html_table(self._step_headers(), self._step_rows(), align=["right"] * len(self._step_headers()))
                 + "</div>")
+
+
+def _null_nan(value):
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _null_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_null_nan(v) for v in value]
+    return value
 
 
 def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
@@ -342,7 +353,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                 s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=layers, keep_logits=temperature > 0,
                                where=f"{psource} line {p.line}")
                 yield s.input_ids, s.hidden_states, s.target_ids, s.prompt_len, s.logits
-        total, sha = len(plist), (tmodel.chat_template_sha256 if tmodel.used_chat_template else None)
+        total = len(plist)
+        sha = tmodel.chat_template_sha256 if any(p.kind == "messages" for p in plist) else None
         available = {c: True for c in conventions}
     else:
         layers = list(dump.layers)

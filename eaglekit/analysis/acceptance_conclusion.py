@@ -26,12 +26,16 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
              f"trained from scratch {scratch.accept_length:.2f}: "
              + ("initialising from the old drafter pays." if better is warm
                 else "here the warm start does not help; train from scratch or with more data."))
-    other = other_convention(own.aux_convention)
-    alt = own.accept_length_by_convention.get(other)
-    if alt is not None:
-        s.append(f"Aux layer ids read as {own.aux_convention} (as trained) give {own.accept_length:.2f}; read as "
-                 f"{other} (the other engine's reading) {alt:.2f}, a difference of {alt - own.accept_length:+.2f}: "
-                 "check which convention the serving engine applies.")
+    shifts = []
+    for name, r in (("old drafter, own target", own), ("old drafter, new target", new_target),
+                    ("scratch", scratch), ("warm start", warm)):
+        alt = r.accept_length_by_convention.get(other_convention(r.aux_convention))
+        if alt is not None:
+            shifts.append(f"{alt - r.accept_length:+.2f} ({name})")
+    if shifts:
+        s.append(f"Reading the aux layer ids the other engine's way ({other_convention(own.aux_convention)} instead of "
+                 f"{own.aux_convention}, as trained) changes the accept length by " + ", ".join(shifts)
+                 + ": check which convention the serving engine applies.")
     lines = []
     for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm)):
         go = r.accept_length > be

@@ -47,7 +47,7 @@ LAYER_TENSORS = ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_att
 EMBED_NAMES = ("model.embed_tokens.weight", "embed_tokens.weight", "model.language_model.embed_tokens.weight",
                "language_model.model.embed_tokens.weight", "transformer.wte.weight")
 #: query rows per attention block in the all-positions pass (bounds the [heads, block, T] scores)
-ATTN_BLOCK = 512
+ATTN_BLOCK = 64
 
 
 def trained_convention(config: DrafterConfig) -> AuxConvention:
@@ -156,7 +156,10 @@ class DraftModel:
             config = normalize_config(ckpt.inventory.config, source=f"{where}/config.json")
             names = set(ckpt.inventory.names)
             layout = check_drafter(config, names, where=where)
-            wanted = [n for n in names if n != "t2d" and not n.endswith("embed_tokens.weight")]
+            used = {"fc.weight", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t",
+                    *(LAYER_PREFIX[layout] + t for t in LAYER_TENSORS)}
+            # only what the forward uses (a speculators checkpoint may also carry the verifier's head)
+            wanted = [n for n in names if n in used or n.startswith("fc_norm.")]
             tensors = {n: ckpt.read_tensor(n) for n in wanted}
             own = next((n for n in ("embed_tokens.weight", "model.embed_tokens.weight") if n in names), None)
             if own is not None:

@@ -238,6 +238,10 @@ def _scheduler_choice(scheduler: Any, full: bool, total: float) -> Any:
     return scheduler
 
 
+#: Bytes of work from which a progress bar shows (decided by size, not elapsed time; see ``_execute``).
+PROGRESS_BYTES = 256 * 1024 * 1024
+
+
 def _execute(plan: Plan, order: np.ndarray, locs: tuple[str, str], endpoint: str | None, tol: float, run_on: Any,
              progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES
              ) -> tuple[np.ndarray, dict[int, np.ndarray], str]:
@@ -253,8 +257,9 @@ def _execute(plan: Plan, order: np.ndarray, locs: tuple[str, str], endpoint: str
         specs.append(TaskSpec(i, locs, endpoint, {p: plan.pairs[p] for p in used}, units, tol))
     results: list[Any] = [None] * len(specs)
     total = float(plan.nbytes[order].sum())
-    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="drift", disable=not progress,
-               leave=False, delay=0.5)
+    # shown by the size of the work, never after a delay: the same run renders the same way on any machine
+    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="drift",
+               disable=not progress or total < PROGRESS_BYTES, leave=False)
     with bar:
         if isinstance(run_on, str) and run_on == "inline":
             where = "this process" + (f" ({readers} reading threads)" if readers > 1 else "")

@@ -200,6 +200,9 @@ class SearchResults:
             if h.target is not None and h.target_source != "declared":
                 row[2] = Html(f'{_esc(h.target)} <span style="color:{html_colour("grey")};font-size:0.85em">'
                               f"inferred from {h.target_source}</span>")
+            for i in (0, 2, len(row) - 1):  # repo, target, why: the text columns, which wrap (see _fit_width)
+                text = row[i] if isinstance(row[i], Html) else _esc(str(row[i]))
+                row[i] = Html(f'<span style="{_WRAP}">{text}</span>')
         styles = [f"background:{html_tint('yellow')}" if h.problem else
                   f"background:{html_tint('green')}" if h.fits_target else None for h in self.hits]
         align = ["left"] * 3 + ["right"] * 8 + ["left"] * (len(headers) - 11)
@@ -213,15 +216,21 @@ class SearchResults:
         return table
 
 
+#: The text columns (repo, target, why) wrap, breaking long repo ids anywhere if they must.
+_WRAP = "white-space:normal;overflow-wrap:anywhere"
+
+
 def _fit_width(table: str) -> str:
-    """Let the table size to its container: cells wrap (long repo ids and reasons break where they must)
-    instead of pushing the last columns into a scroll area. Inline styles, so JupyterLab's and the report's
-    table CSS (which keeps cells on one line) does not override them."""
+    """Let the table size to its container instead of pushing the last columns into a scroll area: numbers
+    and short columns stay on one line, headers break between words, and the text columns wrap (their
+    cells carry :data:`_WRAP`). Inline styles, so JupyterLab's and the report's table CSS do not override
+    them."""
     table = table.replace('style="border-collapse:collapse;font-size:0.9em"',
                           'style="border-collapse:collapse;font-size:0.85em;width:100%;max-width:100%;table-layout:auto"',
                           1)
-    table = table.replace("padding:2px 8px;", "padding:2px 4px;white-space:normal;overflow-wrap:anywhere;"
-                                               "word-break:normal;")
+    table = table.replace('<th style="cursor:pointer;text-align:', '<th style="cursor:pointer;white-space:normal;'
+                                                                   'overflow-wrap:normal;text-align:')
+    table = table.replace(";padding:2px 8px;vertical-align:top;", ";padding:2px 4px;vertical-align:top;white-space:nowrap;")
     return table.replace('<caption style="', '<caption style="white-space:normal;', 1)
 
 

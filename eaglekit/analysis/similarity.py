@@ -43,7 +43,7 @@ from eaglekit.core.tensors import NUMPY_DTYPES
 Device = Literal["cpu", "cuda", "auto"]
 DEFAULT_GRID = (64, 64)
 #: Bytes per side per range request to a remote source; several are in flight (see RangePipeline).
-CHUNK_BYTES = 3 * 1024 * 1024
+CHUNK_BYTES = 4 * 1024 * 1024
 #: Bytes per side per block of a local (memory-mapped) file: rows handed to the compute at once.
 LOCAL_CHUNK_BYTES = 16 * 1024 * 1024
 #: Elements per side converted to float32 at a time (4 MiB): the conversions and products stay in the
@@ -114,6 +114,8 @@ def _run(ca: Checkpoint, cb: Checkpoint, todo: Plan, *, device: str, chunk_bytes
     read = [0, 0]
     results: list[TensorSimilarity] = []
     acc: _Accumulator | None = None
+    scratch = _Scratch(max((job.width for job in todo.jobs), default=1),
+                       max((sum(len(p.col_edges) - 1 for p in job.parts) for job in todo.jobs), default=1))
     side_a = _views(ca, [(job.a, blk.span_a, job.width) for job, blk in work], chunk_bytes)
     side_b = _views(cb, [(job.b, blk.span_b, job.width) for job, blk in work], chunk_bytes)
     show = total >= PROGRESS_BYTES if progress is None else progress
@@ -123,7 +125,7 @@ def _run(ca: Checkpoint, cb: Checkpoint, todo: Plan, *, device: str, chunk_bytes
             if acc is None or acc.job is not job:  # blocks arrive job by job
                 if acc is not None:
                     results.extend(acc.finish())
-                acc = _Accumulator(job, device)
+                acc = _Accumulator(job, device, scratch)
             xa = _rows(da, torch_dtype(job.a.dtype), job.width)
             xb = _rows(db, torch_dtype(job.b.dtype), job.width)
             acc.add(xa, xb, blk.pos, blk.sel_a, blk.sel_b)
@@ -206,6 +208,28 @@ class _Mapped:
         self.maps.clear()
 
 
+class _Scratch:
+    """Compute buffers shared by every job of one comparison: allocated once, so no multi-MiB block is
+    freed mid-run (glibc would then raise its mmap threshold and keep later buffers in the heap)."""
+
+    def __init__(self, widest: int, most_cells: int) -> None:
+        import torch
+
+        n = max(BLOCK_ELEMENTS, widest)  # one row at least
+        self.a = torch.empty(n, dtype=torch.float32)  # side A's rows as float32
+        self.b = torch.empty(n, dtype=torch.float32)
+        self.per_row = np.empty(4 * max(BLOCK_ELEMENTS // 8, most_cells), np.float32)  # (4, m, cells) flat
+        self.size, self.gather = n, {}
+
+    def gathered(self, side: int, dtype):
+        """A buffer of the stored dtype for aligned lm_head rows of one side."""
+        import torch
+
+        if (side, dtype) not in self.gather:
+            self.gather[side, dtype] = torch.empty(self.size, dtype=dtype)
+        return self.gather[side, dtype]
+
+
 class _Accumulator:
     """The cell sums of one job's parts, fed blocks of rows in compared-position order.
 
@@ -214,15 +238,9 @@ class _Accumulator:
     ``a*b`` and (after ``a -= b``) ``d*d`` in float32 (a cell's width of products); rows are added into their grid
     cells in float64 with ``np.add.reduceat``."""
 
-    def __init__(self, job: Job, device: str) -> None:
-        import torch
-
-        self.job, self.device = job, device
+    def __init__(self, job: Job, device: str, scratch: _Scratch) -> None:
+        self.job, self.device, self.scratch = job, device, scratch
         w = job.width
-        self.m = max(1, BLOCK_ELEMENTS // w)
-        self.xa = torch.empty(self.m, w, dtype=torch.float32)  # (m, W)
-        self.xb = torch.empty(self.m, w, dtype=torch.float32)
-        self.na, self.nb = self.xa.numpy(), self.xb.numpy()
         # Every part's column runs over the whole width: (first column, cells, width, first cell overall).
         self.runs, cell = [], 0
         for p in job.parts:
@@ -230,11 +248,17 @@ class _Accumulator:
                 self.runs.append((p.cols[0] + c0, n, cw, cell))
                 cell += n
         self.cells = cell
+        # Rows per compute block: BLOCK_ELEMENTS per side, and per-row cell sums (4 x m x cells) of at
+        # most an eighth of that, so narrow tensors (norms: width 1) do not get huge partial-sum buffers.
+        self.m = max(1, min(BLOCK_ELEMENTS // w, BLOCK_ELEMENTS // (8 * self.cells)))
+        self.xa = scratch.a[:self.m * w].view(self.m, w)  # (m, W) float32, shared by every job
+        self.xb = scratch.b[:self.m * w].view(self.m, w)
+        self.na, self.nb = self.xa.numpy(), self.xb.numpy()
         edges = job.parts[0].row_edges  # every part shares the rows
         self.cell_of_row = np.repeat(np.arange(len(edges) - 1), np.diff(edges))  # (rows,)
         self.sums = np.zeros((len(edges) - 1, self.cells, 4), np.float64)  # (gr, cells, aa|bb|ab|dd)
-        self.per_row = np.empty((4, self.m, self.cells), np.float32)  # (4, m, cells)
-        self.gather: list = [None, None]  # (m, W) in the stored dtype, for aligned lm_head rows
+        self.per_row = scratch.per_row[:4 * self.m * self.cells].reshape(4, self.m, self.cells)  # (4, m, cells)
+        self.wide = np.empty((4, min(self.m, len(edges) - 1) + 1, self.cells), np.float64)  # per grid row
 
     def add(self, xa, xb, pos: int, sel_a: np.ndarray | None = None, sel_b: np.ndarray | None = None) -> None:
         """Rows ``xa``, ``xb`` (span rows, width) in their stored dtype; compared positions pos..pos+n are
@@ -268,9 +292,7 @@ class _Accumulator:
 
         if sel is None:
             return x[i:i + k]
-        buf = self.gather[side]
-        if buf is None or buf.dtype != x.dtype:
-            buf = self.gather[side] = torch.empty(self.m, x.shape[1], dtype=x.dtype)
+        buf = self.scratch.gathered(side, x.dtype)[:self.m * x.shape[1]].view(self.m, x.shape[1])
         return torch.index_select(x, 0, torch.from_numpy(sel[i:i + k]), out=buf[:k])
 
     def _add_on_device(self, xa, xb, out: np.ndarray) -> None:
@@ -288,7 +310,7 @@ class _Accumulator:
     def _into_cells(self, out: np.ndarray, first: int, k: int) -> None:
         rows = self.cell_of_row[first:first + k]  # (k,) grid row of each row, non-decreasing
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])  # first row of each grid row in the block
-        sums = np.add.reduceat(out.astype(np.float64), starts, axis=1)  # (4, grid rows here, cells)
+        sums = np.add.reduceat(out, starts, axis=1, dtype=np.float64, out=self.wide[:, :len(starts)])  # (4, grid rows here, cells)
         self.sums[rows[starts]] += sums.transpose(1, 2, 0)
 
     def finish(self) -> list[TensorSimilarity]:

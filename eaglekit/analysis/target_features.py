@@ -44,7 +44,6 @@ class TargetModel:
         self.max_positions = getattr(cfg, "max_position_embeddings", None)
         template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
         self.chat_template_sha256 = hashlib.sha256(template.encode()).hexdigest() if isinstance(template, str) else None
-        self.used_chat_template = False
 
     @property
     def device(self) -> torch.device:
@@ -66,7 +65,6 @@ class TargetModel:
             if not getattr(self.tokenizer, "chat_template", None):
                 raise InputError(f"{source} line {prompt.line}: {self.name}'s tokenizer has no chat template for "
                                  "messages; give text or input_ids.")
-            self.used_chat_template = True
             out = self.tokenizer.apply_chat_template(prompt.value, add_generation_prompt=True, tokenize=True)
             ids = list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
         if not ids:
@@ -186,5 +184,6 @@ def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: st
     manifest = DumpManifest(target=tmodel.name, hidden_size=tmodel.hidden_size,
                             num_hidden_layers=tmodel.num_hidden_layers, vocab_size=tmodel.vocab_size, layers=layers,
                             samples=len(plist), dtype=dtype,
-                            chat_template_sha256=tmodel.chat_template_sha256 if tmodel.used_chat_template else None)
+                            chat_template_sha256=tmodel.chat_template_sha256 if any(p.kind == "messages" for p in plist)
+                            else None)
     return write_dump(out, manifest, samples())

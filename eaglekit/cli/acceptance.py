@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
         endpoint=args.endpoint)
     if args.json:
-        print(json.dumps(result.to_json(), allow_nan=False if result.cycles else True))
+        print(json.dumps(result.to_json(), allow_nan=False))
     else:
         print(result)
     return 0

@@ -54,7 +54,6 @@ MAX_TENSORS = 500_000
 MAX_JSON_VALUES = 16 * MAX_TENSORS
 
 _BITS = dict(DTYPE_BITS)
-_set = object.__setattr__  # builds frozen records whose fields were checked already
 _DTYPE_SET = frozenset(DTYPE_BITS)
 _FIELDS = operator.itemgetter("dtype", "shape", "data_offsets")
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
@@ -83,13 +82,17 @@ class TensorInfo:
         """A record from fields :func:`parse_header` has already checked: skips the frozen dataclass's
         per-field ``__setattr__`` (a third of a 100,000-tensor header's parse time otherwise)."""
         t = cls.__new__(cls)
-        _set(t, "name", name)
-        _set(t, "dtype", dtype)
-        _set(t, "shape", shape)
-        _set(t, "data_offsets", data_offsets)
-        _set(t, "parameters", parameters)
-        _set(t, "nbytes", data_offsets[1] - data_offsets[0])
+        _INFO_SET[0](t, name)  # the slots' own descriptors: no per-field lookup, no frozen __setattr__
+        _INFO_SET[1](t, dtype)
+        _INFO_SET[2](t, shape)
+        _INFO_SET[3](t, data_offsets)
+        _INFO_SET[4](t, parameters)
+        _INFO_SET[5](t, data_offsets[1] - data_offsets[0])
         return t
+
+
+_INFO_SET = tuple(getattr(TensorInfo, f).__set__ for f in
+                  ("name", "dtype", "shape", "data_offsets", "parameters", "nbytes"))
 
 
 @dataclass(frozen=True)

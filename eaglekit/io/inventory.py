@@ -45,11 +45,19 @@ class TensorEntry:
     def _trusted(cls, name: str, dtype: str, shape: tuple[int, ...], parameters: int, nbytes: int, file: str,
                  offset: int) -> TensorEntry:
         """A record from a parsed header's fields, without the frozen dataclass's per-field ``__setattr__``."""
-        t, set_ = cls.__new__(cls), object.__setattr__
-        for key, value in (("name", name), ("dtype", dtype), ("shape", shape), ("parameters", parameters),
-                           ("nbytes", nbytes), ("file", file), ("offset", offset)):
-            set_(t, key, value)
+        t = cls.__new__(cls)
+        _ENTRY_SET[0](t, name)  # the slots' own descriptors: no per-field lookup, no frozen __setattr__
+        _ENTRY_SET[1](t, dtype)
+        _ENTRY_SET[2](t, shape)
+        _ENTRY_SET[3](t, parameters)
+        _ENTRY_SET[4](t, nbytes)
+        _ENTRY_SET[5](t, file)
+        _ENTRY_SET[6](t, offset)
         return t
+
+
+_ENTRY_SET = tuple(getattr(TensorEntry, f).__set__ for f in
+                   ("name", "dtype", "shape", "parameters", "nbytes", "file", "offset"))
 
 
 @dataclass(frozen=True)
@@ -74,20 +82,26 @@ class Inventory:
     def from_headers(cls, source: str, headers: Sequence[FileHeader], *,
                      config: Mapping[str, Any] | None = None) -> Inventory:
         """Merge the headers of a checkpoint's files; a tensor named in two shards is an error."""
-        tensors: dict[str, TensorEntry] = {}
         metadata: dict[str, str] = {}
+        entries: list[TensorEntry] = []
+        make = TensorEntry._trusted
         with paused_gc():  # 100,000 acyclic records: see eaglekit.core.gcpause
             for h in headers:
                 metadata.update(h.metadata)
-                for t in h.tensors:
-                    if t.name in tensors:
+                file, base = h.filename, h.header_bytes
+                entries += [make(t.name, t.dtype, t.shape, t.parameters, t.nbytes, file, base + t.data_offsets[0])
+                            for t in h.tensors]
+            tensors = {e.name: e for e in entries}
+            if len(tensors) != len(entries):  # a name in two shards: say which
+                first: dict[str, TensorEntry] = {}
+                for e in entries:
+                    if e.name in first:
                         raise HeaderError(
-                            f"Tensor {t.name!r} appears in both {tensors[t.name].file} and {h.filename} of "
+                            f"Tensor {e.name!r} appears in both {first[e.name].file} and {e.file} of "
                             f"{source}: a checkpoint must name each tensor once.")
-                    tensors[t.name] = TensorEntry._trusted(t.name, t.dtype, t.shape, t.parameters, t.nbytes,
-                                                           h.filename, h.header_bytes + t.data_offsets[0])
+                    first[e.name] = e
             files = tuple(FileEntry(h.filename, h.file_size, h.header_bytes) for h in headers)
-            ordered = tuple(tensors[k] for k in sorted(tensors))
+            ordered = tuple(map(tensors.__getitem__, sorted(tensors)))
             return cls(source, files, ordered, MappingProxyType(metadata), config)
 
     # -- lookup -------------------------------------------------------------------------------------

@@ -9,21 +9,22 @@ so a fast link stays at 2 buffers and a slow one fills the bandwidth-delay produ
 
 The ranges requested are exactly the ones given, each once: no range is split, merged or read ahead
 past what was asked (tested against a request log). Memory: ``max_depth + 1`` buffers of the largest
-range, allocated once; a range's view is valid until the next one is taken. Sources that cannot serve
+range (anonymous memory maps), allocated once; a range's view is valid until the next one is taken. Sources that cannot serve
 concurrent requests (SSH/SFTP) get one request in flight.
 """
 
 from __future__ import annotations
 
+import mmap
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from eaglekit.io.reader import Checkpoint
 
-#: Requests in flight at most per pipeline (per file side): 4 x 3 MiB (similarity.CHUNK_BYTES) cover 50 ms
-#: of latency at 250 MB/s per side; more would lift a remote comparison past 256 MiB of anonymous memory.
-MAX_DEPTH = 4
+#: Requests in flight at most per pipeline (per file side): 6 x 4 MiB (similarity.CHUNK_BYTES) cover 50 ms
+#: of latency at 500 MB/s per side, in 7 buffers (28 MiB) per side.
+MAX_DEPTH = 6
 #: Sources whose client is safe to use from several threads at once.
 CONCURRENT_KINDS = frozenset({"http", "hub"})
 
@@ -41,8 +42,9 @@ class RangePipeline:
         self.max_depth = max(1, max_depth if concurrent else 1)
         self.depth = min(2, self.max_depth)
         self.size = max([piece_bytes, *(length for _, _, length in self.ranges)]) if self.ranges else 0
-        self.buffers: list[bytearray] = []
+        self.buffers: list[mmap.mmap] = []
         self.waits = 0  # times the consumer found its next range not yet arrived (the depth grew each time)
+        self.allocated = 0  # buffers allocated (each of ``size`` bytes), at most max_depth + 1
         self._pool: ThreadPoolExecutor | None = None
 
     def __iter__(self) -> Iterator[memoryview]:
@@ -75,7 +77,10 @@ class RangePipeline:
         k, (name, start, length) = item
         slot = k % (self.max_depth + 1)
         while len(self.buffers) <= slot:  # allocated when first needed: a fast link never needs them all
-            self.buffers.append(bytearray(self.size))
+            # Anonymous maps, not malloc: returned to the system at close, and never left in the heap
+            # for glibc to keep (its moving mmap threshold would otherwise serve them from the heap).
+            self.buffers.append(mmap.mmap(-1, max(self.size, 1)))
+            self.allocated += 1
         pending.append((k, self._pool.submit(self._fetch, slot, name, start, length)))
 
     def _fetch(self, slot: int, name: str, start: int, length: int) -> int:
@@ -85,3 +90,9 @@ class RangePipeline:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        for buffer in self.buffers:
+            try:
+                buffer.close()
+            except BufferError:  # a view is still held somewhere: the map goes when it is freed
+                pass
+        self.buffers = []

@@ -12,6 +12,8 @@ from typing import Union
 from eaglekit.analysis.acceptance import AcceptanceResult
 
 Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
+#: one colour per drafter, in the same order on every figure (plotly's default qualitative palette)
+COLOURS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 
 
 def _named(results: Results) -> dict[str, AcceptanceResult]:
@@ -31,15 +33,15 @@ def accept_length_vs_steps(results: Results, *, break_even: float | None = None)
     ks = list(range(1, kmax + 1))
     fig.add_trace(go.Scatter(x=ks, y=[k + 1 for k in ks], mode="lines", name="ceiling K + 1",
                              line={"dash": "dot", "color": "#98a2b3"}))
-    for label, r in named.items():
+    for i, (label, r) in enumerate(named.items()):
         fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps),
-                                 mode="lines+markers", name=label,
+                                 mode="lines+markers", name=label, line={"color": COLOURS[i % len(COLOURS)]},
                                  hovertemplate="K = %{x}<br>accept length %{y:.3f}<extra>" + label + "</extra>"))
     if break_even is not None:
         fig.add_hline(y=break_even, line={"dash": "dash", "color": "#d92d20"},
                       annotation_text=f"break-even {break_even:.2f}", annotation_position="top left")
     fig.update_layout(title="Accept length vs draft steps K (bonus token counted)", xaxis_title="draft steps K",
-                      yaxis_title="accept length", template="plotly_white", height=380)
+                      yaxis_title="accept length", template="plotly_white", height=380, xaxis={"dtick": 1})
     return fig
 
 
@@ -48,9 +50,10 @@ def per_step_acceptance(results: Results):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for label, r in _named(results).items():
+    for i, (label, r) in enumerate(_named(results).items()):
         ys = [None if c is None else c for c in r.per_step_acceptance]
         fig.add_trace(go.Bar(x=[f"step {j}" for j in range(1, r.steps + 1)], y=ys, name=label,
+                             marker={"color": COLOURS[i % len(COLOURS)]},
                              hovertemplate="%{x}: %{y:.3f}<extra>" + label + "</extra>"))
         if r.expected_acceptance is not None:
             fig.add_trace(go.Scatter(x=[f"step {j}" for j in range(1, r.steps + 1)], y=list(r.expected_acceptance),
@@ -66,9 +69,10 @@ def per_prompt_spread(results: Results):
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for label, r in _named(results).items():
+    for i, (label, r) in enumerate(_named(results).items()):
         ys = [v for v in r.per_prompt_accept_length if v is not None]
         fig.add_trace(go.Box(y=ys, name=label, boxpoints="all", jitter=0.4, pointpos=0,
+                             marker={"color": COLOURS[i % len(COLOURS)]},
                              hovertemplate="accept length %{y:.3f}<extra>" + label + "</extra>"))
     fig.update_layout(title="Accept length per prompt", yaxis_title="accept length", template="plotly_white",
                       height=380, showlegend=False)

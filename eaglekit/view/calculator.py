@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eaglekit.core.errors import InputError
 from eaglekit.core.account import Account, reach
+from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import (
     Estimate,
     Scenario,

@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eaglekit.analysis.similarity_report import MEASURES, Measure, TensorSimilarity, check_measure, measures_from_sums
+from eaglekit.analysis.similarity_report import (
+    MEASURES,
+    Measure,
+    TensorSimilarity,
+    check_measure,
+    measures_from_sums,
+)
 
 if TYPE_CHECKING:
     from eaglekit.analysis.similarity_report import SimilarityReport
@@ -173,4 +179,4 @@ def _nanmax(z: np.ndarray) -> float | None:
     return float(finite.max()) if finite.size else None
 
 
-__all__ = ["heatmap", "overview", "page_range", "report_page", "save_page", "SCALES"]
+__all__ = ["SCALES", "heatmap", "overview", "page_range", "report_page", "save_page"]

@@ -256,6 +256,8 @@ def static_widgets(nb) -> list[str]:
     - A view holding input controls (sliders, text boxes, dropdowns, buttons: anything not in
       :data:`DISPLAY_VIEWS`) would move and change nothing; it is replaced by a note that it needs a kernel.
     - Any other model the static manager cannot load (:data:`STATIC_WIDGET_MODULES`) becomes such a note too.
+    - A view of a widget closed before the notebook ended (a finished progress bar) has nothing to show:
+      only its plain text stays, so the page is the same whether or not a bar appeared.
     """
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
     controls = next((m["model_module_version"] for m in state.values()
@@ -265,7 +267,11 @@ def static_widgets(nb) -> list[str]:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             data = output.get("data", {})
             view = data.get(WIDGET_VIEW_MIME)
-            if not view or view.get("model_id") not in state:
+            if not view:
+                continue
+            if view.get("model_id") not in state:  # closed before the notebook ended (a finished progress bar)
+                output["data"] = {"text/plain": data.get("text/plain", "")}
+                done.append("dropped a closed widget")
                 continue
             model_id = view["model_id"]
             model = state[model_id]
