@@ -7,6 +7,8 @@ Prints, measured in the same run:
    read_inventory against huggingface_hub's get_safetensors_metadata: requests, bytes and wall time at
    0, 20 and 50 ms emulated latency per request (``server.latency``; loopback has none), interleaved
    runs, medians; and parallel vs sequential header fetching of the shards.
+3. The loopback servers: a small GET with and without TCP_NODELAY, and a repo found from its first
+   scan against a full rescan.
 
 Usage: python benchmarks/bench_inspect.py [--data benchmarks/data] [--repeat 5]
 """
@@ -114,6 +116,56 @@ def hub(data: Path, repeat: int) -> None:
               f"{seq / par:.1f}x")
 
 
+def servers(data: Path) -> None:
+    """The loopback servers: a small GET with TCP_NODELAY (as served) against Nagle's algorithm left on,
+    and finding a repo from the first scan's stat (as served) against scanning it again."""
+    import socket
+
+    import httpx
+
+    from eaglekit.demo import hubserver
+    from eaglekit.demo.fileserver import FileHandler
+    from eaglekit.demo.hubserver import HubServer
+
+    root = data / "hub"
+    served = FileHandler.setup
+
+    def nagle(handler) -> None:
+        served(handler)
+        handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+
+    times: dict[str, list[float]] = {"TCP_NODELAY": [], "Nagle on": []}
+    for _ in range(2):  # interleaved
+        for mode, setup in (("TCP_NODELAY", served), ("Nagle on", nagle)):
+            FileHandler.setup = setup
+            try:
+                with HubServer(root) as server, httpx.Client() as client:
+                    url = f"{server.endpoint}/bench/kimi-k2-drafter/resolve/main/config.json"
+                    client.get(url)
+                    for _ in range(15):
+                        t0 = time.perf_counter()
+                        client.get(url)
+                        times[mode].append(time.perf_counter() - t0)
+            finally:
+                FileHandler.setup = served
+    server = HubServer(root)
+    server.repo("bench", "kimi-k2-drafter-64")
+    scan, cached = [], []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        hubserver._load_repo(root, "bench", "kimi-k2-drafter-64")
+        scan.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        server.repo("bench", "kimi-k2-drafter-64")
+        cached.append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    print("\n## The loopback servers (30 requests each, medians)")
+    print(f"small GET (config.json) on a keep-alive connection: TCP_NODELAY {med['TCP_NODELAY']:.2f} ms, "
+          f"Nagle on {med['Nagle on']:.2f} ms")
+    print(f"finding the 64-shard repo per request: stat of the first scan {statistics.median(cached) * 1e3:.2f} ms, "
+          f"full scan {statistics.median(scan) * 1e3:.2f} ms")
+
+
 def _hf_metadata(endpoint: str, repo: str):
     from huggingface_hub import HfApi
     from huggingface_hub.utils import disable_progress_bars
@@ -130,6 +182,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}\n")
     local(args.data)
     hub(args.data, args.repeat)
+    servers(args.data)
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
 
 

@@ -19,7 +19,7 @@ Anchors, measured in the same run:
 - ``naive`` (``--naive``): ``load_file`` both, upcast, cosine per tensor;
 - ``before`` (``--before FILE``): an earlier version of eaglekit's similarity module, same rounds;
 - ``eaglekit``: ``eaglekit.similarity(a, b)``, every tensor, 64 x 64 grids, lm_head aligned by token
-  (``eaglekit-t2``: the same with two torch threads);
+  (``eaglekit-t2``, only when named in ``--modes``: the same with two torch threads);
 - ``eaglekit-http``, ``eaglekit-hf``: the same through the loopback file server and Hub-compatible
   server (served from the parent process), and ``eaglekit-hf-20ms`` / ``-50ms`` with every answer
   delayed that long; ``curl``: curl fetching both files from the loopback file server.
@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 H, I, HEADS_DIM, DRAFT_VOCAB, VOCAB = 7168, 18432, 8192, 32000, 163840
-MODES = ("cat", "floor", "loop64", "loop32", "eaglekit", "eaglekit-t2", "eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms",
+MODES = ("cat", "floor", "loop64", "loop32", "eaglekit", "eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms",
          "eaglekit-hf-50ms", "curl")
 CHECKED = ("fc.weight", "midlayer.mlp.gate_proj.weight")  # accuracy against the float64 loop
 
@@ -233,7 +233,8 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=HERE / "data", help="where the generated drafters go")
     ap.add_argument("--small", action="store_true", help="1/4 scale (about 150 MB per drafter)")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved rounds; medians are reported")
-    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}, naive")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help=f"comma-separated, of {', '.join(MODES)}, eaglekit-t2 (two torch threads), naive")
     ap.add_argument("--naive", action="store_true", help="also the load_file mode (4.5 GB of memory)")
     ap.add_argument("--before", type=Path, help="a previous eaglekit/analysis/similarity.py (e.g. from "
                     "`git show REV:eaglekit/analysis/similarity.py`), run as mode 'before' in the same rounds")

@@ -79,3 +79,25 @@ def test_repo_without_safetensors_falls_back_to_the_listing(tmp_path):
         assert read_inventory("hf://org/odd", endpoint=server.endpoint).names == ("w",)
         with pytest.raises(NotFoundError, match="repo not found"):
             read_inventory("hf://org/missing", endpoint=server.endpoint)
+
+
+def test_missing_small_file_keeps_the_connection(tmp_path, monkeypatch):
+    """A 404 for config.json is drained, so its keep-alive connection is reused, not reopened per call."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from eaglekit.demo import fileserver
+    from eaglekit.demo.hubserver import HubServer
+
+    (tmp_path / "org" / "noconfig").mkdir(parents=True)
+    save_file({"w": np.zeros(3, np.float32)}, str(tmp_path / "org" / "noconfig" / "model.safetensors"))
+    accepted = []
+    original = fileserver._HTTPServer.process_request
+    monkeypatch.setattr(fileserver._HTTPServer, "process_request",
+                        lambda self, request, address: accepted.append(address) or original(self, request, address))
+    with HubServer(tmp_path) as server:
+        read_inventory("hf://org/noconfig", endpoint=server.endpoint)  # opens the connections it needs
+        opened = len(accepted)
+        for _ in range(4):
+            assert read_inventory("hf://org/noconfig", endpoint=server.endpoint).config is None
+        assert len(accepted) == opened

@@ -117,8 +117,18 @@ class DraftModel:
         self.target_hidden_size, self.n_aux = ht, self.fc.shape[1] // ht
         self.fc_norms = [w(f"fc_norm.{i}.weight") for i in range(self.n_aux)] if "fc_norm.0.weight" in tensors else None
         self.input_norm = w("input_norm.weight") if "input_norm.weight" in tensors else None
-        self.q, self.k, self.v, self.o = (w(p + f"self_attn.{n}_proj.weight") for n in "qkvo")
-        self.gate, self.up, self.down = (w(p + f"mlp.{n}_proj.weight") for n in ("gate", "up", "down"))
+        # one matmul for q/k/v and one for gate/up; q, k, v, gate and up are views into them (no copies)
+        q, k, v = (w(p + f"self_attn.{n}_proj.weight") for n in "qkv")
+        self._qkv_w = torch.cat([q, k, v])                              # (q + k + v rows, 2H)
+        self.q, self.k, self.v = self._qkv_w.split([q.shape[0], k.shape[0], v.shape[0]])
+        self.o = w(p + "self_attn.o_proj.weight")
+        gate, up = w(p + "mlp.gate_proj.weight"), w(p + "mlp.up_proj.weight")
+        if gate.shape != up.shape:
+            raise ConfigError(f"{source}: mlp gate_proj {list(gate.shape)} and up_proj {list(up.shape)} differ.")
+        self._gate_up_w = torch.cat([gate, up])                         # (2I, H)
+        self.gate, self.up = self._gate_up_w.chunk(2)
+        self.down = w(p + "mlp.down_proj.weight")
+        del q, k, v, gate, up
         self.hidden_norm = w(p + "hidden_norm.weight")
         self.input_layernorm = w(p + "input_layernorm.weight")
         self.post_norm = w(p + "post_attention_layernorm.weight")
@@ -230,9 +240,11 @@ class DraftModel:
         e = self.embed[ids]                                             # (T, H)
         x = torch.cat([_rms_norm(e, self.input_layernorm, self.eps), _rms_norm(h, self.hidden_norm, self.eps)], -1)
         T = x.shape[0]
-        q = (x @ self.q.T).view(T, self.heads, self.head_dim).transpose(0, 1)
-        k = (x @ self.k.T).view(T, self.kv_heads, self.head_dim).transpose(0, 1)
-        v = (x @ self.v.T).view(T, self.kv_heads, self.head_dim).transpose(0, 1)
+        nq, nk = self.q.shape[0], self.k.shape[0]
+        qkv = x @ self._qkv_w.T                                         # (T, q + k + v)
+        q = qkv[:, :nq].reshape(T, self.heads, self.head_dim).transpose(0, 1)
+        k = qkv[:, nq:nq + nk].reshape(T, self.kv_heads, self.head_dim).transpose(0, 1)
+        v = qkv[:, nq + nk:].reshape(T, self.kv_heads, self.head_dim).transpose(0, 1)
         cos, sin = self._cos_sin(pos)                                   # (T, hd)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
@@ -244,7 +256,8 @@ class DraftModel:
         residual = _rms_norm(h, self.hidden_norm, self.eps) if self.norm_before_residual else h
         y = residual + attn.transpose(0, 1).reshape(T, -1) @ self.o.T
         z = _rms_norm(y, self.post_norm, self.eps)
-        g = y + (F.silu(z @ self.gate.T) * (z @ self.up.T)) @ self.down.T   # (T, H)
+        gate, up = (z @ self._gate_up_w.T).chunk(2, -1)                  # (T, I) each
+        g = y + (F.silu(gate) * up) @ self.down.T                       # (T, H)
         out = _rms_norm(g, self.norm, self.eps) if self.norm is not None else g
         return g, out @ self.lm_head.T                                  # (T, N)
 

@@ -362,6 +362,7 @@ class HttpSource(Source):
         deadline = Deadline(what, self.timeout)
         with transport_errors(url, deadline), deadline, self._client.stream("GET", url, timeout=deadline.left()) as r:
             if r.status_code in (404, 410):
+                read_error_body(r, deadline)  # drained (at most 64 KiB): the connection goes back to the pool
                 return None
             raise_for_http_status(r.status_code, r.headers, what)
             return read_capped(r, limit, what, deadline)

@@ -190,6 +190,7 @@ class HubSource(Source):
         with hub_errors(what, endpoint=self.endpoint), transport_errors(url, deadline), deadline, \
                 guard_client(get_session()).stream("GET", url, headers=self._headers(), timeout=deadline.left()) as r:
             if r.status_code == 404 and r.headers.get("x-error-code") == "EntryNotFound":
+                read_error_body(r, deadline)  # drained (at most 64 KiB): the connection goes back to the pool
                 return None
             _check(r, deadline)
             return read_capped(r, limit, what, deadline)
