@@ -283,3 +283,91 @@ def test_moved_rows_decoded_and_figures_render(pair, full_report, tmp_path, caps
     html = page.read_text()
     assert "plotly" in html and "Drift map" in html and "layer 60 routed experts" in html
     assert f"wrote {page}" in capsys.readouterr().err
+
+
+# -- review fixes: seed, bounded d2t, a drafter that does not fit, --html checked first, bytes read --------------
+def _drafter_folder(folder: Path, *, d2t_entries: int, vocab: int) -> Path:
+    from safetensors.torch import save_file
+
+    from eaglekit.demo.spec import specforge_config
+
+    folder.mkdir(parents=True)
+    save_file({"d2t": torch.zeros(d2t_entries, dtype=torch.int64), "norm.weight": torch.ones(8)},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(specforge_config(vocab=vocab)))
+    return folder
+
+
+def test_a_negative_seed_is_one_line_exit_2(pair, capsys):
+    with pytest.raises(InputError, match="seed must be a whole number, 0 or more, got -1"):
+        drift(*pair, full=False, budget="1MB", seed=-1, progress=False)
+    with pytest.raises(InputError, match="seed must be a whole number"):
+        drift(*pair, full=False, budget="1MB", seed=1.5, progress=False)
+    assert main(["drift", str(pair[0]), str(pair[1]), "--budget", "1MB", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert err == "eaglekit drift: error: seed must be a whole number, 0 or more, got -1.\n"
+
+
+def test_a_huge_drafter_d2t_is_refused_unread(pair, tmp_path, monkeypatch, capsys):
+    from eaglekit.core.errors import VocabMapError
+    from eaglekit.io.reader import Checkpoint
+
+    big = _drafter_folder(tmp_path / "big-d2t", d2t_entries=4001, vocab=10240)  # config: 2,000 draft tokens
+    read = []
+    monkeypatch.setattr(Checkpoint, "read_numpy", lambda self, name, _real=Checkpoint.read_numpy:
+                        read.append(name) or _real(self, name))
+    with pytest.raises(VocabMapError, match="refusing to read it"):
+        drift(*pair, drafter=big, full=True, scheduler="inline", progress=False)
+    assert "d2t" not in read
+    assert main(["drift", str(pair[0]), str(pair[1]), "--drafter", str(big)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refusing to read it" in err
+
+
+def test_a_drafter_of_another_vocabulary_is_named_and_its_rows_not_shown(pair, tmp_path, capsys):
+    other = _drafter_folder(tmp_path / "llama", d2t_entries=1000, vocab=8016)
+    r = drift(*pair, drafter=other, full=True, scheduler="inline", progress=False)
+    assert r.drafter_misfit == ("hidden size 448 vs the targets' 64", "vocab size 8,016 vs the targets' 10,240")
+    assert r.draft_lm_head is None and r.draft_moved == () and r.feeds == ()
+    text = str(r)
+    assert "does not fit these targets" in text and "lm_head, draft rows" not in text and "aux id" not in text
+    assert "does not fit" in r.summary and r.to_json()["drafter_misfit"] == list(r.drafter_misfit)
+    assert main(["drift", str(pair[0]), str(pair[1]), "--drafter", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "vocab size 8,016 vs the targets' 10,240" in out and "draft rows" not in out
+
+
+def test_a_drafter_of_another_hidden_size_is_named_beside_its_rows(full_report):
+    # the fixture drafter is made for the demo's K2 config (hidden 448), the thin targets are hidden 64
+    assert full_report.drafter_misfit == ("hidden size 448 vs the targets' 64",)
+    assert full_report.draft_lm_head is not None and full_report.feeds
+    assert "does not fit these targets (hidden size 448 vs the targets' 64)" in str(full_report)
+
+
+def test_an_unwritable_html_is_refused_before_any_work(pair, tmp_path, monkeypatch, capsys):
+    import eaglekit.analysis.drift as drift_module
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("drift ran before --html was checked")
+
+    monkeypatch.setattr(drift_module, "drift", no_work)
+    code = main(["drift", str(pair[0]), str(pair[1]), "--html", str(tmp_path / "missing" / "drift.html")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot write" in err and "writable path for --html" in err
+    assert main(["drift", str(pair[0]), str(pair[1]), "--html", str(tmp_path)]) == 2  # a folder in its place
+    assert "cannot write" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+
+
+def test_full_pass_reads_at_most_the_targets_bytes(full_report):
+    # draft lm_head rows are read again by the whole-lm_head pass: counted once, the full pass is <= 100%
+    read, total = full_report.bytes_read, full_report.bytes_total
+    assert full_report.draft_lm_head is not None
+    assert all(r <= t for r, t in zip(read, total)) and sum(read) / sum(total) > 0.99
+    assert "(100." not in full_report._how() and "(10" not in full_report._how().split("(")[-1][:3]
+
+
+def test_contradicting_mode_options_are_worded_for_library_and_cli(pair, capsys):
+    assert main(["drift", str(pair[0]), str(pair[1]), "--budget", "1GB", "--scheduler", "X"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "drop the scheduler, or the budget" in err
+    assert "full=True" not in err and "(--full)" not in err

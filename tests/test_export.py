@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ from safetensors.torch import load_file, save_file
 
 from eaglekit.analysis.check import check
 from eaglekit.analysis.compat import compat
-from eaglekit.analysis.export import GREEDY_PROPOSAL_FIELDS, SPECULATORS_EAGLE3_FIELDS, export
+from eaglekit.analysis.export import GREEDY_PROPOSAL_FIELDS, export
 from eaglekit.core.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.names import normalize_name
@@ -54,7 +56,19 @@ def test_layout_conversion_round_trips_by_value(demo, tmp_path):
 def test_speculators_config_carries_every_field_speculators_writes(demo, tmp_path):
     export(demo.drafter("k2"), tmp_path / "s", format="speculators", target=demo.target("kimi-k2").parent)
     cfg = _config(tmp_path / "s")
-    assert set(SPECULATORS_EAGLE3_FIELDS) <= set(cfg)
+    # Written from speculators' own source, not from the kit's list: the pydantic fields of
+    # Eagle3SpeculatorConfig (vllm-project/speculators src/speculators/models/eagle3/config.py, the version
+    # with norm_before_fc, fc_norm and norm_output), those of SpeculatorModelConfig
+    # (src/speculators/config.py: speculators_model_type, speculators_version, speculators_config), and what
+    # PretrainedConfig.to_dict adds (transformers_version, dtype).
+    speculators_writes = {
+        "speculators_model_type", "architectures", "transformer_layer_config", "draft_vocab_size",
+        "norm_before_residual", "target_hidden_size", "eagle_aux_hidden_state_layer_ids", "norm_before_fc", "fc_norm",
+        "norm_output", "embed_requires_grad", "speculators_version", "speculators_config", "transformers_version",
+        "dtype",
+    }
+    assert speculators_writes <= set(cfg), speculators_writes - set(cfg)
+    assert cfg["architectures"] == ["Eagle3Speculator"] and cfg["speculators_model_type"] == "eagle3"
     spec = cfg["speculators_config"]
     assert set(spec) == {"algorithm", "proposal_methods", "default_proposal_method", "verifier"}
     assert set(spec["proposal_methods"][0]) == set(GREEDY_PROPOSAL_FIELDS)
@@ -114,7 +128,11 @@ def _nothing_written(parent: Path, out: Path) -> bool:
     (dict(engine="tgi"), InputError, "Unknown engine 'tgi'"),
     (dict(vocab_map="LLAMA"), VocabMapError, "maps a vocabulary of 8,016 tokens but the drafter's target has 10,240"),
     (dict(vocab_map="FT"), InputError, "200 tokens of the new vocabulary map are new to the drafter"),
-    (dict(vocab_map="FT", target="CONFIG_ONLY"), InputError, "200 tokens of the new vocabulary map are new"),
+    (dict(vocab_map="FT", target="CONFIG_ONLY"), InputError,
+     "is a config without weights: it holds no lm_head to initialise the 200 tokens new to the drafter from; give "
+     "--target the target's checkpoint"),
+    (dict(embed_from_target=True, target="CONFIG_ONLY"), InputError, "is a config without weights: it holds no "
+                                                                     "embed_tokens"),
     (dict(vocab_map="FT", target="NO_HEAD"), InputError, "has no lm_head to initialise the 200 new rows from"),
     (dict(embed_from_target=True), InputError, "--embed-from-target needs --target T"),
 ])
@@ -139,13 +157,96 @@ def test_refuses_a_non_empty_folder_and_model_folders(demo, tmp_path):
     out = tmp_path / "busy"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(InputError, match="is not empty; give an empty or new folder, or --force"):
+    with pytest.raises(InputError, match="is not empty and is not an earlier eaglekit export"):
         export(demo.drafter("k2"), out)
-    assert (out / "notes.txt").read_text() == "mine"
-    export(demo.drafter("k2"), out, force=True)
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    # --force replaces only an earlier export, never a folder of someone else's files.
+    with pytest.raises(InputError, match="is not empty and is not an earlier eaglekit export"):
+        export(demo.drafter("k2"), out, force=True)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+    # An export with a file added to it is no longer only an export.
+    done = tmp_path / "done"
+    export(demo.drafter("k2"), done)
+    (done / "extra.bin").write_bytes(b"x")
+    with pytest.raises(InputError, match="is not an earlier eaglekit export"):
+        export(demo.drafter("k2"), done, force=True)
+    (done / "extra.bin").unlink()
+    with pytest.raises(InputError, match=r"an earlier eaglekit export\); give an empty or new folder, or --force"):
+        export(demo.drafter("k2"), done)
+    export(demo.drafter("k2"), done, force=True, format="speculators")
+    assert sorted(p.name for p in done.iterdir()) == ["config.json", "model.safetensors"]
+    assert _config(done)["architectures"] == ["Eagle3Speculator"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     with pytest.raises(InputError, match="eaglekit never writes into a model's folder"):
         export(demo.drafter("k2"), demo.drafter("k2") / "sub")
+
+
+def test_refuses_dot_dotdot_the_current_folder_its_ancestors_and_links(demo, tmp_path, monkeypatch):
+    here = tmp_path / "x" / "a"
+    here.mkdir(parents=True)
+    (here / "mine.txt").write_text("mine")
+    monkeypatch.chdir(here)
+    for out, fragment in [("..", "names a folder by '.' or '..'"), (".", "names a folder by '.' or '..'"),
+                          (str(here / ".."), "names a folder by '.' or '..'"),
+                          (str(here), "is the current folder or one above it"),
+                          (str(tmp_path / "x"), "is the current folder or one above it"),
+                          (str(tmp_path), "is the current folder or one above it")]:
+        with pytest.raises(InputError, match=fragment):
+            export(demo.drafter("k2"), out, force=True)
+    link = tmp_path / "link"
+    link.symlink_to(here, target_is_directory=True)
+    with pytest.raises(InputError, match="is a symbolic link"):
+        export(demo.drafter("k2"), link, force=True)
+    assert (here / "mine.txt").read_text() == "mine" and sorted(p.name for p in here.iterdir()) == ["mine.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "x"]
+
+
+def test_an_unwritable_out_is_a_one_line_error(demo, tmp_path, monkeypatch):
+    def refuse(self, *a, **k):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(InputError, match="Cannot create a folder in .*Permission denied; give --out in a folder you "
+                                         "can write to"):
+        export(demo.drafter("k2"), tmp_path / "out")
+    monkeypatch.undo()
+
+    def fail(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("eaglekit.analysis.export.os.replace", fail)
+    with pytest.raises(InputError, match="Cannot write the export into .*No space left on device"):
+        export(demo.drafter("k2"), tmp_path / "out")
+    monkeypatch.undo()
+    assert _nothing_written(tmp_path, tmp_path / "out") and not (tmp_path / "out").exists()
+
+
+def test_exported_folders_get_normal_permissions(demo, tmp_path):
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "perm"
+        export(demo.drafter("k2"), out)
+        assert stat.S_IMODE(out.stat().st_mode) == 0o755
+        assert stat.S_IMODE((out / "model.safetensors").stat().st_mode) == 0o644
+        export(demo.drafter("k2"), out, force=True)
+        assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    finally:
+        os.umask(old)
+
+
+def test_an_oversized_vocab_map_is_refused_unread(demo, tmp_path, monkeypatch):
+    big = tmp_path / "big-map.safetensors"
+    save_file({"d2t": torch.zeros(2000, dtype=torch.int64), "t2d": torch.zeros(5_000_000, dtype=torch.bool)}, str(big))
+    reads = []
+    from eaglekit.io import reader
+
+    real = reader.Checkpoint.read_numpy if hasattr(reader, "Checkpoint") else None
+    if real is not None:
+        monkeypatch.setattr(reader.Checkpoint, "read_numpy",
+                            lambda self, name, *a, **k: reads.append((self.location.raw, name)) or real(self, name, *a, **k))
+    with pytest.raises(VocabMapError, match=r"t2d has shape \[5000000\], more than 4,194,304 entries.*refusing to read"):
+        export(demo.drafter("k2"), tmp_path / "out", vocab_map=big)
+    assert not any(name == "t2d" and str(big) in loc for loc, name in reads)
+    assert _nothing_written(tmp_path, tmp_path / "out")
 
 
 def test_cli(demo, tmp_path):
@@ -161,3 +262,12 @@ def test_cli(demo, tmp_path):
     r = run(demo.drafter("k2"), "--out", tmp_path / "a")
     assert r.returncode == 2 and "is not empty" in r.stderr
     assert not (tmp_path / "b").exists()
+    # From inside a folder: '..' with --force used to delete the current folder, '.' crashed.
+    here = tmp_path / "x" / "a"
+    here.mkdir(parents=True)
+    (here / "mine.txt").write_text("mine")
+    for out in ("..", ".", "/proc/eaglekit-test-out", tmp_path / "x"):
+        r = subprocess.run([sys.executable, "-m", "eaglekit", "export", str(demo.drafter("k2")), "--out", str(out),
+                            "--force"], capture_output=True, text=True, cwd=here)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert sorted(p.name for p in here.iterdir()) == ["mine.txt"]

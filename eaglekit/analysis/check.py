@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from eaglekit.core.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
 from eaglekit.core.errors import ConfigError, InputError
-from eaglekit.core.layers import ENGINES, READER_NAMES, AuxEngineView
+from eaglekit.core.layers import ENGINES, READER_NAMES, AuxEngineView, default_aux_layers, ids_for, valid_range
 from eaglekit.core.names import find, normalize_name
 from eaglekit.core.render import ansi, html_badge, html_table, use_colour
 from eaglekit.io.inventory import Inventory
@@ -172,7 +172,8 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     tgt = normalize_target(target, source=target_name or "target config.json") if target is not None else None
     tensors = {normalize_name(t.name): t for t in inventory}
 
-    _architecture(cfg, engines, per_engine, add)
+    if not any(f.check == "architecture" for f in out):  # the EAGLE-1 architecture error already said it
+        _architecture(cfg, engines, per_engine, add)
     _lm_head(cfg, tensors, add)
     _embedding(cfg, tensors, embed, tgt, add)
     _vocab_map(cfg, maps, name, add)
@@ -200,6 +201,8 @@ def _config(config, inventory, name, engines, add) -> DrafterConfig | None:
             f"d2t/t2d and a midlayer): an engine would run the EAGLE method and misread fc.",
             f"Set architectures to [\"LlamaForCausalLMEagle3\"] and launch with "
             f"{' / '.join(LAUNCH[e] for e in engines)}.")
+        # Read the rest as the EAGLE-3 drafter it is, so the other checks still run; the architecture
+        # verdict is the error above (check_drafter skips the per-engine architecture findings).
         config = {**config, "architectures": ["LlamaForCausalLMEagle3"]}
     return normalize_config(config, source=f"{name} config.json")
 
@@ -349,15 +352,19 @@ def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Se
             add("aux layers", "info", "aux ids not judged against the target: the drafter does not fit it.")
         return
     L = tgt.num_hidden_layers
+    defaults = {e.engine: ids_for(default_aux_layers(L, convention="outputs"), e.engine) for e in aux.engines}
     if aux.training.in_range is False:
         add("aux layers", "error", f"aux ids {list(aux.ids)} name layers a {L}-layer target does not have.",
-            f"Write the ids of the layers training used (the defaults for {L} layers: "
-            f"{list(aux.engines[0].write or ())} for {aux.engines[0].name}).")
+            f"Write the ids of the layers training used; the defaults for a {L}-layer target (outputs of layers "
+            f"{list(default_aux_layers(L, convention='outputs'))}) are written "
+            + ", ".join(f"{list(defaults[e.engine])} for {e.name}" for e in aux.engines) + ".")
     for e in aux.engines:
         ids = f"{list(e.ids)}" + (" (its default)" if e.from_default else "")
         if e.in_range is False:
+            lo, hi = valid_range(e.engine, L)
+            write = list(e.write) if e.write and all(lo <= i <= hi for i in e.write) else list(defaults[e.engine])
             add("aux layers", "error", f"{e.name} cannot capture aux ids {ids} of a {L}-layer target: fc would get "
-                f"fewer hidden states than it reads.", f"Write ids in range (for {e.name}: {list(e.write)}).")
+                f"fewer hidden states than it reads.", f"Write ids in range {lo}..{hi} (for {e.name}: {write}).")
         elif e.matches_training:
             add("aux layers", "ok", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}, "
                 f"as {aux.training.name} did.")

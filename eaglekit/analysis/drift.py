@@ -99,16 +99,19 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         raise InputError(f"confidence must be between 0 and 1, got {confidence!r}.")
     if not tol > 0:
         raise InputError(f"tol must be positive, got {tol!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a whole number, 0 or more, got {seed!r}.")
     if full is False and scheduler is not None:
-        raise InputError("a scheduler runs full passes; drop it, or ask for full=True (--full).")
+        raise InputError("a scheduler runs full passes, and this one is sampled (a budget, or full mode "
+                         "turned off): drop the scheduler, or the budget.")
     if full and budget is not None:
-        raise InputError("a budget applies to sampled passes; drop it, or ask for full=False "
-                         "(--budget without --full).")
+        raise InputError("a budget applies to sampled passes, and this one is full (every byte): drop the "
+                         "budget, or full mode.")
     started = time.perf_counter()
     with opened(a, endpoint=endpoint) as ca, opened(b, endpoint=endpoint) as cb:
         wa = quant_weights(ca.inventory, read_shape=lambda t: tuple(ca.read_numpy(t.name).tolist()))
         wb = quant_weights(cb.inventory, read_shape=lambda t: tuple(cb.read_numpy(t.name).tolist()))
-        draft_rows, aux = _drafter_facts(drafter, endpoint)
+        draft_rows, aux, misfit = _drafter_facts(drafter, endpoint, ca.inventory.config)
         pairs, only_a, only_b, mismatched = pair_weights(wa, wb, draft_rows=draft_rows)
         if not pairs:
             raise InputError(f"{ca.inventory.source} and {cb.inventory.source} share no weight of the same shape; "
@@ -130,7 +133,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         values, moved_rows, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
                                              readers=REMOTE_READERS if remote and run_on == "inline" else 1,
                                              task_bytes=task_bytes)
-    read = (plan.side_bytes(order, "a"), plan.side_bytes(order, "b"))
+    read = (plan.read_bytes(order, "a"), plan.read_bytes(order, "b"))
     strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
     states = None
     if hidden is not None:
@@ -139,7 +142,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         states = hidden_drift(*hidden, progress=progress)
     return _report(plan, strata, chosen, moved_rows, aux, tokenizer, confidence, ca.inventory.source,
                    cb.inventory.source, mode, limit, where, read, (ca, cb), time.perf_counter() - started,
-                   tol, states)
+                   tol, states, misfit)
 
 
 def _unit_bytes(pairs: list[Pair], budget: int) -> int:
@@ -330,25 +333,42 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
 
 
 # -- the drafter's facts, the report ------------------------------------------------------------------------
-def _drafter_facts(drafter, endpoint) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
-    """The target ids of the drafter's draft rows (i + d2t[i]) and its aux layer ids."""
+def _drafter_facts(drafter, endpoint, target_config) -> tuple[np.ndarray | None, tuple[int, ...] | None,
+                                                          tuple[str, ...]]:
+    """The target ids of the drafter's draft rows (i + d2t[i]), its aux layer ids, and how it does not
+    fit the targets (hidden or vocabulary size; empty when it fits or either config is missing). A
+    drafter of another vocabulary drafts ids of another tokenizer: neither its rows nor its aux ids
+    (meant for another target) are returned. d2t is read bounded, as compat reads it."""
     if drafter is None:
-        return None, None
-    from eaglekit.core.config import normalize_config
-    from eaglekit.core.names import find
+        return None, None, ()
+    from eaglekit.analysis.compat import read_map
+    from eaglekit.core.config import normalize_config, normalize_target, target_fit
+    from eaglekit.core.errors import EaglekitError
     from eaglekit.core.vocab import target_ids
 
     with opened(drafter, endpoint=endpoint) as cd:
-        t = find(cd.inventory, "d2t")
-        ids = target_ids(cd.read_numpy(t.name)) if t is not None else None
-        aux = None
+        cfg = None
         if cd.inventory.config is not None:
-            aux = normalize_config(cd.inventory.config, source=f"{cd.inventory.source}/config.json").aux_layer_ids
-    return ids, aux
+            cfg = normalize_config(cd.inventory.config, source=f"{cd.inventory.source}/config.json")
+        misfit: tuple[str, ...] = ()
+        if cfg is not None and target_config is not None:
+            try:
+                target = normalize_target(target_config)
+            except EaglekitError:  # a target without a readable config: nothing to compare against
+                target = None
+            if target is not None:
+                misfit = tuple(f"{what} {mine:,} vs the targets' {theirs:,}"
+                               for what, mine, theirs in target_fit(cfg.target_hidden_size, cfg.vocab_size, target)
+                               if mine is not None and mine != theirs)
+        if any(m.startswith("vocab") for m in misfit):
+            return None, None, misfit
+        d2t = read_map(cd, "d2t")
+        ids = target_ids(d2t) if d2t is not None else None
+    return ids, cfg.aux_layer_ids if cfg is not None else None, misfit
 
 
 def _report(plan: Plan, strata: dict[str, Stratum], chosen, moved_rows, aux, tokenizer, confidence, src_a, src_b,
-            mode, limit, where, read, ckpts, seconds, tol, states=None) -> DriftReport:
+            mode, limit, where, read, ckpts, seconds, tol, states=None, misfit=()) -> DriftReport:
     def figure(name: str, names: Sequence[str], layer=None, comp=None) -> DriftFigure:
         parts = [strata[s] for s in names]
         cos, rel, frac = estimate(parts, confidence=confidence)
@@ -379,7 +399,7 @@ def _report(plan: Plan, strata: dict[str, Stratum], chosen, moved_rows, aux, tok
         draft_lm_head=draft, draft_moved=moved_of(DRAFT_LM_HEAD), feeds=feeds, aux_ids=aux,
         only_a=plan.only_a, only_b=plan.only_b, mismatched=plan.mismatched, bytes_read=read,
         bytes_total=(float(ckpts[0].inventory.total_bytes), float(ckpts[1].inventory.total_bytes)), seconds=seconds,
-        hidden=states)
+        hidden=states, drafter_misfit=misfit)
 
 
 def _order(key: tuple[int | None, str]) -> tuple:

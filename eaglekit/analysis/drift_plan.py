@@ -115,6 +115,33 @@ class Plan:
         return float(((self.r1[units] - self.r0[units]) * per_row[self.pair[units]]).sum())
 
 
+    def read_bytes(self, units: np.ndarray, side: str) -> float:
+        """Distinct stored bytes of ``units`` on one side: rows of a row set (the draft lm_head rows)
+        that a unit of the whole weight also reads count once, so a full pass reads at most the
+        targets' bytes (scales included on both counts)."""
+        units = np.asarray(units, dtype=np.int64)
+        per_row = np.array([getattr(p, side).row_bytes for p in self.pairs])
+        row_set = np.array([p.rows is not None for p in self.pairs], dtype=bool)
+        plain = units[~row_set[self.pair[units]]] if len(units) else units
+        total = float(((self.r1[plain] - self.r0[plain]) * per_row[self.pair[plain]]).sum())
+        for i in np.flatnonzero(row_set).tolist():
+            mine = units[self.pair[units] == i]
+            if not len(mine):
+                continue
+            p = self.pairs[i]
+            rows = np.concatenate([np.asarray(p.rows[a:b], dtype=np.int64)
+                                   for a, b in zip(self.r0[mine].tolist(), self.r1[mine].tolist())])
+            whole = [j for j, q in enumerate(self.pairs) if q.key == p.key and q.rows is None]
+            if whole:  # rows of the whole weight covered by its chosen units
+                cover = units[self.pair[units] == whole[0]]
+                edges = np.zeros(p.a.shape[0] + 1, dtype=np.int64)
+                np.add.at(edges, self.r0[cover], 1)
+                np.add.at(edges, self.r1[cover], -1)
+                rows = rows[np.cumsum(edges)[rows] == 0]
+            total += len(rows) * per_row[i]
+        return total
+
+
 def pair_weights(wa: dict[str, QuantWeight], wb: dict[str, QuantWeight], *,
                  draft_rows: np.ndarray | None = None) -> tuple[list[Pair], list[str], list[str], list]:
     """Pair weights by aligned name; (pairs, only in A, only in B, shape mismatches)."""

@@ -95,6 +95,20 @@ class DriftReport:
     bytes_total: tuple[float, float]
     seconds: float
     hidden: HiddenDrift | None = None  # hidden-state drift per layer, when two dumps were given
+    #: How the drafter does not fit the targets ("vocab size 8,016 vs the targets' 10,240"); empty when it fits.
+    drafter_misfit: tuple[str, ...] = ()
+
+    @property
+    def drafter_note(self) -> str | None:
+        """A plain sentence when the drafter given does not fit these targets, else None."""
+        if not self.drafter_misfit:
+            return None
+        what = "; ".join(self.drafter_misfit)
+        if any(m.startswith("vocab") for m in self.drafter_misfit):
+            return (f"the drafter does not fit these targets ({what}): its draft ids belong to another "
+                    "tokenizer and its aux layer ids to another target, so neither is shown.")
+        return (f"the drafter does not fit these targets ({what}): it cannot serve them as it is. It shares "
+                "their vocabulary, so the rows it drafts and the layers its aux ids name are shown.")
 
     def figure(self, name: str) -> DriftFigure:
         """The figure of one stratum by name (``"embedding"``, ``"layer 3 routed experts"``, ...)."""
@@ -111,6 +125,8 @@ class DriftReport:
         exact = self.mode == "full"
         out = [f"Whole target: cosine {_show(self.whole.cosine, exact=exact)}, "
                f"||b-a||/||a|| {_show(self.whole.relative, exact=exact)}."]
+        if self.drafter_note:
+            out.append(self.drafter_note[0].upper() + self.drafter_note[1:])
         if self.embedding is not None:
             n = len(self.embedding_moved)
             out.append(f"Embedding (the drafter's frozen copy): {n} of {self.embedding.rows} rows moved"
@@ -143,8 +159,9 @@ class DriftReport:
 
     def _view_lines(self) -> list[tuple[str, str]]:
         exact = self.mode == "full"
-        out = [("whole target: cosine", _show(self.whole.cosine, exact=exact)),
-               ("whole target: ||b-a||/||a||", _show(self.whole.relative, exact=exact))]
+        out = [("drafter", self.drafter_note)] if self.drafter_note else []
+        out += [("whole target: cosine", _show(self.whole.cosine, exact=exact)),
+                ("whole target: ||b-a||/||a||", _show(self.whole.relative, exact=exact))]
         if self.embedding is not None:
             e = self.embedding
             seen = "moved" if exact else "moved among the rows read"
@@ -210,6 +227,7 @@ class DriftReport:
             "mismatched": [{"name": n, "shape_a": list(sa), "shape_b": list(sb)} for n, sa, sb in self.mismatched],
             "bytes_read": list(self.bytes_read), "bytes_total": list(self.bytes_total), "seconds": self.seconds,
             "hidden_states": self.hidden.to_json() if self.hidden is not None else None,
+            "drafter_misfit": list(self.drafter_misfit),
         }
 
 

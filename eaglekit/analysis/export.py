@@ -15,16 +15,18 @@
 
 Streamed: tensor bytes go from the source to the new file chunk by chunk (lm_head in runs of rows),
 never a whole drafter in memory. Writes only into ``out``: the files are built in a temporary folder
-beside it and renamed into place at the end, so an error leaves nothing behind; a non-empty ``out`` is
-refused unless ``force``.
+beside it and renamed into place at the end, so an error leaves nothing behind. ``out`` must be a new or
+empty folder (not ``.``/``..``, the current folder or one above it, nor a symbolic link); ``force``
+replaces only an earlier export (a folder holding just its config.json, with the ``eaglekit_export``
+block, and model.safetensors).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +134,7 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
         try:
             if target is not None:
                 tck, _ = open_target(target, endpoint=endpoint, token=token)
-            old = _maps(ck, f"{ck.location.raw}")
+            old = _maps(ck)
             plan = None
             new = old
             if vocab_map is not None:
@@ -151,28 +153,64 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
                 tck.close()
 
 
+#: The files an export holds; a folder with exactly these, whose config carries ``eaglekit_export``, is an
+#: earlier export (the only kind of non-empty folder ``force`` replaces).
+EXPORT_FILES = frozenset({"config.json", "model.safetensors"})
+
+
 def _check_out(out: Path, force: bool, sources: list) -> None:
+    if out.name in ("", ".", ".."):
+        raise InputError(f"--out {out} names a folder by '.' or '..'; give the new folder's own name, e.g. "
+                         f"--out {out}/exported.")
+    if out.is_symlink():
+        raise InputError(f"{out} is a symbolic link; give the real folder's path or a new folder for the export.")
     if out.exists() and not out.is_dir():
         raise InputError(f"{out} is a file; give a folder for the exported drafter.")
     if not out.parent.is_dir():
         raise InputError(f"{out.parent} does not exist: create it, or give --out inside an existing folder.")
+    resolved = out.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise InputError(f"{out} is the current folder or one above it; give a new folder for the export.")
     for src in sources:
         if isinstance(src, (str, os.PathLike)) and "://" not in str(src) and os.path.exists(src):
             folder = Path(src).resolve()
             folder = folder if folder.is_dir() else folder.parent
-            resolved = out.resolve()
             if resolved == folder or folder in resolved.parents or resolved in folder.parents:
                 raise InputError(f"{out} is, holds or sits inside the input folder {folder}; eaglekit never writes into "
                                  "a model's folder: give another --out.")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise InputError(f"{out} is not empty; give an empty or new folder, or --force to replace its contents.")
+    if out.exists() and any(out.iterdir()):
+        if not is_export(out):
+            raise InputError(f"{out} is not empty and is not an earlier eaglekit export; eaglekit replaces only its own "
+                             "exports: give an empty or new folder.")
+        if not force:
+            raise InputError(f"{out} is not empty (an earlier eaglekit export); give an empty or new folder, or --force "
+                             "to replace it.")
 
 
-def _maps(ck, what: str):
-    entries = [find(ck.inventory, k) for k in ("d2t", "t2d")]
-    if entries[0] is None:
-        return None
-    return tuple(None if t is None else ck.read_numpy(t.name) for t in entries)
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier export and nothing else: only :data:`EXPORT_FILES`, plain files,
+    and a config.json with the ``eaglekit_export`` block export writes."""
+    try:
+        entries = list(folder.iterdir())
+        if not entries or {e.name for e in entries} - EXPORT_FILES or \
+                any(e.is_symlink() or not e.is_file() for e in entries):
+            return False
+        config = folder / "config.json"
+        if not config.is_file() or config.stat().st_size > 1 << 20:
+            return False
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("eaglekit_export"), dict)
+
+
+def _maps(ck):
+    """d2t and t2d by byte range, bounded by compat's map limit; None when the checkpoint has no d2t."""
+    from eaglekit.analysis.compat import read_map
+
+    d2t = read_map(ck, "d2t")
+    return None if d2t is None else (d2t, read_map(ck, "t2d"))
 
 
 def _load_map(location, cfg: DrafterConfig, *, endpoint, token):
@@ -180,7 +218,7 @@ def _load_map(location, cfg: DrafterConfig, *, endpoint, token):
     from eaglekit.io.reader import open_checkpoint
 
     with open_checkpoint(location, endpoint=endpoint, token=token) as mk:
-        maps = _maps(mk, str(location))
+        maps = _maps(mk)
         if maps is None or maps[1] is None:
             raise VocabMapError(f"{location} holds no d2t and t2d tensors: give the vocabulary map file a trainer wrote "
                                 "(d2t int64 [N], t2d bool [vocab]) or a drafter that has them.")
@@ -214,6 +252,10 @@ def _row_plan(old, new) -> list[tuple[str, int]]:
 def _need_target_rows(tck, target, cfg, plan, lm_head_of, embedding_of, embed_from_target) -> None:
     new_rows = sum(1 for s, _ in plan if s == "target")
     if new_rows:
+        if tck is None and target is not None:
+            raise InputError(f"The target {target} is a config without weights: it holds no lm_head to initialise the "
+                             f"{new_rows} tokens new to the drafter from; give --target the target's checkpoint "
+                             "(a folder or location with its safetensors, including lm_head.weight).")
         if tck is None:
             raise InputError(f"{new_rows} tokens of the new vocabulary map are new to the drafter and their lm_head "
                              "rows are initialised from the target's lm_head: give --target T (a location with the "
@@ -226,7 +268,11 @@ def _need_target_rows(tck, target, cfg, plan, lm_head_of, embedding_of, embed_fr
             raise InputError(f"The target's lm_head is {list(head.shape)}; new rows need [{cfg.vocab_size}, "
                              f"{cfg.hidden_size}] (target vocabulary x the drafter's hidden size).")
     if embed_from_target:
-        emb = None if tck is None else embedding_of(tck.inventory)
+        if tck is None:
+            raise InputError(f"The target {target} is a config without weights: it holds no embed_tokens to take the "
+                             "embedding from; give --target the target's checkpoint (a folder or location with its "
+                             "safetensors).")
+        emb = embedding_of(tck.inventory)
         if emb is None:
             raise InputError(f"The target {target} has no embed_tokens weights to take the embedding from.")
         if list(emb.shape) != [cfg.vocab_size, cfg.hidden_size]:
@@ -294,7 +340,7 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
     header, _ = encode_header({k: (d, s) for k, (d, s, _) in jobs.items()},
                               metadata={"format": "pt", "eaglekit_export": note})
     total = sum(_nbytes(d, s) for d, s, _ in jobs.values())
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.eaglekit-export-", dir=out.parent))
+    tmp = _make_folder(out)
     try:
         with open(tmp / "model.safetensors", "wb") as f, \
                 tqdm(total=total, unit="B", unit_scale=True, desc="export", leave=False,
@@ -309,14 +355,52 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
                 if written != _nbytes(dtype, shape):
                     raise ConfigError(f"export of {name} wrote {written} bytes, expected {_nbytes(dtype, shape)}.")
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out) if force else out.rmdir()  # empty, or --force replaces it
-        os.replace(tmp, out)
+        _put_in_place(tmp, out)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"Cannot write the export into {out}: {e.strerror or e}; give --out in a folder you can "
+                         "write to, with room for the drafter.") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(out, format, ck.location.raw, len(jobs), total, ids, read_as, engine, kept, from_target,
                         embed_from_target, note, config)
+
+
+def _make_folder(out: Path) -> Path:
+    """A new hidden folder beside ``out`` with the permissions a new folder gets (0o777 less the umask)."""
+    for _ in range(100):
+        tmp = out.parent / f".{out.name}.eaglekit-export-{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir()  # mode 0o777, less the umask
+            return tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise InputError(f"Cannot create a folder in {out.parent}: {e.strerror or e}; give --out in a folder you "
+                             "can write to.") from None
+    raise InputError(f"Cannot create a temporary folder in {out.parent}; remove its .{out.name}.eaglekit-export-* "
+                     "folders and try again.")
+
+
+def _put_in_place(tmp: Path, out: Path) -> None:
+    """Rename ``tmp`` to ``out``; an existing ``out`` (empty, or an earlier export checked by
+    :func:`_check_out`) is moved aside first and removed only once the new one is in place."""
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    if not any(out.iterdir()):
+        out.rmdir()
+        os.replace(tmp, out)
+        return
+    old = out.parent / f".{out.name}.eaglekit-replaced-{secrets.token_hex(4)}"
+    os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except OSError:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _nbytes(dtype: str, shape) -> int:
@@ -450,4 +534,4 @@ def _note(source, cfg, format, ids, read_as, engine, kept, from_target, vocab_ma
     return " ".join(parts)
 
 
-__all__ = ["ExportResult", "export", "FORMATS", "SPECULATORS_EAGLE3_FIELDS"]
+__all__ = ["ExportResult", "export", "is_export", "FORMATS", "SPECULATORS_EAGLE3_FIELDS"]

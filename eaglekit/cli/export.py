@@ -2,7 +2,8 @@
 
 Writes a warm-start drafter: layout converted, lm_head rows re-aligned to a new vocabulary map by
 target token (new tokens' rows from the target's lm_head), embed_tokens from the target when asked, aux
-ids rewritten for an engine. Streamed; writes only into DIR (refused when not empty, unless --force);
+ids rewritten for an engine. Streamed; writes only into DIR (refused when not empty; --force replaces an
+earlier eaglekit export, nothing else);
 nothing is written on error.
 """
 
@@ -20,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "config, lm_head rows re-aligned by target token to --vocab-map (rows of tokens "
                                    "the drafter never had come from the target's lm_head), embed_tokens from the "
                                    "target with --embed-from-target, aux ids rewritten for --engine. Streamed; "
-                                   "writes only into --out, never over a non-empty folder without --force.")
+                                   "writes only into --out, never over a non-empty folder: --force replaces an earlier export only.")
     p.add_argument("drafter", help="drafter location (local, hf://, http(s)://, ssh://)")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to create (empty or new)")
     p.add_argument("--target", metavar="T", help="target location with weights (lm_head rows for new tokens, "
@@ -30,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", default=None, help="rewrite aux ids so this engine (vllm or sglang) feeds the "
                                                    "tensors training used (default: keep them)")
     p.add_argument("--embed-from-target", action="store_true", help="save the target's embedding as embed_tokens")
-    p.add_argument("--force", action="store_true", help="replace the contents of a non-empty --out")
+    p.add_argument("--force", action="store_true", help="replace an earlier eaglekit export in --out (never any other "
+                                                        "non-empty folder)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_hub_options(p)
     p.set_defaults(func=run)

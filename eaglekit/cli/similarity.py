@@ -47,8 +47,11 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.similarity import similarity
     from eaglekit.core.errors import InputError
     from eaglekit.analysis.similarity_report import dumps
+    from eaglekit.cli.drift import check_writable
     from eaglekit.view.figures import save_page
 
+    if args.html:
+        check_writable(args.html, "--html")
     report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
                         endpoint=args.endpoint, progress=sys.stderr.isatty())
     if not report.tensors and not report.buffers:  # an incompatible pair: say why, exit 4 as compat does

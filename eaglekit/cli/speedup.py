@@ -1,7 +1,8 @@
 """``eaglekit speedup``: throughput, speedup and break-even of speculative decoding for one scenario.
 
     eaglekit speedup --baseline-tps 82 --verify-ms 30 --accept-length 2.0 --target-tps 150
-    eaglekit speedup --baseline-tps 82 --verify-ms 30 --accept-length 2.0 --steps 2 --spec-tps 60 --target-tps 150
+    eaglekit speedup --baseline-tps 82 --verify-ms 30 --accept-length 2.0 --steps 2 --spec-tps 60 --target-tps 150 \
+        --candidate-accept-length 3.2
 
 With ``--spec-tps`` (the throughput measured with speculation) the cycle is fitted from the
 measurement and the whole account is printed (:class:`~eaglekit.core.account.Account`): the measured
@@ -41,6 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     rate.add_argument("--alpha", type=float, metavar="A", help="i.i.d. per-token acceptance in [0, 1)")
     p.add_argument("--spec-tps", type=float, default=None, metavar="S",
                    help="measured tok/s with speculation at --accept-length: fit the cycle from it")
+    p.add_argument("--candidate-accept-length", type=float, action="append", default=None, metavar="L",
+                   help="with --spec-tps: what an expected accept length (a candidate drafter's) gives, at the "
+                        "fewest steps that allow it (repeatable)")
     p.add_argument("--target-tps", type=float, action="append", default=None, metavar="T",
                    help="what a target tok/s needs (repeatable with --spec-tps)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -66,8 +70,11 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--spec-tps derives the overhead from the measurement: leave out --overhead-ms")
         result = Account.from_measurements(args.baseline_tps, args.spec_tps, args.accept_length,
                                            verify_ms=args.verify_ms, steps=args.steps, draft_ms=args.draft_ms,
-                                           targets=targets)
+                                           targets=targets, expected=args.candidate_accept_length or ())
     else:
+        if args.candidate_accept_length:
+            raise InputError("--candidate-accept-length is priced on the measured cycle: add --spec-tps (with "
+                             "--steps), or use --accept-length alone for one scenario")
         if len(targets) > 1:
             raise InputError("give --target-tps once without --spec-tps (or add --spec-tps for several targets)")
         scenario = Scenario(

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-TRAINED_VERSION = 2
+TRAINED_VERSION = 2  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Llama target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 AUX_IDS = [0, 1, 2]                     # SpecForge ids: outputs of layers 0, 1, 2 = hidden_states 1, 2, 3
