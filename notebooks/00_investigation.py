@@ -142,7 +142,7 @@ measured
 # %%
 from eaglekit.analysis.conclusion import conclude
 
-conclusion = conclude(report, similarity=sim, account=account,
+conclusion = conclude(report, similarity=sim, account=account, hidden=target_drift.hidden,
                       measured={"the K2 drafter on the new target version (trained demo world)": measured})
 conclusion
 

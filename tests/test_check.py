@@ -122,3 +122,25 @@ def test_missing_d2t_is_caught(demo, tmp_path):
     r = check(folder, target=demo.target("kimi-k2"))
     (f, *_) = _errors(r, "vocab map")
     assert "d2t is missing" in f.message and "vLLM reads draft ids as target ids" in f.message
+
+
+def test_out_of_range_ids_fix_suggests_the_real_defaults_per_engine(demo):
+    # 61 layers: the defaults are the outputs of [1, 29, 57]; SGLang writes them as [1, 29, 57] (outputs),
+    # vLLM as [2, 30, 58] (inputs). Every suggested id must be in the engine's range.
+    r = check(demo.broken("ids-out-of-range"), target=demo.target("kimi-k2").parent)
+    fixes = [f.fix for f in _errors(r, "aux layers")]
+    assert any("outputs of layers [1, 29, 57]) are written [1, 29, 57] for SGLang, [2, 30, 58] for vLLM" in f
+               for f in fixes), fixes
+    assert "Write ids in range 0..59 (for SGLang: [1, 29, 57])." in fixes
+    assert "Write ids in range 0..60 (for vLLM: [2, 30, 58])." in fixes
+    import re
+    for fix in fixes:
+        for ids in re.findall(r"\[(\d+(?:, \d+)*)\]", fix):
+            assert all(int(i) <= 60 for i in ids.split(", ")), fix
+
+
+def test_the_eagle1_architecture_fault_is_reported_once_and_consistently(demo):
+    r = check(demo.broken("eagle1-architecture"), target=demo.target("kimi-k2").parent)
+    arch = [f for f in r.findings if f.check == "architecture"]
+    assert [f.severity for f in arch] == ["error"], str(r)
+    assert not any("loads architecture" in f.message for f in r.findings), str(r)

@@ -145,3 +145,17 @@ def test_device_cuda_without_a_gpu_says_so_in_user_words(demo, capsys, monkeypat
     code, _, err = _run(capsys, k2, k2, "--tensors", "norm.weight", "--device", "cuda")
     assert code == 2 and err.count("\n") == 1
     assert "cannot compute on a GPU" in err and "--device cpu" in err and "--device auto" in err
+
+
+def test_an_unwritable_html_is_refused_before_any_work(demo, tmp_path, monkeypatch, capsys):
+    import eaglekit.analysis.similarity as similarity_module
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("similarity ran before --html was checked")
+
+    monkeypatch.setattr(similarity_module, "similarity", no_work)
+    k2 = str(demo.drafter("k2"))
+    code, _, err = _run(capsys, k2, k2, "--html", str(tmp_path / "missing" / "x.html"))
+    assert code == 2 and err.count("\n") == 1 and "cannot write" in err and "writable path for --html" in err
+    code, _, err = _run(capsys, k2, k2, "--html", str(tmp_path))
+    assert code == 2 and "cannot write" in err

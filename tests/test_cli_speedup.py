@@ -146,3 +146,23 @@ def test_spec_tps_bad_input_is_one_line(capsys, extra, message):
     assert main([*SEED, *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_candidate_accept_lengths_print_the_libraries_account(capsys):
+    from eaglekit.core.account import Account
+
+    assert main([*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--target-tps", "150",
+                 "--target-tps", "200", "--candidate-accept-length", "3.2", "--candidate-accept-length", "3.5"]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{Account.seed()}\n"
+    assert "Accept length 3.2 needs at least 3 draft steps; there it gives 91 tok/s" in out and "11% faster" in out
+    assert main([*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60",
+                 "--candidate-accept-length", "3.2", "--json"]) == 0
+    (p,) = json.loads(capsys.readouterr().out)["projections"]
+    assert p["steps"] == 3 and round(p["tokens_per_s"]) == 91
+
+
+def test_candidate_accept_length_needs_the_measured_cycle(capsys):
+    assert main([*SEED, "--accept-length", "2.0", "--candidate-accept-length", "3.2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--candidate-accept-length is priced on the measured cycle" in err

@@ -1,6 +1,8 @@
 """eaglekit.configdiff: nested diff, every class of difference, cross-format equivalence, rendering."""
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 
@@ -219,3 +221,18 @@ def test_renders_coloured_only_when_asked_and_escapes_html():
 def test_refuses_non_objects():
     with pytest.raises(ConfigError, match="config B must be a JSON object \\(dict\\), got list"):
         diff_configs(K2, [1])
+
+
+def test_original_eagle3_vs_specforge_is_llama_on_both_sides_and_rows_are_not_repeated():
+    fixtures = Path(__file__).parent / "fixtures" / "configs"
+    original = json.loads((fixtures / "eagle_original.json").read_text())  # LlamaForCausalLM + draft_vocab_size
+    specforge = json.loads((fixtures / "specforge_4aux.json").read_text())
+    d = diff_configs(original, specforge)
+    rows = {x.path: x for x in d}
+    fmt = rows["format"]
+    assert fmt.cls == "metadata" and "MLA" not in fmt.reason, fmt
+    assert not any("not a key eaglekit knows" in x.reason for x in d), [x.path for x in d]
+    # n_aux and rope_type only sum up aux_layer_ids and rope_scaling, which have their own rows.
+    assert "n_aux" not in rows and "rope_type" not in rows and "rope_scaling" in rows
+    # Three default aux layers against four: fc's width differs, a shape difference.
+    assert rows["aux_layer_ids"].cls == "shape" and "3 vs 4 aux layers" in rows["aux_layer_ids"].reason

@@ -62,3 +62,19 @@ def test_conclusion_and_account_say_the_same_as_the_cli(demo, capsys):
     for sentence in account.sentences()[:4]:  # measured, verify-only, 150, 200
         assert sentence in conclusion.sentences
         assert " ".join(sentence.split()) in cli
+
+
+def test_hidden_state_drift_answers_the_open_risk_in_the_conclusion(demo):
+    """Given two targets' hidden-state dumps, the conclusion reports them per layer instead of saying that
+    shapes cannot tell."""
+    from eaglekit.analysis.compat import compat
+    from eaglekit.analysis.conclusion import conclude
+    from eaglekit.analysis.hidden_drift import hidden_drift
+
+    hidden = hidden_drift(demo.hidden_dump("k2"), demo.hidden_dump("k25"))
+    text = str(conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), hidden=hidden))
+    assert "Shapes cannot say" not in text
+    worst = min(hidden.layers, key=lambda d: d.cka)
+    assert f"output of layer {worst.index - 1} (CKA {worst.cka:.3f})" in text
+    plain = str(conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned"))))
+    assert "Shapes cannot say" in plain

@@ -128,3 +128,14 @@ def test_engine_ranges():
     assert any("SGLang cannot capture ids [60]" in p for p in v.problems)
     with pytest.raises(InputError, match="Unknown engine or trainer 'tgi'"):
         aux_engine_view([1], trained_by="tgi")
+
+
+def test_no_out_of_range_ids_are_suggested():
+    """Trained on outputs of [2, 30, 60] of a 61-layer target: vLLM would need ids [3, 31, 61], beyond its
+    last layer, so the view suggests nothing for it instead of impossible ids."""
+    from eaglekit.core.layers import aux_engine_view
+
+    view = aux_engine_view([2, 30, 60], num_layers=61, trained_by="specforge")
+    vllm = view.reading("vllm")
+    assert vllm.matches_training is False and vllm.write is None
+    assert "61]" not in view.summary and "no ids it can capture" in view.summary

@@ -188,7 +188,7 @@ class AcceptanceResult:
         go = e.accept_length > e.break_even_accept_length
         return (f"{'GO' if go else 'NO-GO'}: measured accept length {e.accept_length:.2f} "
                 f"{'>' if go else '<='} break-even {e.break_even_accept_length:.2f} (k = {self.steps}, "
-                f"{e.cycle_ms:g} ms per cycle at {baseline_tps:g} tok/s baseline): {e.tokens_per_s:.0f} tok/s, "
+                f"{e.cycle_ms:.1f} ms per cycle at {baseline_tps:g} tok/s baseline): {e.tokens_per_s:.0f} tok/s, "
                 f"{e.speedup:.2f}x.")
 
     # -- rendering -----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from html import escape
 
 from eaglekit.analysis.acceptance import AcceptanceResult
 from eaglekit.analysis.compat import CompatReport
+from eaglekit.analysis.hidden_drift import HiddenDrift
 from eaglekit.core.account import Account
 
 
@@ -68,8 +69,20 @@ def _measured_sentence(label: str, r: AcceptanceResult, account: Account | None)
     return f"{head}. In this deployment's cycle: {line}"
 
 
+def _hidden_sentence(hidden: HiddenDrift) -> str:
+    """What the two targets' hidden-state dumps say, layer by layer (the drafter's inputs)."""
+    parts = [f"output of layer {d.index - 1}: " + (f"cosine {d.cosine:.3f}, " if d.cosine is not None else "")
+             + f"CKA {d.cka:.3f}" for d in hidden.layers]
+    worst = min(hidden.layers, key=lambda d: d.cka)
+    return (f"Hidden states of the two targets on the same {hidden.samples} prompts ({hidden.positions} positions): "
+            f"{'; '.join(parts)}. The layer that moved most is the output of layer {worst.index - 1} (CKA "
+            f"{worst.cka:.3f}): weights alone cannot say how much acceptance that costs; the measured accept "
+            "length on the new target does.")
+
+
 def conclude(report: CompatReport, *, similarity=None, account: Account | None = None,
-             measured: Mapping[str, AcceptanceResult] | None = None) -> Conclusion:
+             measured: Mapping[str, AcceptanceResult] | None = None,
+             hidden: HiddenDrift | None = None) -> Conclusion:
     """Sentences from the results: verdict, vocabulary overlap, weight similarity, payoff.
 
     The payoff is the deployment's throughput :class:`~eaglekit.core.account.Account`, told as everywhere
@@ -87,7 +100,9 @@ def conclude(report: CompatReport, *, similarity=None, account: Account | None =
         sentences += account.sentences()
     for label, result in (measured or {}).items():
         sentences.append(_measured_sentence(label, result, account))
-    if report.verdict != "incompatible":
+    if hidden is not None and hidden.layers:
+        sentences.append(_hidden_sentence(hidden))
+    elif report.verdict != "incompatible":
         sentences.append("Shapes cannot say whether the two targets' hidden states are similar enough for the "
                          "initialisation to help: measure accept length after a short fine-tune.")
     return Conclusion(report.verdict, tuple(sentences))

@@ -109,11 +109,6 @@ class Plan:
     def unit(self, i: int) -> Unit:
         return Unit(int(self.pair[i]), int(self.r0[i]), int(self.r1[i]))
 
-    def side_bytes(self, units: np.ndarray, side: str) -> float:
-        """Stored bytes of ``units`` on one side (``"a"`` or ``"b"``), scales by their share."""
-        per_row = np.array([getattr(p, side).row_bytes for p in self.pairs])
-        return float(((self.r1[units] - self.r0[units]) * per_row[self.pair[units]]).sum())
-
 
     def read_bytes(self, units: np.ndarray, side: str) -> float:
         """Distinct stored bytes of ``units`` on one side: rows of a row set (the draft lm_head rows)

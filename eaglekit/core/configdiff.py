@@ -85,6 +85,9 @@ _SHAPE = {
     "attention_bias": "adds or removes the q/k/v/o_proj bias tensors",
     "mlp_bias": "adds or removes the gate/up/down_proj bias tensors",
     "quantization_config": "quantised weights change tensor dtypes and shapes",
+    # eaglekit's normalised fields (no config spells them so): what they sum up of the raw keys.
+    "n_aux": "the number of aux layers sets fc.weight's input width (n x target hidden size)",
+    "input_norm": "adds or removes the norm tensors before fc (norm_before_fc / fc_norm)",
 }
 #: A TARGET's quantisation changes how its own weights are stored, not any drafter tensor: what it
 #: changes for a drafter is the numerics of the hidden states fc reads (and the serving kernels).
@@ -97,6 +100,7 @@ _BEHAVIOUR = {
     "rope_theta": "rotary base: changes position encoding",
     "rope_scaling": "rotary scaling: changes position encoding (long context)",
     "rope_parameters": "rotary parameters: change position encoding",
+    "rope_type": "rotary scaling type (default, yarn, llama3, ...): changes position encoding",
     "partial_rotary_factor": "share of head_dim that is rotated",
     "max_position_embeddings": "longest position the rotary cache covers",
     "rms_norm_eps": "RMSNorm epsilon",
@@ -373,6 +377,16 @@ def _family(value: Any) -> str | None:
     return None
 
 
+#: Normalised fields that only sum up others: left out of a cross-format diff when those differ.
+_SUMMED_UP = {"n_aux": {"aux_layer_ids"}, "rope_type": {"rope_scaling"}, "input_norm": {"norm_before_fc", "fc_norm"}}
+
+
+def _format_family(cfg: DrafterConfig) -> str:
+    """The attention a normalised drafter config builds: MLA drafters, else Llama attention (SpecForge,
+    speculators and the original EAGLE-3 layout, whose plain LlamaForCausalLM name is not a family)."""
+    return "mla" if cfg.format == "mla" else "llama"
+
+
 def _llama_family(ctx: _Context) -> bool:
     return ctx.fa in ("specforge", "speculators") or ctx.fb in ("specforge", "speculators")
 
@@ -424,10 +438,16 @@ def _cross_format(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context) -> 
     except ConfigError as e:
         raise ConfigError(f"Cannot compare configs of different formats ({ctx.fa} vs {ctx.fb}): {e}") from e
     out: list[Difference | None] = []
+    differing = {name for name in NORMALISED_FIELDS if not _equal(_norm(cfg_a, name), _norm(cfg_b, name))}
     for name in NORMALISED_FIELDS:
         va, vb = _norm(cfg_a, name), _norm(cfg_b, name)
+        if _SUMMED_UP.get(name, set()) & differing:
+            continue  # a summary of a field whose own row already shows the difference
         if not _equal(va, vb):
             cls, reason = _classify_keys([name], va, vb)
+            if name == "aux_layer_ids" and "n_aux" in differing:
+                cls, reason = "shape", (f"{cfg_a.n_aux} vs {cfg_b.n_aux} aux layers: their number sets fc.weight's "
+                                        "input width (n x target hidden size), and which ones the tensors fc reads")
             sa, sb = cfg_a.sources.get(name), cfg_b.sources.get(name)
             if sa != sb:
                 spelled = f" ({ctx.a_name}: {sa or 'default'}; {ctx.b_name}: {sb or 'default'})"
@@ -441,8 +461,7 @@ def _cross_format(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context) -> 
     left_a, only_a = _leftovers(cfg_a)
     left_b, only_b = _leftovers(cfg_b)
     out.extend(_classified(p, x, y, ctx) for p, x, y in _walk(left_a, left_b, ""))
-    family = _family(cfg_a.architecture)
-    same_family = family is not None and family == _family(cfg_b.architecture)
+    same_family = _format_family(cfg_a) == _format_family(cfg_b)
     out.append(Difference(
         "format", f"{cfg_a.format} ({cfg_a.architecture})", f"{cfg_b.format} ({cfg_b.architecture})",
         "metadata" if same_family else "shape",

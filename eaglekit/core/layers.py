@@ -282,7 +282,8 @@ class AuxEngineView:
         who = self.training.name.removeprefix("training").strip(" ()") or self.training.name
         parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {trained}"]
         for e in self.engines:
-            verdict = "as trained" if e.matches_training else f"NOT as trained (write {_show(e.write)})"
+            verdict = ("as trained" if e.matches_training else f"NOT as trained (write {_show(e.write)})"
+                       if e.write is not None else "NOT as trained (no ids it can capture select the trained layers)")
             parts.append(f"{e.name} feeds {_layers(e.outputs_of)}: {verdict}")
         return "; ".join(parts)
 
@@ -361,6 +362,10 @@ def _reading(reader: str, ids, num_layers, trained_outputs) -> EngineReading:
         in_range = all(lo <= i <= hi for i in used)
     matches = None if trained_outputs is None else outs == trained_outputs
     write = None if trained_outputs is None else ids_for(trained_outputs, reader)
+    if write is not None and num_layers is not None:
+        lo, hi = valid_range(reader, num_layers)
+        if not all(lo <= i <= hi for i in write):
+            write = None  # no ids this engine can capture select the trained tensors
     return EngineReading(reader, used, from_default, outs, in_range, matches, write)
 
 

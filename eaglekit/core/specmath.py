@@ -304,7 +304,7 @@ class Estimate:
         if s.steps is None:
             how = f"verify {s.verify_ms:g} + overhead {s.overhead_ms:g}; unbounded chain, drafting counted free"
         else:
-            how = f"verify {s.verify_ms:g} + {s.steps} x draft {s.draft_ms:g} + overhead {s.overhead_ms:g}"
+            how = f"verify {s.verify_ms:.4g} + {s.steps} x draft {s.draft_ms:.3g} + overhead {s.overhead_ms:.4g}"
         rows = [
             ("cycle", f"{self.cycle_ms:.2f} ms ({how})"),
             ("accept length", f"{self.accept_length:.2f} tokens/cycle (alpha {self.alpha:.3f}, {_steps(s.steps)})"),
