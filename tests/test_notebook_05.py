@@ -4,7 +4,6 @@ what-if slider with no kernel and no network."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest

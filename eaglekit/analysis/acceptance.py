@@ -342,11 +342,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             if not all(isinstance(p, Prompt) for p in plist):
                 raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.prompts).")
         layers = sorted(set(indices[conventions[0]]) | set(indices[conventions[1]]))
-        ids_list = [tmodel.tokenize(p, source=psource) for p in plist]
-        for p, ids in zip(plist, ids_list):
-            if tmodel.max_positions is not None and len(ids) + max_new_tokens > tmodel.max_positions:
-                raise InputError(f"{psource} line {p.line}: {len(ids)} prompt tokens + {max_new_tokens} new tokens "
-                                 f"exceed {tname}'s context of {tmodel.max_positions} positions.")
+        ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
 
         def samples():
             for p, ids in zip(plist, ids_list):

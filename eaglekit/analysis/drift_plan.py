@@ -109,7 +109,6 @@ class Plan:
     def unit(self, i: int) -> Unit:
         return Unit(int(self.pair[i]), int(self.r0[i]), int(self.r1[i]))
 
-
     def read_bytes(self, units: np.ndarray, side: str) -> float:
         """Distinct stored bytes of ``units`` on one side: rows of a row set (the draft lm_head rows)
         that a unit of the whole weight also reads count once, so a full pass reads at most the

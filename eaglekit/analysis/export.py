@@ -35,7 +35,7 @@ from typing import Any, Literal
 from eaglekit.core.config import DrafterConfig, normalize_config
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.layers import ENGINES, READER_CONVENTION, ids_for, outputs_read
-from eaglekit.core.names import find, normalize_name
+from eaglekit.core.names import normalize_name
 from eaglekit.core.render import format_bytes, kv_html, kv_text
 
 ExportFormat = Literal["specforge", "speculators"]

@@ -75,6 +75,16 @@ class TargetModel:
                              f"(0..{self.vocab_size - 1}).")
         return ids
 
+    def tokenize_all(self, prompts: Sequence[Prompt], *, source: str, max_new_tokens: int) -> list[list[int]]:
+        """Every prompt's ids (:meth:`tokenize`), checked up front to fit the context with
+        ``max_new_tokens`` more, so a bad line fails before any prompt runs."""
+        ids_list = [self.tokenize(p, source=source) for p in prompts]
+        for p, ids in zip(prompts, ids_list):
+            if self.max_positions is not None and len(ids) + max_new_tokens > self.max_positions:
+                raise InputError(f"{source} line {p.line}: {len(ids)} prompt tokens + {max_new_tokens} new tokens "
+                                 f"exceed {self.name}'s context of {self.max_positions} positions.")
+        return ids_list
+
     @torch.no_grad()
     def run(self, ids: Sequence[int], *, max_new_tokens: int, layers: Sequence[int], keep_logits: bool = False,
             where: str = "prompt") -> TargetSample:
@@ -169,11 +179,7 @@ def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: st
     if bad:
         raise InputError(f"--layers {bad[0]} is outside 0..{tmodel.num_hidden_layers} (output_hidden_states indices "
                          f"of {tmodel.name}, {tmodel.num_hidden_layers} layers).")
-    ids_list = [tmodel.tokenize(p, source=psource) for p in plist]
-    for p, ids in zip(plist, ids_list):
-        if tmodel.max_positions is not None and len(ids) + max_new_tokens > tmodel.max_positions:
-            raise InputError(f"{psource} line {p.line}: {len(ids)} prompt tokens + {max_new_tokens} new tokens exceed "
-                             f"{tmodel.name}'s context of {tmodel.max_positions} positions.")
+    ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
 
     def samples():
         for p, ids in tqdm(list(zip(plist, ids_list)), desc="dump-hidden", unit="prompt",

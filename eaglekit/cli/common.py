@@ -29,3 +29,20 @@ def _seconds(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
+
+
+def check_writable(path: str, option: str) -> None:
+    """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
+    folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""
+    import os
+
+    from eaglekit.core.errors import InputError
+
+    existed = os.path.exists(path)
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise InputError(f"cannot write {path}: {e.strerror or e}; choose a writable path for {option}.") from e
+    if not existed:
+        os.remove(path)

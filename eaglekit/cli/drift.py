@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.core.errors import InputError
 
     if args.html:
+        from eaglekit.cli.common import check_writable
+
         check_writable(args.html, "--html")
     tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
     full = True if args.full else (False if args.budget else None)
@@ -69,23 +71,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {args.html}", file=sys.stderr)
     print(dumps(report) if args.json else report)
     return 0
-
-
-def check_writable(path: str, option: str) -> None:
-    """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
-    folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""
-    import os
-
-    from eaglekit.core.errors import InputError
-
-    existed = os.path.exists(path)
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}; choose a writable path for {option}.") from e
-    if not existed:
-        os.remove(path)
 
 
 def _tokenizer(path: str):

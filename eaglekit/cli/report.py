@@ -4,7 +4,6 @@ the rendered pages (``make report``). The pages themselves come from :mod:`eagle
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 

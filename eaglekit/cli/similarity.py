@@ -45,9 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.similarity import similarity
-    from eaglekit.core.errors import InputError
     from eaglekit.analysis.similarity_report import dumps
-    from eaglekit.cli.drift import check_writable
+    from eaglekit.cli.common import check_writable
+    from eaglekit.core.errors import InputError
     from eaglekit.view.figures import save_page
 
     if args.html:

@@ -7,7 +7,7 @@ it ``layers.0.*`` (docs/domain.md, "Checkpoint layout"). Comparisons key tensors
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Literal
 
 _PREFIXES = (

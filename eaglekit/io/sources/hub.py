@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
 from eaglekit.core.errors import AuthError, LocationError, NotFoundError, OfflineError, RateLimitError
