@@ -493,7 +493,8 @@ def check(drafter, *, target=None, engine: str | None = None, full: bool = False
           token: str | bool | None = None, name: str | None = None, target_name: str | None = None) -> CheckReport:
     """Pre-serving checks for ``drafter`` (a location or an opened checkpoint) against ``target`` (a
     target config.json, folder or location; with weights, embed_tokens is compared by value)."""
-    from eaglekit.analysis.compat import _read_maps, _short
+    from eaglekit.analysis.compat import _read_maps
+    from eaglekit.core.redact import location_label
     from eaglekit.io.reader import opened
 
     if engine is not None and engine not in ENGINES:
@@ -505,16 +506,12 @@ def check(drafter, *, target=None, engine: str | None = None, full: bool = False
             if tck is not None and embedding_of(ck.inventory) is not None:
                 embed = compare_embeddings(ck, tck, full=full)
             return check_drafter(ck.inventory, ck.inventory.config, _read_maps(ck), target=tcfg, embed=embed,
-                                 engine=engine, name=name or _short(ck.location.raw),
-                                 target_name=target_name or (None if target is None else _label(str(target))))
+                                 engine=engine, name=name or location_label(ck.location.raw),
+                                 target_name=target_name or (None if target is None
+                                                                          else location_label(str(target))))
         finally:
             if tck is not None:
                 tck.close()
-
-
-def _label(location: str) -> str:
-    parts = [p for p in location.rstrip("/").split("/") if p and p != "config.json"]
-    return parts[-1] if parts else location
 
 
 __all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings"]

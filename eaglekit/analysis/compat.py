@@ -20,7 +20,7 @@ from typing import Any, Literal
 from eaglekit.core.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configdiff import ConfigDiff, diff_configs
 from eaglekit.core.errors import EaglekitError, VocabMapError
-from eaglekit.core.redact import shown, visible
+from eaglekit.core.redact import location_label, shown, visible
 from eaglekit.io.inventory import Inventory
 from eaglekit.core.names import find, normalize_name, role
 from eaglekit.core.render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
@@ -327,9 +327,5 @@ def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = 
             load_config(target, kind="target", endpoint=endpoint, token=token)
         return compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
                        maps_a=maps_a, maps_b=maps_b, target=target_cfg,
-                       a_name=a_name or _short(ca.location.raw), b_name=b_name or _short(cb.location.raw))
-
-
-def _short(location: str) -> str:
-    parts = [p for p in location.rstrip("/").split("/") if p]
-    return parts[-1] if parts else location
+                       a_name=a_name or location_label(ca.location.raw),
+                       b_name=b_name or location_label(cb.location.raw))

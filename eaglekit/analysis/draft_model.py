@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from eaglekit.core.config import DrafterConfig, normalize_config
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.layers import AuxConvention
+from eaglekit.core.layers import AuxConvention, default_aux_layers
 from eaglekit.core.vocab import check_vocab_map, require_valid
 from eaglekit.io.reader import Checkpoint, open_checkpoint
 
@@ -63,13 +63,6 @@ def hidden_state_indices(aux_ids, convention: AuxConvention) -> tuple[int, ...]:
     if convention not in ("inputs", "outputs"):
         raise InputError(f"aux convention must be 'inputs' or 'outputs', got {convention!r}.")
     return tuple(int(i) + (1 if convention == "outputs" else 0) for i in aux_ids)
-
-
-def default_aux_ids(num_layers: int, convention: AuxConvention) -> tuple[int, ...]:
-    """The engines' default when a config gives no ids; both conventions name output_hidden_states
-    indices ``[2, L//2, L-3]``."""
-    L = num_layers
-    return (1, L // 2 - 1, L - 4) if convention == "outputs" else (2, L // 2, L - 3)
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -211,7 +204,7 @@ class DraftModel:
     def aux_indices(self, convention: AuxConvention, num_layers: int) -> tuple[int, ...]:
         """The ``output_hidden_states`` indices this drafter reads under ``convention`` for an
         ``num_layers``-layer target."""
-        ids = self.config.aux_layer_ids or default_aux_ids(num_layers, convention)
+        ids = self.config.aux_layer_ids or default_aux_layers(num_layers, convention=convention)
         if len(ids) != self.n_aux:
             raise ConfigError(f"{self.source}: the config lists {len(ids)} aux layer ids but fc.weight reads "
                               f"{self.n_aux} hidden states ({list(self.fc.shape)}).")

@@ -37,6 +37,7 @@ from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.layers import ENGINES, READER_CONVENTION, ids_for, outputs_read
 from eaglekit.core.names import normalize_name
 from eaglekit.core.render import format_bytes, kv_html, kv_text
+from eaglekit.core.safejson import loads
 
 ExportFormat = Literal["specforge", "speculators"]
 FORMATS: tuple[ExportFormat, ...] = ("specforge", "speculators")
@@ -199,8 +200,8 @@ def is_export(folder: Path) -> bool:
         config = folder / "config.json"
         if not config.is_file() or config.stat().st_size > 1 << 20:
             return False
-        data = json.loads(config.read_text())
-    except (OSError, ValueError):
+        data = loads(config.read_bytes(), what=str(config), error=ConfigError)
+    except (OSError, ConfigError):
         return False
     return isinstance(data, dict) and isinstance(data.get("eaglekit_export"), dict)
 
@@ -337,23 +338,24 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
                   "target": None if target is None else str(target), "note": note}
     config = (_speculators_config if format == "speculators" else _specforge_config)(cfg, ids, draft_vocab, provenance,
                                                                                      tck)
-    header, _ = encode_header({k: (d, s) for k, (d, s, _) in jobs.items()},
-                              metadata={"format": "pt", "eaglekit_export": note})
-    total = sum(_nbytes(d, s) for d, s, _ in jobs.values())
+    header, offsets = encode_header({k: (d, s) for k, (d, s, _) in jobs.items()},
+                                    metadata={"format": "pt", "eaglekit_export": note})
+    total = max((end for _, end in offsets.values()), default=0)
     tmp = _make_folder(out)
     try:
         with open(tmp / "model.safetensors", "wb") as f, \
                 tqdm(total=total, unit="B", unit_scale=True, desc="export", leave=False,
                      disable=(total < 64 << 20) if progress is None else not progress) as bar:
             f.write(header)
-            for name, (dtype, shape, chunks) in jobs.items():
+            for name, (_, _, chunks) in jobs.items():
                 written = 0
                 for chunk in chunks():
                     f.write(chunk)
                     written += len(chunk)
                     bar.update(len(chunk))
-                if written != _nbytes(dtype, shape):
-                    raise ConfigError(f"export of {name} wrote {written} bytes, expected {_nbytes(dtype, shape)}.")
+                begin, end = offsets[name]
+                if written != end - begin:
+                    raise ConfigError(f"export of {name} wrote {written} bytes, expected {end - begin}.")
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         _put_in_place(tmp, out)
     except OSError as e:
@@ -401,14 +403,6 @@ def _put_in_place(tmp: Path, out: Path) -> None:
         os.replace(old, out)
         raise
     shutil.rmtree(old, ignore_errors=True)
-
-
-def _nbytes(dtype: str, shape) -> int:
-    import math
-
-    from eaglekit.core.header import DTYPE_BITS
-
-    return math.prod(shape) * DTYPE_BITS[dtype] // 8
 
 
 def _lm_head_rows(ck, tck, t, plan, lm_head_of) -> Iterator[bytes]:

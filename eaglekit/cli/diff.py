@@ -22,19 +22,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.core.configdiff import diff_configs
+    from eaglekit.core.redact import location_label
     from eaglekit.io.reader import load_config
 
     a = load_config(args.a, endpoint=args.endpoint)
     b = load_config(args.b, endpoint=args.endpoint)
-    diff = diff_configs(a, b, a_name=_name(args.a), b_name=_name(args.b))
+    diff = diff_configs(a, b, a_name=location_label(args.a), b_name=location_label(args.b))
     print(json.dumps(diff.to_json(), indent=2) if args.json else diff)
     return 0
-
-
-def _name(location: str) -> str:
-    """A column name from a location: its last path part, never a password or a query signature."""
-    from eaglekit.core.redact import redact_text, visible
-
-    shown = redact_text(location)
-    parts = [p for p in shown.split("?")[0].rstrip("/").split("/") if p and p != "config.json"]
-    return visible(parts[-1] if parts else shown, newlines=False)

@@ -63,13 +63,14 @@ def run(args: argparse.Namespace) -> int:
 
 def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None) -> list[int]:
     """output_hidden_states indices a drafter reads under either aux convention."""
-    from eaglekit.analysis.draft_model import default_aux_ids, hidden_state_indices
+    from eaglekit.analysis.draft_model import hidden_state_indices
+    from eaglekit.core.layers import default_aux_layers
     from eaglekit.core.config import normalize_config
     from eaglekit.io.reader import load_config
 
     cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint), source=drafter)
     out: set[int] = set()
     for conv in ("outputs", "inputs"):
-        ids = cfg.aux_layer_ids or default_aux_ids(num_layers, conv)
+        ids = cfg.aux_layer_ids or default_aux_layers(num_layers, convention=conv)
         out.update(k for k in hidden_state_indices(ids, conv) if 0 <= k <= num_layers)
     return sorted(out)

@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -82,6 +79,10 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import secrets
+    import signal
+    import subprocess
+
     from eaglekit.demo.world import build_demo
 
     check_port_free(args.port)

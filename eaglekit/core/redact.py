@@ -47,3 +47,11 @@ def visible(text: str, *, newlines: bool = True) -> str:
 def shown(text: object) -> str:
     """Text from outside, ready for a one-line message: credentials redacted, controls visible."""
     return visible(redact_text(str(text)), newlines=False)
+
+
+def location_label(location: str) -> str:
+    """A short name for a location (a column or report title): its last path part, never a password or a
+    query signature, control characters made visible."""
+    shown = redact_text(location)
+    parts = [p for p in shown.split("?")[0].rstrip("/").split("/") if p and p != "config.json"]
+    return visible(parts[-1] if parts else shown, newlines=False)

@@ -31,6 +31,7 @@ import numpy as np
 from eaglekit.core.errors import HeaderError, InputError, NotFoundError
 from eaglekit.core.header import encode_header, parse_header
 from eaglekit.core.render import kv_html, kv_text
+from eaglekit.core.safejson import loads
 from eaglekit.core.tensors import to_numpy
 
 FORMAT = "eaglekit-hidden-states"
@@ -255,10 +256,7 @@ def open_dump(path: str | os.PathLike[str]) -> HiddenStateDump:
     except FileNotFoundError:
         raise NotFoundError(f"{mpath}: missing; {folder} is not an eaglekit hidden-state dump "
                             "(write one with `eaglekit dump-hidden`).") from None
-    try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise HeaderError(f"{mpath} is not valid JSON ({e}).") from e
+    obj = loads(raw, what=str(mpath), error=HeaderError)
     manifest = _manifest_from_json(obj, str(mpath))
     present = sum(1 for p in folder.iterdir() if _SAMPLE_RE.match(p.name))
     if present < manifest.samples:

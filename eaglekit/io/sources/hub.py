@@ -92,7 +92,7 @@ def hub_json_pages(url: str, *, what: str, endpoint: str, params=None, token: st
     ``max_pages`` pages are followed, an empty page or a next URL seen before ends the listing, and the
     token is sent only to the endpoint's own host (a next link elsewhere is followed without it).
     """
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers, get_session
 
     home = _origin(endpoint)
     seen: set[str] = set()
@@ -105,7 +105,6 @@ def hub_json_pages(url: str, *, what: str, endpoint: str, params=None, token: st
             with transport_errors(next_url, deadline), deadline, guard_client(get_session()).stream(
                     "GET", next_url, params=params, headers=headers, timeout=deadline.left()) as response:
                 _check(response, deadline)
-                hf_raise_for_status(response)
                 page = loads(read_capped(response, PAGE_LIMIT, f"{what}: a listing page", deadline),
                              what=f"{what}: a listing page", error=LocationError)
                 link = response.links.get("next", {}).get("url")
