@@ -52,7 +52,7 @@ def write_pair(folder: Path, experts: int) -> tuple[Path, Path]:
 
     import numpy as np
 
-    from eaglekit.analysis.dequant import E4M3
+    from eaglekit.analysis.drift.dequant import E4M3
     from eaglekit.core.header import encode_header
 
     a_dir, b_dir = folder / "k2-fp8", folder / "k25-int4"
@@ -113,9 +113,9 @@ def write_pair(folder: Path, experts: int) -> tuple[Path, Path]:
 
 def plain_pass(a: Path, b: Path) -> tuple[float, float]:
     """Read and dequantise every unit of both sides, no comparison: (seconds, stored bytes)."""
-    from eaglekit.analysis.dequant import Scratch, quant_weights, read_rows
-    from eaglekit.analysis.drift import CHUNK_BYTES, _reader, _source
-    from eaglekit.analysis.drift_plan import make_plan, pair_weights
+    from eaglekit.analysis.drift.dequant import Scratch, quant_weights, read_rows
+    from eaglekit.analysis.drift.measure import CHUNK_BYTES, _reader, _source
+    from eaglekit.analysis.drift.plan import make_plan, pair_weights
     from eaglekit.io.reader import open_checkpoint
 
     with open_checkpoint(a) as ca, open_checkpoint(b) as cb:
@@ -135,11 +135,11 @@ def plain_pass(a: Path, b: Path) -> tuple[float, float]:
 
 
 def plan_at_scale() -> None:
-    """Plan (no bytes read) a whole Kimi-K2 FP8 / K2.5 INT4 pair from in-memory headers: 61 layers,
+    """DriftPlan (no bytes read) a whole Kimi-K2 FP8 / K2.5 INT4 pair from in-memory headers: 61 layers,
     384 routed experts each; how long planning and drawing a sample take, and how much memory."""
-    from eaglekit.analysis.dequant import quant_weights
-    from eaglekit.analysis.drift import _unit_bytes
-    from eaglekit.analysis.drift_plan import make_plan, pair_weights, sample
+    from eaglekit.analysis.drift.dequant import quant_weights
+    from eaglekit.analysis.drift.measure import _unit_bytes
+    from eaglekit.analysis.drift.plan import make_plan, pair_weights, sample
     from eaglekit.io.inventory import Inventory, TensorEntry
     import numpy as np
 
@@ -247,7 +247,7 @@ def main() -> None:
 
         with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                           memory_limit="2GiB") as cluster, Client(cluster) as client:
-            client.run(lambda: bool(__import__("eaglekit.analysis.drift")))  # imports outside the timing
+            client.run(lambda: bool(__import__("eaglekit.analysis.drift.measure")))  # imports outside the timing
             client.run(reset_peak)
             rd = eaglekit.drift(a, b, full=True, scheduler=client, progress=False)
             peaks = client.run(peak_mib)

@@ -80,7 +80,7 @@ def child(method: str, data: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     if method == "eaglekit":
-        from eaglekit.analysis.export import export
+        from eaglekit.analysis.compat.export import export
 
         export(paths["drafter"], out, vocab_map=paths["map"] / "vocab.safetensors", target=paths["target"],
                progress=False)

@@ -149,7 +149,7 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
         s = sum(t.totals for t in report.tensors if t.tensor == "fc.weight")
         out["fc.weight"] = float(s[2] / (s[0] * s[1]) ** 0.5)
     elif mode.startswith("eaglekit"):
-        from eaglekit.analysis.similarity import similarity
+        from eaglekit.analysis.similarity.measure import similarity
 
         report = similarity(a, b, progress=False, endpoint=endpoint or None, threads=2 if mode == "eaglekit-t2" else None)
         out = {t.name: t.cosine for t in report.tensors}

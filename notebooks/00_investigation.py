@@ -44,8 +44,8 @@ TARGET_TPS = (150.0, 200.0)
 
 # %%
 import eaglekit
-from eaglekit.view.figures import overview
-from eaglekit.demo.shelf import serve_demo_hub
+from eaglekit import overview
+from eaglekit import serve_demo_hub
 
 ws = eaglekit.build_demo(DEMO)
 hub = None if ENDPOINT else serve_demo_hub(ws)
@@ -140,7 +140,7 @@ measured
 # ## Conclusion
 
 # %%
-from eaglekit.analysis.conclusion import conclude
+from eaglekit import conclude
 
 conclusion = conclude(report, similarity=sim, account=account, hidden=target_drift.hidden,
                       measured={"the K2 drafter on the new target version (trained demo world)": measured})

@@ -36,8 +36,8 @@ LIMIT = 1000  # how many listed models to examine
 
 # %%
 import eaglekit
-from eaglekit.demo.shelf import serve_demo_hub
-from eaglekit.analysis.search import find_drafters
+from eaglekit import serve_demo_hub
+from eaglekit import find_drafters
 
 if ENDPOINT:
     hub, endpoint = None, ENDPOINT

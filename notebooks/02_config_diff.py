@@ -26,7 +26,7 @@ DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 
 # %%
 import eaglekit
-from eaglekit.io.reader import load_config
+from eaglekit import load_config
 
 ws = eaglekit.build_demo(DEMO)
 k2, k25_ft, k2_spec = (load_config(ws.drafter(n)) for n in ("k2", "k25-finetuned", "k2-speculators"))

@@ -30,7 +30,7 @@ ENDPOINT = None  # a Hub endpoint; None serves the demo's Hub-compatible server 
 
 # %%
 import eaglekit
-from eaglekit.demo.hubserver import HubServer
+from eaglekit import HubServer
 
 ws = eaglekit.build_demo(DEMO)
 hub = None if ENDPOINT else HubServer(ws.hub_root).start()

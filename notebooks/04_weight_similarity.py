@@ -39,7 +39,7 @@ DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 
 # %%
 import eaglekit
-from eaglekit.view.figures import heatmap, overview
+from eaglekit import heatmap, overview
 
 ws = eaglekit.build_demo(DEMO)
 ws

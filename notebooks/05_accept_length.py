@@ -34,7 +34,7 @@
 from IPython.display import display
 
 from eaglekit import Account, Calculator
-from eaglekit.core.specmath import AcceptanceMetrics, Scenario, estimate
+from eaglekit import AcceptanceMetrics, Scenario, estimate
 
 # %% [markdown]
 # ## The account

@@ -44,13 +44,13 @@ from pathlib import Path
 import torch
 
 import eaglekit
-from eaglekit.analysis.acceptance_conclusion import conclude_acceptance
-from eaglekit.view.acceptance_figures import accept_length_vs_steps, per_prompt_spread, per_step_acceptance
+from eaglekit import conclude_acceptance
+from eaglekit import accept_length_vs_steps, per_prompt_spread, per_step_acceptance
 
 if TORCH_THREADS:
     torch.set_num_threads(TORCH_THREADS)
 world = eaglekit.build_trained_demo(TRAINED or Path(DEMO) / "trained")
-k2, k25 = eaglekit.load_target(world.target("k2")), eaglekit.load_target(world.target("k25"))
+k2, k25 = eaglekit.load_target_model(world.target("k2")), eaglekit.load_target_model(world.target("k25"))
 world
 
 # %% [markdown]

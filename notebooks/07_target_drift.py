@@ -50,7 +50,7 @@ WORKERS = 2  # Dask workers for the full pass (threads in this kernel)
 
 # %%
 import eaglekit
-from eaglekit.view.drift_figures import drafter_view, drift_map
+from eaglekit import drafter_view, drift_map
 
 ws = eaglekit.build_demo(DEMO)
 a = TARGET_A or ws.target_weights("k2")

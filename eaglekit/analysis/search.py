@@ -33,6 +33,9 @@ from eaglekit.core.config import (EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_
 from eaglekit.core.errors import ConfigError, InputError, LocationError, OfflineError, RateLimitError
 from eaglekit.core.redact import redact_text
 from eaglekit.core.render import Html, html_colour, html_table, html_tint, text_table
+from eaglekit.io.sources.hub import check_endpoint, hub_json_pages, HubSource
+from eaglekit.core.config import normalize_target
+from eaglekit.io.reader import load_config
 
 TargetSource = Literal["declared", "card", "name"]
 #: The listing's fields find_drafters asks the Hub to expand.
@@ -132,7 +135,7 @@ class SearchResults:
     def with_target(self, target: Any, *, endpoint: str | None = None, token: str | bool | None = None,
                     label: str | None = None) -> SearchResults:
         """The same drafters judged against ``target`` and re-ranked, fitting first: no new search."""
-        config = load_target(target, endpoint=endpoint, token=token)
+        config = load_target_config(target, endpoint=endpoint, token=token)
         hits = sorted((_fit(replace(h, fits_target=None, why=None), config) for h in self.hits), key=_rank)
         return replace(self, hits=tuple(hits), target=label or _target_label(target), target_config=config)
 
@@ -272,11 +275,10 @@ def find_drafters(query: str | None = None, *, target: Any = None, author: str |
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InputError(f"limit must be a positive integer (how many Hub models to examine), got {limit!r}.")
-    from eaglekit.io.sources.hub import check_endpoint
 
     endpoint = check_endpoint(endpoint or constants.ENDPOINT)
     # read the target first: a bad one fails before the listing
-    target_config = load_target(target, endpoint=endpoint, token=token) if target is not None else None
+    target_config = load_target_config(target, endpoint=endpoint, token=token) if target is not None else None
     models = _list_models(endpoint, token, query=query, author=author, limit=limit)
     candidates = [m for m in models if _is_candidate(m)]
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(candidates)))) as pool:
@@ -302,10 +304,8 @@ def _target_label(target: Any) -> str | None:
     return target.source if isinstance(target, TargetConfig) else "the target config"
 
 
-def load_target(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> TargetConfig:
+def load_target_config(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> TargetConfig:
     """The target model's config (see :func:`find_drafters`), read and normalised (text_config aware)."""
-    from eaglekit.core.config import normalize_target
-    from eaglekit.io.reader import load_config
 
     if isinstance(target, TargetConfig):
         return target
@@ -325,7 +325,6 @@ def load_target(target: Any, *, endpoint: str | None = None, token: str | bool |
 def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, author: str | None,
                  limit: int) -> list:
     """Page through ``/api/models`` (Link headers) until ``limit`` models; no retries, no sleeping."""
-    from eaglekit.io.sources.hub import hub_json_pages
 
     params: list[tuple[str, str]] = [*([("search", query)] if query else []),
                                      *([("author", author)] if author else []),
@@ -366,7 +365,6 @@ def _is_candidate(model) -> bool:
 
 def _fetch_config(repo: str, endpoint: str, token: str | bool | None) -> tuple[bytes | None, str | None]:
     """(config.json bytes or None when absent, None) or (None, why it could not be read)."""
-    from eaglekit.io.sources.hub import HubSource
 
     try:
         return HubSource(repo, endpoint=endpoint, token=token).read_small("config.json", _CONFIG_LIMIT), None

@@ -4,7 +4,7 @@
     eaglekit acceptance DRAFTER --hidden-states DUMP [--embeddings TARGET_CHECKPOINT] [--json]
 
 The convention is vLLM's mean acceptance length (bonus token counted, the prefill token not); see
-:mod:`eaglekit.analysis.acceptance` and docs/acceptance.md.
+:mod:`eaglekit.analysis.acceptance.measure` and docs/acceptance.md.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from eaglekit.analysis.acceptance import measure_acceptance
+    from eaglekit.analysis.acceptance.measure import measure_acceptance
     from eaglekit.core.errors import InputError
 
     if args.target is not None and args.prompts is None:

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.check import check
+    from eaglekit.analysis.compat.check import check
 
     report = check(args.drafter, target=args.target, engine=args.engine, full=args.full, endpoint=args.endpoint)
     print(json.dumps(report.to_json(), indent=2) if args.json else report)

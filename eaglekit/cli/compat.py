@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.compat import compat
+    from eaglekit.analysis.compat.pair import compat
     from eaglekit.core.errors import InputError
 
     if args.b is None:

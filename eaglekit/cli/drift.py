@@ -48,8 +48,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.drift import drift
-    from eaglekit.analysis.drift_report import dumps
+    from eaglekit.analysis.drift.measure import drift
+    from eaglekit.analysis.drift.report import dumps
     from eaglekit.core.errors import InputError
 
     if args.html:

@@ -2,7 +2,7 @@
 
     eaglekit dump-hidden --target TARGET --prompts prompts.jsonl --out DIR [--layers 2,31,59 | --for-drafter D]
 
-The dump format is :mod:`eaglekit.io.hidden_states` (docs/acceptance.md); `eaglekit acceptance
+The dump format is :mod:`eaglekit.io.dumps.native` (docs/acceptance.md); `eaglekit acceptance
 --hidden-states DIR` reads it anywhere, without the target.
 """
 
@@ -44,14 +44,14 @@ def _indices(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.target_features import dump_hidden_states, load_target
+    from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
     from eaglekit.cli.acceptance import _check_device
 
-    from eaglekit.io.hidden_states import check_new_folder
+    from eaglekit.io.dumps.native import check_new_folder
 
     _check_device(args.device)
     check_new_folder(args.out)
-    target = load_target(args.target, device=args.device)
+    target = load_target_model(args.target, device=args.device)
     layers = args.layers
     if args.for_drafter is not None:
         layers = drafter_layers(args.for_drafter, target.num_hidden_layers, endpoint=args.endpoint)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None) -> list[int]:
     """output_hidden_states indices a drafter reads under either aux convention."""
-    from eaglekit.analysis.draft_model import hidden_state_indices
+    from eaglekit.analysis.acceptance.draft_model import hidden_state_indices
     from eaglekit.core.layers import default_aux_layers
     from eaglekit.core.config import normalize_config
     from eaglekit.io.reader import load_config

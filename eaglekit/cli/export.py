@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.export import export
+    from eaglekit.analysis.compat.export import export
 
     result = export(args.drafter, args.out, target=args.target, vocab_map=args.vocab_map, format=args.format,
                     engine=args.engine, embed_from_target=args.embed_from_target, force=args.force,

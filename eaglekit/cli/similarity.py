@@ -44,8 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.similarity import similarity
-    from eaglekit.analysis.similarity_report import dumps
+    from eaglekit.analysis.similarity.measure import similarity
+    from eaglekit.analysis.similarity.report import dumps
     from eaglekit.cli.common import check_writable
     from eaglekit.core.errors import InputError
     from eaglekit.view.figures import save_page

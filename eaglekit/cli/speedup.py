@@ -86,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
         )
         result = estimate(scenario, accept_length=args.accept_length, alpha=args.alpha,
                           target_tps=targets[0] if targets else None)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else result)
+    print(json.dumps(result.to_json(), indent=2) if args.json else result)
     return 0

@@ -27,121 +27,19 @@ from dataclasses import dataclass
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import kv_html
 from eaglekit.core.specmath import (
-    MAX_STEPS,
+    Reach,
     Scenario,
-    _positive,
     alpha_for_accept_length,
+    break_even_accept_length,
     check_accept_length,
     check_steps,
     fit_from_measurements,
+    needed_accept_length,
+    reach,
     throughput,
 )
 
-__all__ = ["Account", "Projection", "Reach", "reach"]
-
-
-@dataclass(frozen=True)
-class Reach:
-    """What ``target_tps`` needs at ``steps`` draft steps of ``draft_ms`` each, and what would reach it.
-
-    ``alpha`` is None when the needed accept length is above the ceiling ``steps + 1``;
-    ``max_draft_ms`` is the most a draft step may cost for ``steps`` steps to reach the target (None:
-    the fixed part of the cycle alone is too slow, no draft cost helps); ``min_steps`` is the fewest
-    steps that reach it at ``draft_ms`` per step (None: no step count does, each step costs more time
-    than the token it can add).
-    """
-
-    target_tps: float
-    steps: int
-    draft_ms: float
-    fixed_ms: float  # verify + overhead, per cycle
-    accept_length: float  # needed at ``steps``
-    alpha: float | None
-    max_draft_ms: float | None
-    min_steps: int | None
-    min_steps_accept_length: float | None
-    min_steps_alpha: float | None
-
-    @property
-    def cycle_ms(self) -> float:
-        return self.fixed_ms + self.steps * self.draft_ms
-
-    @property
-    def reachable(self) -> bool:
-        return self.alpha is not None
-
-    def headline(self) -> str:
-        """What the target needs at these steps, or that it is out of reach there."""
-        t, k = f"{self.target_tps:g} tok/s", self.steps
-        costs = f"k = {k} draft steps of {self.draft_ms:.2f} ms, cycle {self.cycle_ms:.1f} ms"
-        if self.accept_length <= 1:
-            return f"{t} is reached by any drafter ({costs}): one token per cycle already gives it."
-        if self.reachable:
-            return f"{t} needs accept length {self.accept_length:.2f} ({costs}; per-token acceptance {self.alpha:.0%})."
-        ceiling = (k + 1) * 1000.0 / self.cycle_ms
-        return (f"{t} is out of reach at {costs}: it needs accept length {self.accept_length:.2f}, but {k} steps emit "
-                f"at most {k + 1} tokens per cycle ({ceiling:.0f} tok/s).")
-
-    def remedy(self) -> str:
-        """For an unreachable target: what draft cost at these steps, or how many steps, would reach it."""
-        if self.reachable:
-            return ""
-        k = self.steps
-        if self.max_draft_ms is None:
-            out = (f"No draft cost fixes that at k = {k}: the verify part alone ({self.fixed_ms:.1f} ms) allows "
-                   f"{(k + 1) * 1000.0 / self.fixed_ms:.0f} tok/s.")
-        else:
-            out = f"At k = {k} a draft step would have to cost at most {self.max_draft_ms:.2f} ms."
-        if self.min_steps is None:
-            return out + f" No number of steps reaches it at {self.draft_ms:.2f} ms per step."
-        m = self.min_steps
-        return out + (f" At {self.draft_ms:.2f} ms per step it takes k = {m} (cycle "
-                      f"{self.fixed_ms + m * self.draft_ms:.1f} ms) and accept length "
-                      f"{self.min_steps_accept_length:.2f} of at most {m + 1} (per-token acceptance "
-                      f"{self.min_steps_alpha:.0%}).")
-
-    def sentence(self) -> str:
-        return " ".join(p for p in (self.headline(), self.remedy()) if p)
-
-
-def _needed(target_tps: float, cycle: float) -> float:
-    return target_tps * cycle / 1000.0
-
-
-def _alpha(length: float, k: int) -> float | None:
-    if length > k + 1 + 1e-9:
-        return None
-    return 0.0 if length <= 1 else alpha_for_accept_length(min(length, k + 1.0), k=k)
-
-
-def reach(target_tps: float, *, verify_ms: float, steps: int, draft_ms: float = 0.0,
-          overhead_ms: float = 0.0) -> Reach:
-    """What ``target_tps`` needs with ``steps`` draft steps of ``draft_ms`` each (see :class:`Reach`).
-
-    The cycle is ``verify + overhead + k x draft``; k steps emit at most k + 1 tokens. So k reaches
-    T tok/s when ``T x (fixed + k x draft) / 1000 <= k + 1``: solved for the draft cost at this k, and
-    for the smallest k at this draft cost (none when ``T x draft / 1000 >= 1`` and k = 1 fails).
-    """
-    t = _positive(target_tps, "target throughput", "tok/s")
-    k = check_steps(steps)
-    if k is None:
-        raise InputError("reach needs the number of draft steps k: the ceiling is k + 1 tokens per cycle")
-    fixed = _positive(verify_ms, "verify time", "ms") + overhead_ms
-    cycle = fixed + k * draft_ms
-    need = _needed(t, cycle)
-    spare = ((k + 1) * 1000.0 / t - fixed) / k  # the draft cost per step at which k steps just reach it
-    a = t * draft_ms / 1000.0  # tokens a draft step's time is worth at the target rate
-    base = t * fixed / 1000.0 - 1.0
-    if _needed(t, fixed + draft_ms) <= 2.0:
-        m: int | None = 1
-    elif a < 1:
-        m = max(1, math.ceil(base / (1.0 - a) - 1e-9))
-        m = m if m <= MAX_STEPS else None
-    else:
-        m = None
-    m_need = _needed(t, fixed + m * draft_ms) if m is not None else None
-    return Reach(t, k, float(draft_ms), fixed, need, _alpha(need, k), spare if spare >= 0 else None, m, m_need,
-                 _alpha(m_need, m) if m is not None else None)
+__all__ = ["Account", "Projection"]
 
 
 @dataclass(frozen=True)
@@ -242,12 +140,12 @@ class Account:
     @property
     def break_even(self) -> float:
         """Break-even accept length on the measured cycle."""
-        return self.cycle_ms * self.baseline_tps / 1000.0
+        return break_even_accept_length(baseline_tps=self.baseline_tps, cycle_ms=self.cycle_ms)
 
     @property
     def verify_only_break_even(self) -> float:
         """Break-even accept length on the verify time alone (the seed's 2.46)."""
-        return self.verify_ms * self.baseline_tps / 1000.0
+        return break_even_accept_length(baseline_tps=self.baseline_tps, cycle_ms=self.verify_ms)
 
     @property
     def ceiling_tps(self) -> float:
@@ -256,7 +154,7 @@ class Account:
 
     def verify_only_needs(self, target_tps: float) -> tuple[float, float]:
         """(accept length, alpha) a target needs in the verify-only model (unbounded chain, drafting free)."""
-        need = _needed(target_tps, self.verify_ms)
+        need = needed_accept_length(target_tps, cycle_ms=self.verify_ms)
         return need, (0.0 if need <= 1 else alpha_for_accept_length(need))
 
     def _overhead_words(self) -> str:
@@ -312,7 +210,7 @@ class Account:
         rows += [(f"accept length {p.accept_length:g}", p.sentence(self)) for p in self.projections]
         return rows
 
-    def to_dict(self) -> dict:
+    def to_json(self) -> dict:
         """The ``eaglekit speedup --spec-tps --json`` object."""
         return {
             "baseline_tps": self.baseline_tps, "spec_tps": self.spec_tps, "accept_length": self.accept_length,

@@ -37,6 +37,7 @@ from eaglekit.core.errors import ConfigError, InputError
 from eaglekit.core.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxEngineView, AuxLayerReport,
                                   aux_engine_view, interpret_aux_layers, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, kv_text
+from eaglekit.core.safejson import loads
 
 DrafterFormat = Literal["specforge", "eagle", "speculators", "mla"]
 ConfigKind = Literal["drafter", "target", "any"]
@@ -123,7 +124,6 @@ def looks_like_target(raw: object) -> bool:
 def load_config_bytes(data: bytes, *, source: str = "config.json", kind: ConfigKind = "drafter") -> dict:
     """Parse config.json bytes into a dict, refusing what is not JSON, not an object, or (for
     ``kind="drafter"``) not an EAGLE-3 drafter config, and (for ``kind="target"``) not a model config."""
-    from eaglekit.core.safejson import loads  # bounded: nesting, huge integers, bad UTF-8 -> ConfigError
 
     raw = loads(data, what=source, error=ConfigError)
     if not isinstance(raw, dict):
@@ -585,3 +585,11 @@ def _json_type(value: object) -> str:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
+
+
+def require_llama_attention(cfg: DrafterConfig, where: str, what: str) -> None:
+    """Refuse an MLA drafter where only Llama-style attention is implemented: ``what`` names the feature
+    ("export converts", "eaglekit's draft forward covers")."""
+    if cfg.format == "mla":
+        raise ConfigError(f"{where} is an MLA drafter ({cfg.architecture}): {what} Llama-attention EAGLE-3 drafters "
+                          "only.")

@@ -27,11 +27,18 @@ from typing import Literal
 
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_text
+from eaglekit.core.render import text_table
 
 AuxConvention = Literal["inputs", "outputs"]
 #: Programs that read aux ids: the two serving engines and the trainers whose checkpoints we meet.
 Reader = Literal["sglang", "vllm", "specforge", "speculators", "eagle", "modelopt"]
 ENGINES: tuple[Reader, ...] = ("sglang", "vllm")
+
+
+def check_engine(engine: str | None) -> None:
+    """Refuse an engine name eaglekit does not know (None: every engine)."""
+    if engine is not None and engine not in ENGINES:
+        raise InputError(f"Unknown engine {engine!r}: expected one of {', '.join(ENGINES)}.")
 _CONVENTIONS = ("inputs", "outputs")
 #: How each reader spells an id (see the module docstring).
 READER_CONVENTION: dict[str, AuxConvention] = {
@@ -309,7 +316,6 @@ class AuxEngineView:
     _HEAD = ("reader", "counts", "ids", "feeds outputs of layers", "in range", "as trained", "write instead")
 
     def __str__(self) -> str:
-        from eaglekit.core.render import text_table
 
         lines = [text_table(self._HEAD, self._rows(), title=self.summary)]
         lines += [f"  ! {p}" for p in self.problems]

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 Align = Literal["left", "right"]
@@ -223,3 +224,18 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    """A verdict and the sentences that support it: a bulleted list in a terminal, a headed list in HTML."""
+
+    verdict: str
+    sentences: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "\n".join(f"- {s}" for s in self.sentences)
+
+    def _repr_html_(self) -> str:
+        items = "".join(f"<li>{html.escape(s)}</li>" for s in self.sentences)
+        return f"<div class='eaglekit-conclusion'><h3>Conclusion</h3><ul>{items}</ul></div>"

@@ -48,6 +48,7 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlencode
 
 from eaglekit.core.errors import EaglekitError, InputError
 from eaglekit.demo.fileserver import FileHandler, FileServer, HttpError, RequestRecord
+from eaglekit.core.header import PREFIX_BYTES, header_length, parse_header
 
 __all__ = ["HubServer", "RequestRecord", "serve"]
 
@@ -174,7 +175,6 @@ def _config(repo: _Repo, full: bool) -> dict | None:
 def _safetensors(repo: _Repo) -> dict | None:
     """{"parameters": {dtype: count}, "total": n} over the root *.safetensors files; unreadable
     headers are skipped, as the Hub omits what it cannot parse."""
-    from eaglekit.core.header import PREFIX_BYTES, header_length, parse_header
 
     params: dict[str, int] = {}
     for rel in sorted(p for p in repo.files if "/" not in p and p.endswith(".safetensors")):

@@ -34,6 +34,9 @@ from typing import Any
 from eaglekit.demo.spec import DRAFT_VOCAB, HEAD_DIM, LABEL, VOCAB, specforge_config, speculators_config
 from eaglekit.demo.spec import H as KIMI_H
 from eaglekit.demo.spec import I as KIMI_I
+from eaglekit.core.header import encode_header
+from eaglekit.core.vocab import build_vocab_map
+from eaglekit.demo.hubserver import HubServer
 
 #: Bumped when the shelf changes; a workspace holding an older shelf gets it rebuilt.
 SHELF_VERSION = 1
@@ -105,7 +108,6 @@ def write_sparse_safetensors(path: Path, shapes: Mapping[str, list[int]], data: 
                              *, metadata: Mapping[str, str]) -> None:
     """A valid safetensors file: BF16 ``shapes`` left as zeros (a hole: no disk blocks), norms (names
     ending ``norm.weight``) set to 1.0, and ``data`` (name -> (dtype, bytes)) written as given."""
-    from eaglekit.core.header import encode_header
 
     specs = {name: ("BF16", shape) for name, shape in shapes.items()}
     specs.update({name: (dtype, [len(raw) // _DTYPE_BYTES[dtype]]) for name, (dtype, raw) in data.items()})
@@ -125,7 +127,6 @@ def write_sparse_safetensors(path: Path, shapes: Mapping[str, list[int]], data: 
 def _vocab_map(seed: int, draft_vocab: int, vocab: int) -> dict[str, tuple[str, bytes]]:
     import numpy as np
 
-    from eaglekit.core.vocab import build_vocab_map
 
     ids = np.random.default_rng(seed).permutation(vocab)[:draft_vocab]
     d2t, t2d = build_vocab_map(ids, vocab)
@@ -252,7 +253,6 @@ def serve_demo_hub(ws, **kwargs):
     """Start the Hub-compatible server over a demo workspace's hub folder (adding the search shelf to a
     workspace built before it existed); returns the running :class:`~eaglekit.hubserver.HubServer`.
     ``kwargs`` go to HubServer (``page_size``, ``tokens``...). Stop it with ``.stop()``."""
-    from eaglekit.demo.hubserver import HubServer
 
     build_demo_hub_repos(ws.hub_root, ws.root)
     return HubServer(ws.hub_root, **kwargs).start()

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from eaglekit.demo.spec import LABEL, LAYERS, VOCAB
+from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
 
 HIDDEN, EXPERTS, MOE_INTER, DENSE_INTER, GROUP = 64, 4, 32, 128, 32
 Q_LORA, KV_LORA, HEAD_OUT = 32, 32, 64
@@ -198,7 +199,6 @@ def build_dumps(root: Path, *, samples: int = 6, prompt_len: int = 16, new_token
     falls less. K2.5's greedy continuation leaves K2's after a few tokens in some prompts."""
     import numpy as np
 
-    from eaglekit.io.hidden_states import DumpManifest, DumpSample, write_dump
 
     rng = np.random.default_rng(SEED)
     emb = rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32)

@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.core.errors import InputError
+from eaglekit.core.render import html_table
 
 TRAINED_VERSION = 2  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Llama target on a token language, EAGLE-3 drafters); not a real model"
@@ -63,7 +66,6 @@ class TrainedWorld:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from eaglekit.core.render import html_table
 
         rows = [(f"{kind}/{name}", what) for kind in ("targets", "drafters") for name, what in self.manifest[kind].items()]
         return html_table(["path", "what"], rows, caption=f"trained demo world: {self.root}")
@@ -159,7 +161,6 @@ def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, 
     import torch
     import torch.nn.functional as F
 
-    from eaglekit.analysis.draft_model import DraftModel
 
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(list(tensors.values()), lr=lr, weight_decay=0.0)
@@ -224,7 +225,6 @@ def _target_model():
 
 def build_trained_demo(path: str | os.PathLike[str], *, force: bool = False, progress: bool | None = None) -> TrainedWorld:
     """Train (or reuse) the trained demo world at ``path``."""
-    from eaglekit.core.errors import InputError
 
     root = Path(path)
     manifest = _read_manifest(root)

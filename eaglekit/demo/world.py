@@ -37,6 +37,11 @@ from typing import Any
 
 from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, HEAD_DIM, HEADS, LABEL, LAYERS, SCRATCH_SHARED,
                                  VOCAB, H, I, specforge_config, speculators_config)
+from eaglekit.core.errors import InputError
+from eaglekit.core.vocab import build_vocab_map
+from eaglekit.demo.broken import build_broken
+from eaglekit.demo.targets import build_targets
+from eaglekit.demo.shelf import build_demo_hub_repos
 
 
 @dataclass(frozen=True)
@@ -211,7 +216,6 @@ def _write(folder: Path, tensors: dict[str, Any], config: dict[str, Any], d2t, t
 
 def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWorkspace:
     """Write (or reuse) the demo workspace at ``path``: drafters, target configs and a Hub folder."""
-    from eaglekit.core.errors import InputError
 
     root = Path(path)
     if root.exists() and not root.is_dir():
@@ -243,7 +247,6 @@ def _build(root: Path) -> DemoWorkspace:
     import numpy as np
     import torch
 
-    from eaglekit.core.vocab import build_vocab_map
 
     rng = np.random.default_rng(20261129)
     gen = torch.Generator().manual_seed(20261129)
@@ -273,10 +276,8 @@ def _build(root: Path) -> DemoWorkspace:
         (root / "targets" / name / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     _write_target_head(root / "targets" / "kimi-k2", "", torch.randn(VOCAB, H, generator=gen) * 0.02, gen)
     _write_target_head(root / "targets" / "kimi-k25", "language_model.", scratch["embed_tokens.weight"], gen)
-    from eaglekit.demo.broken import build_broken
 
     broken = build_broken(root / "broken", gen, k2, *maps["k2"], write=_write)
-    from eaglekit.demo.targets import build_targets  # quantised K2 (FP8) and drifted K2.5 (INT4), thin
 
     target_weights = build_targets(root)
 
@@ -338,6 +339,5 @@ def _build_hub(root: Path) -> None:
         meta = {"tags": ["eaglekit-demo", "synthetic"], "downloads": 0, "likes": 0,
                 "lastModified": "2026-11-01T00:00:00.000Z", "cardData": {"tags": ["synthetic"]}}
         (dst / ".hub.json").write_text(json.dumps(meta, indent=2) + "\n")
-    from eaglekit.demo.shelf import build_demo_hub_repos  # the search shelf: look-alikes, other targets, broken uploads
 
     build_demo_hub_repos(root / "hub", root)

@@ -1,6 +1,8 @@
 """Byte I/O: where checkpoints live and how their bytes are fetched.
 
 One location grammar (:mod:`.location`), sources that only fetch byte ranges (:mod:`.sources`: local,
-Hub, HTTP, SSH), the reader that turns header bytes into an :class:`~.inventory.Inventory` and reads
-tensors and configs (:mod:`.reader`); hidden-state dumps (:mod:`.hidden_states`). May import :mod:`eaglekit.core` only.
+Hub, HTTP, SSH; :func:`.sources.open_source`), the reader that turns header bytes into an
+:class:`~.inventory.Inventory` and reads tensors and configs (:mod:`.reader`, :mod:`.pipeline`), what
+every analysis reads about a drafter and its target (:mod:`.drafter`: vocabulary map, embedding and
+lm_head rows), and hidden-state dumps (:mod:`.dumps`). May import :mod:`eaglekit.core` only.
 """

@@ -9,7 +9,7 @@
 =============================================  =============================================
 
 A location names either a file (``*.safetensors``, ``*.index.json``, ``config.json``) or a folder.
-Parsing is pure; :func:`open_source` is the only place that touches the network or the disk.
+Parsing is pure; :func:`eaglekit.io.sources.open_source` turns a location into a byte source.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def parse_location(location: str | os.PathLike[str]) -> Location:
     return Location("local", raw, path, None)
 
 
-def _hub_hint(raw: str) -> str | None:
+def hub_hint(raw: str) -> str | None:
     """For a missing local path spelled like a Hub repo id (``OWNER/NAME``): the hf:// location it may mean."""
     text = str(raw)
     parts = text.split("/")
@@ -179,35 +179,3 @@ def _hub_hint(raw: str) -> str | None:
 def _without_password(url: str) -> str:
     """``ssh://user:secret@host/...`` as ``ssh://user@host/...`` (SFTP logs in with keys, never a password)."""
     return re.sub(r"^(ssh://[^/@:]*):[^/@]*@", r"\1@", url)
-
-
-def open_source(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
-                token: str | bool | None = None):
-    """Open the :class:`~eaglekit.sources.base.Source` for a location; returns ``(source, parsed)``.
-
-    ``endpoint`` and ``token`` apply to ``hf://`` locations (defaults: HF_ENDPOINT, HF_TOKEN).
-    """
-    loc = location if isinstance(location, Location) else parse_location(location)
-    if loc.kind == "local":
-        from eaglekit.core.errors import NotFoundError
-        from eaglekit.io.sources.local import LocalSource
-
-        try:
-            return LocalSource(loc.folder, display=loc.raw, named=loc.filename), loc
-        except NotFoundError as e:
-            hint = _hub_hint(loc.raw)
-            if hint:
-                raise NotFoundError(f"{e} {hint}") from e
-            raise
-    if loc.kind == "hub":
-        from eaglekit.io.sources.hub import HubSource
-
-        return HubSource(loc.repo_id, loc.folder, revision=loc.revision, endpoint=endpoint, token=token,
-                         display=loc.raw), loc
-    if loc.kind == "http":
-        from eaglekit.io.sources.http import HttpSource
-
-        return HttpSource(loc.folder, display=loc.raw, query={loc.filename: loc.query} if loc.query else None), loc
-    from eaglekit.io.sources.ssh import SshSource
-
-    return SshSource(loc.host, loc.folder, user=loc.user, port=loc.port, display=loc.raw), loc

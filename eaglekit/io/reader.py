@@ -19,8 +19,11 @@ from eaglekit.core.header import PREFIX_BYTES, FileHeader, header_length, parse_
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.inventory import Inventory
-from eaglekit.io.location import Location, open_source, parse_location
+from eaglekit.io.location import Location, parse_location
+from eaglekit.io.sources import open_source
 from eaglekit.io.sources.base import Source
+from eaglekit.core.config import load_config_bytes
+from eaglekit.core.tensors import to_numpy, to_torch
 
 #: The first read of every file. Drafter headers are a few KiB (a 64-shard index's shards, less);
 #: huggingface_hub reads 100 kB. A generic 5 MiB read-ahead block would fetch 2,000x the header.
@@ -178,14 +181,12 @@ class Checkpoint:
 
     def read_numpy(self, name: str):
         """A tensor as a numpy array (integer, bool and IEEE float dtypes; BF16/F8 need :meth:`read_tensor`)."""
-        from eaglekit.core.tensors import to_numpy
 
         t = self.inventory[name]
         return to_numpy(self.read_bytes(name), t.dtype, t.shape, name=name)
 
     def read_tensor(self, name: str):
         """A tensor as a torch.Tensor, read by range (no other tensor's bytes are fetched)."""
-        from eaglekit.core.tensors import to_torch
 
         t = self.inventory[name]
         return to_torch(self.read_bytes(name), t.dtype, t.shape, name=name)
@@ -293,7 +294,6 @@ def load_config(location: str | os.PathLike[str] | Location, *, kind: str = "any
     """A config.json from a file path or any location (the config.json beside the weights).
 
     ``label`` names the location in the not-found message (default: the location itself)."""
-    from eaglekit.core.config import load_config_bytes
 
     loc = location if isinstance(location, Location) else parse_location(location)
     source, loc = open_source(loc, endpoint=endpoint, token=token)

@@ -1,4 +1,4 @@
-"""Plotly figures of measured accept lengths (:class:`~eaglekit.analysis.acceptance.AcceptanceResult`).
+"""Plotly figures of measured accept lengths (:class:`~eaglekit.analysis.acceptance.measure.AcceptanceResult`).
 
 Each function takes one result or a ``{label: result}`` mapping, so drafters compare on one figure.
 plotly is imported inside each function.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Union
 
-from eaglekit.analysis.acceptance import AcceptanceResult
+from eaglekit.analysis.acceptance.measure import AcceptanceResult
 
 Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
 #: one colour per drafter, in the same order on every figure (plotly's default qualitative palette)

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eaglekit.core.account import Account, reach
+from eaglekit.core.account import Account
+from eaglekit.core.specmath import reach
 from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import (
     Estimate,

@@ -1,6 +1,6 @@
 """Plotly figures of target drift: the per-layer map and the aux layers a drafter reads.
 
-Built from a :class:`~eaglekit.analysis.drift_report.DriftReport`; the analysis never imports this module.
+Built from a :class:`~eaglekit.analysis.drift.report.DriftReport`; the analysis never imports this module.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from eaglekit.core.errors import InputError
 
 if TYPE_CHECKING:
-    from eaglekit.analysis.drift_report import DriftReport
+    from eaglekit.analysis.drift.report import DriftReport
 
 DriftMeasure = Literal["relative", "cosine"]
 _LABELS = {"relative": "‖b−a‖/‖a‖", "cosine": "cosine"}
@@ -24,7 +25,6 @@ def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
     import plotly.graph_objects as go
 
     if measure not in _LABELS:
-        from eaglekit.core.errors import InputError
 
         raise InputError(f"measure must be 'relative' or 'cosine', got {measure!r}.")
     cells = [f for f in report.strata if f.layer is not None]

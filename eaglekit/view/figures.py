@@ -1,6 +1,6 @@
 """Plotly figures of a weight-similarity report: one tensor's block grid, and all tensors at a glance.
 
-Presentation only: everything is derived from the cell sums of :class:`~eaglekit.analysis.similarity_report.
+Presentation only: everything is derived from the cell sums of :class:`~eaglekit.analysis.similarity.report.
 TensorSimilarity` (no tensor bytes are read here). plotly is imported inside each function.
 Rows are the tensor's output dimension (drawn top to bottom, as a matrix prints), columns its input.
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eaglekit.analysis.similarity_report import (
+from eaglekit.analysis.similarity.report import (
     MEASURES,
     Measure,
     TensorSimilarity,
@@ -21,7 +21,7 @@ from eaglekit.analysis.similarity_report import (
 )
 
 if TYPE_CHECKING:
-    from eaglekit.analysis.similarity_report import SimilarityReport
+    from eaglekit.analysis.similarity.report import SimilarityReport
 
 #: Per measure: colour scale, natural range (None: from the data) and the scale's midpoint.
 SCALES: dict[str, tuple[str, float | None, float | None, float | None]] = {

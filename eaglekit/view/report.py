@@ -27,6 +27,7 @@ from html import escape
 from pathlib import Path
 
 from eaglekit.core.errors import EaglekitError
+from eaglekit.core.render import strip_ansi
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATE = Path(__file__).resolve().parent / "report_template"
@@ -77,7 +78,6 @@ def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[st
                                   resources={"metadata": {"path": str(path.parent)}})
         client.execute()
     except CellExecutionError as e:
-        from eaglekit.core.render import strip_ansi
 
         raise NotebookError(f"{path.name} failed: {strip_ansi(str(e)).strip().splitlines()[-1]}") from e
     finally:

@@ -22,6 +22,7 @@ from eaglekit.core.safejson import loads
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
 from eaglekit.io.sources.http import (Deadline, guard_client, range_get, read_capped, read_error_body, retry_hint,
                                       transport_errors)
+from eaglekit.io.location import check_hub_path, check_repo_id
 
 #: A listing page (search results, a repo tree) is refused beyond this size, like config.json.
 PAGE_LIMIT = SMALL_FILE_LIMIT
@@ -138,7 +139,6 @@ class HubSource(Source):
                  token: str | bool | None = None, display: str | None = None) -> None:
         from huggingface_hub import constants
 
-        from eaglekit.io.location import check_hub_path, check_repo_id
 
         super().__init__(display or f"hf://{repo_id}")
         self.repo_id = check_repo_id(repo_id)

@@ -33,6 +33,7 @@ from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64
 from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError
 from eaglekit.core.redact import shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
+from eaglekit.io.location import check_ssh_host
 
 SSH_PORT = 22
 DEFAULT_TIMEOUT = 15.0  # seconds, for connecting, the banner and authentication (ConnectTimeout wins)
@@ -223,7 +224,6 @@ class SshSource(Source):
 
     def __init__(self, host: str, folder: str, *, user: str | None = None, port: int | None = None,
                  display: str | None = None, timeout: float | None = None, max_sessions: int = 4) -> None:
-        from eaglekit.io.location import check_ssh_host
 
         super().__init__(display or f"ssh://{host}{folder}")
         check_ssh_host(host)  # a name with spaces would become extra words of a ProxyCommand's %h

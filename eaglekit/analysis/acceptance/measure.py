@@ -1,0 +1,405 @@
+"""Measure a drafter's accept length offline, against a target's greedy continuations.
+
+The convention (vLLM's "mean acceptance length"; docs/acceptance.md):
+
+* The target generates its greedy continuation of each prompt. The first generated token comes from
+  prefill and opens no cycle. A cycle at base ``t`` (last known token ``x_{t+1}``) drafts ``K`` tokens
+  (chain, top-1), accepts the ``m(t)`` leading ones equal to the target's next tokens, plus one bonus
+  token; the next cycle starts at ``t + m(t) + 1``; the last cycle is capped at max_new_tokens.
+* ``accept_length = generated tokens (prefill token excluded) / cycles = 1 + accepted / drafts``.
+  SGLang's benchmark clients count the prefill token too (``accept_length_prefill_included``).
+* ``per_step_acceptance[j-1]`` = P(step j accepted | steps 1..j-1 accepted), over every position of the
+  continuation where step j has a target token to compare with; None where nothing conditions it.
+* ``accept_length_by_steps[k-1]``: the same simulation with ``K = k``, from the same match counts.
+* temperature > 0 adds ``expected_acceptance[j-1]``: the mean over positions whose steps 1..j-1 matched
+  of ``sum_v min(p(v), q(v))`` (Leviathan et al. 2023, arXiv 2211.17192), p the target's and q the
+  draft's softmax at that temperature, q mapped to target ids through d2t.
+
+Drafting runs all positions of a sequence at once (one pass per chain step, the training-time-test
+mask; :meth:`~eaglekit.analysis.acceptance.draft_model.DraftModel.draft`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from eaglekit.core.errors import InputError, VocabMapError
+from eaglekit.core.layers import AuxConvention, other_convention
+from eaglekit.core.render import html_table, kv_html, kv_text, text_table
+from eaglekit.core.specmath import Estimate, Scenario, estimate
+from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention
+from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+from eaglekit.io.dumps.native import HiddenStateDump, open_dump
+from eaglekit.core.prompts import Prompt
+
+Source = Literal["target", "hidden-states"]
+
+
+def match_lengths(drafts, expected):
+    """Leading draft tokens equal to the expected ones: drafts, expected (K, B) -> (B,) int64.
+
+    ``expected`` holds -1 where no target token exists (never matches)."""
+    import torch
+
+    eq = (drafts == expected) & (expected >= 0)
+    return torch.cumprod(eq.to(torch.int64), 0).sum(0)
+
+
+def simulate_cycles(matches: np.ndarray, generated: int, steps: int) -> int:
+    """Cycles to emit ``generated`` tokens (prefill token excluded) when a cycle at continuation offset
+    ``i`` accepts ``min(matches[i], steps)`` drafts plus one bonus token; the last cycle is capped."""
+    i = cycles = 0
+    while i < generated:
+        i += min(int(matches[i]), steps) + 1
+        cycles += 1
+    return cycles
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """One prompt's counts: matches at each continuation offset, tokens generated after prefill,
+    per-step [conditioned, accepted] counts, and the expected-acceptance sums at temperature > 0."""
+
+    matches: np.ndarray         # (G,) leading matches from base P-1+i
+    generated: int              # G
+    conditioned: np.ndarray     # (K,) bases where step j was reached with a token to compare
+    accepted: np.ndarray        # (K,)
+    soft_sum: np.ndarray | None = None   # (K,) sum over conditioned bases of sum_v min(p, q)
+
+
+def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps: int, temperature: float = 0.0,
+                 target_logits=None) -> SampleStats:
+    """Draft every continuation position of one sequence and count matches (torch in, numpy out)."""
+    import torch
+
+    T = int(input_ids.shape[0])
+    P = int(prompt_len)
+    G = max(T - P - 1, 0)
+    if G == 0:
+        z = np.zeros(steps, np.int64)
+        return SampleStats(np.zeros(0, np.int64), 0, z, z.copy(), np.zeros(steps) if temperature > 0 else None)
+    h = drafter.project(aux)                                            # (T, H)
+    out = drafter.draft(h[:T - 1], input_ids[1:], steps, start=P - 1, return_logits=temperature > 0)
+    bases = torch.arange(P - 1, P - 1 + G)                              # continuation bases t
+    drafts = out.tokens[:, :G].cpu()                                    # (K, G), from base P-1 on
+    idx = bases[None, :] + torch.arange(1, steps + 1)[:, None]         # t + j
+    tgt = target_ids.cpu().to(torch.int64)
+    avail = idx <= T - 2                                                # x_{t+1+j} inside the sequence
+    expected = torch.where(avail, tgt[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
+    m = match_lengths(drafts, expected)                                 # (G,)
+    j = torch.arange(1, steps + 1)[:, None]
+    reached = (m[None, :] >= j - 1) & avail                             # steps 1..j-1 matched, j comparable
+    conditioned = reached.sum(1).numpy()
+    accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
+    soft = None
+    if temperature > 0:
+        soft = np.zeros(steps)
+        logits_t = target_logits.float()
+        for s in range(steps):
+            sel = reached[s].nonzero().flatten()
+            if len(sel) == 0:
+                continue
+            p = torch.softmax(logits_t[idx[s, sel]] / temperature, -1)                       # (n, V)
+            q = torch.softmax(out.logits[s][sel].float().cpu() / temperature, -1)            # (n, N)
+            tids = drafter.draft_to_target.cpu()
+            soft[s] = float(torch.minimum(p[:, tids], q).sum())
+    return SampleStats(m.numpy(), G, conditioned, accepted, soft)
+
+
+@dataclass(frozen=True)
+class AcceptanceResult:
+    """A drafter's measured accept length on a target; renders in Jupyter and the terminal.
+
+    ``to_json()`` is ``eaglekit acceptance --json``."""
+
+    drafter: str
+    target: str
+    source: Source
+    steps: int
+    temperature: float
+    prompts: int
+    generated_tokens: int
+    cycles: int
+    accept_length: float
+    per_step_acceptance: tuple[float | None, ...]
+    accept_length_by_steps: tuple[float, ...]
+    aux_convention: AuxConvention
+    aux_indices: tuple[int, ...]
+    accept_length_by_convention: dict[str, float | None]
+    per_prompt_accept_length: tuple[float | None, ...]
+    expected_acceptance: tuple[float | None, ...] | None = None
+    chat_template_sha256: str | None = None
+    positions: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def accept_length_prefill_included(self) -> float:
+        """SGLang benchmark clients' figure: (generated + each prompt's prefill token) / cycles."""
+        return (self.generated_tokens + self.prompts) / self.cycles if self.cycles else float("nan")
+
+    @property
+    def expected_accept_length(self) -> float | None:
+        """1 + sum_k prod_{j<=k} expected_acceptance[j] (chain, steps K), at temperature > 0."""
+        if self.expected_acceptance is None:
+            return None
+        total, run = 1.0, 1.0
+        for a in self.expected_acceptance:
+            if a is None:
+                break
+            run *= a
+            total += run
+        return total
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready figures; an undefined figure (no cycles: every output ended at once) is null."""
+        out: dict[str, Any] = {
+            "steps": self.steps, "temperature": self.temperature, "prompts": self.prompts,
+            "generated_tokens": self.generated_tokens, "cycles": self.cycles, "accept_length": self.accept_length,
+            "per_step_acceptance": list(self.per_step_acceptance),
+            "accept_length_by_steps": list(self.accept_length_by_steps),
+        }
+        out.update({
+            "drafter": self.drafter, "target": self.target, "source": self.source,
+            "aux_convention": self.aux_convention, "aux_hidden_state_indices": list(self.aux_indices),
+            "accept_length_by_convention": dict(self.accept_length_by_convention),
+            "accept_length_prefill_included": self.accept_length_prefill_included,
+            "per_prompt_accept_length": list(self.per_prompt_accept_length),
+            "expected_acceptance": list(self.expected_acceptance) if self.expected_acceptance is not None else None,
+            "expected_accept_length": self.expected_accept_length,
+            "positions": self.positions, "chat_template_sha256": self.chat_template_sha256,
+            "notes": list(self.notes),
+        })
+        return _null_nan(out)
+
+    # -- the calculator --------------------------------------------------------------------------------
+    def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float = 0.0,
+                overhead_ms: float = 0.0) -> Estimate:
+        """Throughput at the measured accept length with ``steps`` drafts per cycle (the calculator's
+        :class:`~eaglekit.core.specmath.Estimate`)."""
+        return estimate(Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms,
+                                 steps=self.steps, overhead_ms=overhead_ms), accept_length=self.accept_length)
+
+    def go_no_go(self, *, baseline_tps: float, verify_ms: float, draft_ms: float = 0.0,
+                 overhead_ms: float = 0.0) -> str:
+        """One line: the measured accept length against the break-even one, and the verdict."""
+        e = self.speedup(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, overhead_ms=overhead_ms)
+        go = e.accept_length > e.break_even_accept_length
+        return (f"{'GO' if go else 'NO-GO'}: measured accept length {e.accept_length:.2f} "
+                f"{'>' if go else '<='} break-even {e.break_even_accept_length:.2f} (k = {self.steps}, "
+                f"{e.cycle_ms:.1f} ms per cycle at {baseline_tps:g} tok/s baseline): {e.tokens_per_s:.0f} tok/s, "
+                f"{e.speedup:.2f}x.")
+
+    # -- rendering -----------------------------------------------------------------------------------
+    def _pairs(self) -> list[tuple[str, Any]]:
+        other = other_convention(self.aux_convention)
+        alt = self.accept_length_by_convention.get(other)
+        pairs: list[tuple[str, Any]] = [
+            ("drafter", self.drafter), ("target", f"{self.target} ({self.source})"),
+            ("accept length", f"{self.accept_length:.3f} (vLLM convention: bonus token in, prefill token out)"),
+            ("  prefill token included (SGLang clients)", f"{self.accept_length_prefill_included:.3f}"),
+            ("steps K", self.steps), ("temperature", self.temperature),
+            ("prompts / generated tokens / cycles", f"{self.prompts} / {self.generated_tokens} / {self.cycles}"),
+            ("aux convention", f"{self.aux_convention} (hidden_states {list(self.aux_indices)})"),
+            (f"  accept length reading them as {other}", "not available" if alt is None else f"{alt:.3f}"),
+        ]
+        if self.expected_accept_length is not None:
+            pairs.append(("expected accept length (sampling)", f"{self.expected_accept_length:.3f}"))
+        if self.chat_template_sha256:
+            pairs.append(("chat template sha256", self.chat_template_sha256[:16] + "..."))
+        pairs.extend(("note", n) for n in self.notes)
+        return pairs
+
+    def _step_rows(self) -> list[list[str]]:
+        rows = []
+        for j in range(self.steps):
+            c = self.per_step_acceptance[j]
+            row = [str(j + 1), "-" if c is None else f"{c:.3f}", f"{self.accept_length_by_steps[j]:.3f}"]
+            if self.expected_acceptance is not None:
+                e = self.expected_acceptance[j]
+                row.append("-" if e is None else f"{e:.3f}")
+            rows.append(row)
+        return rows
+
+    def _step_headers(self) -> list[str]:
+        h = ["step j", "P(accept j | 1..j-1)", "accept length at K = j"]
+        return h + (["expected acceptance"] if self.expected_acceptance is not None else [])
+
+    def __str__(self) -> str:
+        return (kv_text(self._pairs(), title="Measured accept length") + "\n\n"
+                + text_table(self._step_headers(), self._step_rows(), align=["right"] * len(self._step_headers())))
+
+    def _repr_html_(self) -> str:
+        return ("<div>" + kv_html(self._pairs(), caption="Measured accept length")
+                + html_table(self._step_headers(), self._step_rows(), align=["right"] * len(self._step_headers()))
+                + "</div>")
+
+
+def _null_nan(value):
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _null_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_null_nan(v) for v in value]
+    return value
+
+
+def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
+    """Pool per-prompt counts into the accept-length figures."""
+    generated = sum(s.generated for s in stats)
+    by_steps = []
+    for k in range(1, steps + 1):
+        cycles_k = sum(simulate_cycles(s.matches, s.generated, k) for s in stats)
+        by_steps.append(generated / cycles_k if cycles_k else float("nan"))
+    cycles = sum(simulate_cycles(s.matches, s.generated, steps) for s in stats)
+    cond = np.sum([s.conditioned for s in stats], axis=0)
+    acc = np.sum([s.accepted for s in stats], axis=0)
+    per_step = tuple(float(a / c) if c else None for a, c in zip(acc, cond))
+    per_prompt = tuple((s.generated / c) if (c := simulate_cycles(s.matches, s.generated, steps)) else None
+                       for s in stats)
+    expected = None
+    if stats and stats[0].soft_sum is not None:
+        soft = np.sum([s.soft_sum for s in stats], axis=0)
+        expected = tuple(float(x / c) if c else None for x, c in zip(soft, cond))
+    return {"generated_tokens": generated, "cycles": cycles,
+            "accept_length": generated / cycles if cycles else float("nan"),
+            "per_step_acceptance": per_step, "accept_length_by_steps": tuple(by_steps),
+            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
+            "positions": int(sum(s.generated for s in stats))}
+
+
+# -- the measurement ----------------------------------------------------------------------------------
+def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
+                       steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
+                       device: str = "cpu", dtype: str = "float32", embeddings=None,
+                       endpoint: str | None = None, progress: bool | None = None) -> AcceptanceResult:
+    """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
+    against ``target`` (a location transformers loads, or a loaded
+    :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
+    prompts), or against a hidden-state dump folder ``hidden_states``; exactly one of the two.
+
+    ``aux_convention`` (``"outputs"`` | ``"inputs"``): how the drafter's aux ids select target hidden
+    states; default: what it was trained with. The other reading is measured too when the features allow.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+
+    if (target is None) == (hidden_states is None):
+        raise InputError("give exactly one of target (a model transformers loads) or hidden_states (a dump folder).")
+    if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 64:
+        raise InputError(f"steps must be an integer from 1 to 64, got {steps!r}.")
+    if not isinstance(temperature, (int, float)) or temperature < 0:
+        raise InputError(f"temperature must be >= 0, got {temperature!r}.")
+    if aux_convention not in (None, "inputs", "outputs"):
+        raise InputError(f"aux convention must be 'outputs' or 'inputs', got {aux_convention!r}.")
+    torch.manual_seed(0)
+
+    if target is not None:
+
+        if prompts is None:
+            raise InputError("measuring against a target needs prompts (a JSONL file).")
+        tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype)
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
+        model = drafter if isinstance(drafter, DraftModel) else DraftModel.load(
+            drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint)
+        num_layers, hidden, vocab, tname = tmodel.num_hidden_layers, tmodel.hidden_size, tmodel.vocab_size, tmodel.name
+    else:
+
+        dump = hidden_states if isinstance(hidden_states, HiddenStateDump) else open_dump(hidden_states)
+        m = dump.manifest
+        num_layers, hidden, vocab, tname = m.num_hidden_layers, m.hidden_size, m.vocab_size, m.target or str(dump.path)
+        if temperature > 0:
+            raise InputError("temperature > 0 needs the target's full next-token distribution, which dumps do not "
+                             "hold; measure with --target, or at temperature 0.")
+        if isinstance(drafter, DraftModel):
+            model = drafter
+        else:
+            emb = embeddings
+            if emb is None and m.target and Path(m.target).expanduser().exists():
+                emb = m.target
+            model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint)
+    _check_fit(model, hidden=hidden, vocab=vocab, target=tname)
+    primary = aux_convention or trained_convention(model.config)
+    conventions = (primary, other_convention(primary))
+    indices = {c: model.aux_indices(c, num_layers) for c in conventions}
+
+    notes: list[str] = []
+    if target is not None:
+
+        if isinstance(prompts, (str, os.PathLike)):
+            plist, psource = read_prompts(prompts)
+        else:
+            plist, psource = tuple(prompts), "prompts"
+            if not all(isinstance(p, Prompt) for p in plist):
+                raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.prompts).")
+        layers = sorted(set(indices[conventions[0]]) | set(indices[conventions[1]]))
+        ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
+
+        def samples():
+            for p, ids in zip(plist, ids_list):
+                s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=layers, keep_logits=temperature > 0,
+                               where=f"{psource} line {p.line}")
+                yield s.input_ids, s.hidden_states, s.target_ids, s.prompt_len, s.logits
+        total = len(plist)
+        sha = tmodel.chat_template_sha256 if any(p.kind == "messages" for p in plist) else None
+        available = {c: True for c in conventions}
+    else:
+        layers = list(dump.layers)
+        missing = [k for k in indices[primary] if k not in layers]
+        if missing:
+            raise InputError(
+                f"{dump.path} holds hidden states {layers} (output_hidden_states indices) but the drafter reads "
+                f"{list(indices[primary])} ({primary} convention): the dump is from other layers. Re-dump with "
+                f"`eaglekit dump-hidden ... --for-drafter DRAFTER`, or pick --aux-convention.")
+        available = {c: all(k in layers for k in indices[c]) for c in conventions}
+        if not available[conventions[1]]:
+            notes.append(f"the dump lacks the hidden states the {conventions[1]} reading needs "
+                         f"({list(indices[conventions[1]])}); that comparison is not available.")
+
+        def samples():
+            for s in dump:
+                yield (torch.as_tensor(np.array(s.input_ids)), torch.as_tensor(np.array(s.hidden_states)),
+                       torch.as_tensor(np.array(s.target_ids)), s.prompt_len, None)
+        total, sha = len(dump), m.chat_template_sha256
+
+    stats: dict[str, list[SampleStats]] = {c: [] for c in conventions if available[c]}
+    pos = {k: i for i, k in enumerate(layers)}
+    for ids, hs, tgt, plen, logits in tqdm(samples(), total=total, desc="acceptance", unit="prompt",
+                                            disable=progress is False, leave=False):
+        if int(ids.max()) >= model.embed.shape[0]:
+            raise VocabMapError(f"token id {int(ids.max())} is outside the drafter's vocabulary "
+                                f"(0..{model.embed.shape[0] - 1}): vocabulary mismatch with {tname}.")
+        for c in stats:
+            aux = hs[[pos[k] for k in indices[c]]]
+            stats[c].append(sample_stats(model, aux, ids, tgt, plen, steps=steps,
+                                         temperature=temperature if c == primary else 0.0, target_logits=logits))
+    main = summarise(stats[primary], steps=steps)
+    by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}
+    return AcceptanceResult(
+        drafter=model.source, target=tname, source="target" if target is not None else "hidden-states",
+        steps=steps, temperature=float(temperature), prompts=total, generated_tokens=main["generated_tokens"],
+        cycles=main["cycles"], accept_length=main["accept_length"],
+        per_step_acceptance=main["per_step_acceptance"], accept_length_by_steps=main["accept_length_by_steps"],
+        aux_convention=primary, aux_indices=tuple(indices[primary]), accept_length_by_convention=by_conv,
+        per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
+        chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes))
+
+
+def _check_fit(model, *, hidden: int, vocab: int, target: str) -> None:
+    if model.target_hidden_size != hidden:
+        raise InputError(f"hidden-size mismatch: the drafter reads target hidden states of size "
+                         f"{model.target_hidden_size}, {target} has {hidden}.")
+    if model.config.vocab_size != vocab:
+        raise VocabMapError(f"vocabulary mismatch: the drafter's config says the target vocabulary has "
+                            f"{model.config.vocab_size} tokens, {target} has {vocab}.")
+    if int(model.draft_to_target.max()) >= vocab:
+        raise VocabMapError(f"vocabulary mismatch: the drafter's d2t maps to target id "
+                            f"{int(model.draft_to_target.max())}, beyond {target}'s {vocab} tokens.")

@@ -1,0 +1,195 @@
+"""Run a target model that ``transformers`` loads: its greedy continuation of a prompt, then one forward
+pass over prompt + continuation for the aux hidden states and the next-token argmaxes.
+
+Hidden states are indexed as Hugging Face ``output_hidden_states``: index ``i + 1`` is the OUTPUT of
+decoder layer ``i``, index ``i`` its INPUT, index ``L`` already final-normed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from eaglekit.core.errors import InputError, LocationError, NotFoundError
+from eaglekit.core.prompts import Prompt
+from eaglekit.core.prompts import parse_prompts
+from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
+
+
+@dataclass(frozen=True, eq=False)
+class TargetSample:
+    """One prompt through the target: ``input_ids`` [T] (prompt + greedy continuation), ``hidden_states``
+    [len(layers), T, H], ``target_ids`` [T] (argmax next token after each position), ``prompt_len``, and
+    ``logits`` [T, V] when kept (sampling at temperature > 0 needs them)."""
+
+    input_ids: torch.Tensor
+    hidden_states: torch.Tensor
+    target_ids: torch.Tensor
+    prompt_len: int
+    logits: torch.Tensor | None = None
+
+
+class TargetModel:
+    """A causal LM loaded by transformers, with its tokenizer (when it has one)."""
+
+    def __init__(self, model, tokenizer, *, name: str) -> None:
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.num_hidden_layers = int(cfg.num_hidden_layers)
+        self.hidden_size = int(cfg.hidden_size)
+        self.vocab_size = int(cfg.vocab_size)
+        self.max_positions = getattr(cfg, "max_position_embeddings", None)
+        template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+        self.chat_template_sha256 = hashlib.sha256(template.encode()).hexdigest() if isinstance(template, str) else None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def embedding(self) -> torch.Tensor:
+        return self.model.get_input_embeddings().weight.detach()
+
+    def tokenize(self, prompt: Prompt, *, source: str = "prompts") -> list[int]:
+        """Token ids of one prompt: as given, tokenized text, or the chat template applied."""
+        if prompt.kind == "input_ids":
+            ids = list(prompt.value)
+        elif self.tokenizer is None:
+            raise InputError(f"{source} line {prompt.line}: a {prompt.kind} prompt needs the target's tokenizer, and "
+                             f"{self.name} has none; give input_ids.")
+        elif prompt.kind == "text":
+            ids = list(self.tokenizer(prompt.value, add_special_tokens=True)["input_ids"])
+        else:
+            if not getattr(self.tokenizer, "chat_template", None):
+                raise InputError(f"{source} line {prompt.line}: {self.name}'s tokenizer has no chat template for "
+                                 "messages; give text or input_ids.")
+            out = self.tokenizer.apply_chat_template(prompt.value, add_generation_prompt=True, tokenize=True)
+            ids = list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+        if not ids:
+            raise InputError(f"{source} line {prompt.line}: the prompt tokenizes to nothing.")
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise InputError(f"{source} line {prompt.line}: token id {bad[0]} is outside {self.name}'s vocabulary "
+                             f"(0..{self.vocab_size - 1}).")
+        return ids
+
+    def tokenize_all(self, prompts: Sequence[Prompt], *, source: str, max_new_tokens: int) -> list[list[int]]:
+        """Every prompt's ids (:meth:`tokenize`), checked up front to fit the context with
+        ``max_new_tokens`` more, so a bad line fails before any prompt runs."""
+        ids_list = [self.tokenize(p, source=source) for p in prompts]
+        for p, ids in zip(prompts, ids_list):
+            if self.max_positions is not None and len(ids) + max_new_tokens > self.max_positions:
+                raise InputError(f"{source} line {p.line}: {len(ids)} prompt tokens + {max_new_tokens} new tokens "
+                                 f"exceed {self.name}'s context of {self.max_positions} positions.")
+        return ids_list
+
+    @torch.no_grad()
+    def run(self, ids: Sequence[int], *, max_new_tokens: int, layers: Sequence[int], keep_logits: bool = False,
+            where: str = "prompt") -> TargetSample:
+        """Greedy continuation of ``ids`` (up to ``max_new_tokens``, stopping at EOS), then the features."""
+        if self.max_positions is not None and len(ids) + max_new_tokens > self.max_positions:
+            raise InputError(f"{where}: {len(ids)} prompt tokens + {max_new_tokens} new tokens exceed "
+                             f"{self.name}'s context of {self.max_positions} positions; shorten the prompt or "
+                             "lower --max-new-tokens.")
+        bad = [k for k in layers if not 0 <= k <= self.num_hidden_layers]
+        if bad:
+            raise InputError(f"hidden-state index {bad[0]} is outside 0..{self.num_hidden_layers} for "
+                             f"{self.name} ({self.num_hidden_layers} layers).")
+        x = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
+        pad = self.model.generation_config.pad_token_id
+        if pad is None:
+            pad = self.model.generation_config.eos_token_id
+            pad = pad[0] if isinstance(pad, list) else pad
+        seq = self.model.generate(x, attention_mask=torch.ones_like(x), do_sample=False,
+                                  max_new_tokens=max_new_tokens, pad_token_id=pad if pad is not None else 0,
+                                  temperature=None, top_p=None, top_k=None)
+        out = self.model(seq, output_hidden_states=True, use_cache=False)
+        hs = torch.stack([out.hidden_states[k][0] for k in layers])    # (n, T, H)
+        logits = out.logits[0].float()                                  # (T, V)
+        return TargetSample(seq[0].cpu(), hs.float().cpu(), logits.argmax(-1).cpu(), len(ids),
+                            logits.cpu() if keep_logits else None)
+
+
+def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", dtype: str = "float32") -> TargetModel:
+    """A causal LM from a local folder or a Hub repo (``org/name`` or ``hf://org/name``, through the normal
+    Hugging Face cache)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would break one-line CLI output
+
+    name = str(location)
+    repo = name[len("hf://"):] if name.startswith("hf://") else name
+    local = Path(repo).expanduser()
+    if name.startswith(("/", ".", "~")) and not local.exists():
+        raise NotFoundError(f"{name}: no such target model folder.")
+    if local.exists():
+        if not (local / "config.json").exists():
+            raise NotFoundError(f"{name} has no config.json: not a model folder transformers can load.")
+        repo = str(local)
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(dtype)
+    if torch_dtype is None:
+        raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(repo, dtype=torch_dtype)
+    except (OSError, ValueError) as e:
+        raise LocationError(f"transformers cannot load the target {name}: {str(e).splitlines()[0]}") from e
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(repo)
+    except (OSError, ValueError, TypeError, KeyError):
+        tokenizer = None
+    model.to(device).eval()
+    return TargetModel(model, tokenizer, name=name)
+
+
+def read_prompts(path: str | os.PathLike[str]) -> tuple[tuple[Prompt, ...], str]:
+    """Parse a prompts JSONL file; returns the prompts and the path as messages name it."""
+
+    file = Path(path).expanduser()
+    try:
+        data = file.read_bytes()
+    except OSError as e:
+        raise NotFoundError(f"cannot read the prompts file {file}: {e.strerror or e}.") from e
+    try:
+        return parse_prompts(data, source=str(file)), str(file)
+    except UnicodeDecodeError as e:
+        raise InputError(f"{file} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
+
+
+def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: str | os.PathLike[str], out: str | os.PathLike[str], *,
+                       layers: Sequence[int] | None = None, max_new_tokens: int = 64, dtype: str = "bfloat16",
+                       device: str = "cpu", progress: bool | None = None):
+    """``eaglekit dump-hidden``: run the target on every prompt and write a hidden-state dump folder
+    (:mod:`eaglekit.io.dumps.native`). ``layers``: output_hidden_states indices (default: all, 0..L)."""
+    from tqdm.auto import tqdm
+
+
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
+    if dtype not in ("bfloat16", "float32"):
+        raise InputError(f"dump dtype must be bfloat16 or float32, got {dtype!r}.")
+    plist, psource = read_prompts(prompts)
+    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device)
+    layers = tuple(range(tmodel.num_hidden_layers + 1)) if layers is None else tuple(sorted(set(layers)))
+    bad = [k for k in layers if not 0 <= k <= tmodel.num_hidden_layers]
+    if bad:
+        raise InputError(f"--layers {bad[0]} is outside 0..{tmodel.num_hidden_layers} (output_hidden_states indices "
+                         f"of {tmodel.name}, {tmodel.num_hidden_layers} layers).")
+    ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
+
+    def samples():
+        for p, ids in tqdm(list(zip(plist, ids_list)), desc="dump-hidden", unit="prompt",
+                           disable=progress is False, leave=False):
+            s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=layers, where=f"{psource} line {p.line}")
+            yield DumpSample(s.input_ids.numpy(), s.hidden_states.numpy(), s.target_ids.numpy(), s.prompt_len)
+
+    manifest = DumpManifest(target=tmodel.name, hidden_size=tmodel.hidden_size,
+                            num_hidden_layers=tmodel.num_hidden_layers, vocab_size=tmodel.vocab_size, layers=layers,
+                            samples=len(plist), dtype=dtype,
+                            chat_template_sha256=tmodel.chat_template_sha256 if any(p.kind == "messages" for p in plist)
+                            else None)
+    return write_dump(out, manifest, samples())

@@ -1,0 +1,464 @@
+"""Can this drafter serve that target? Pre-serving checks for one EAGLE-3 drafter, from headers.
+
+The faults users meet most often, none of which an engine reports before it serves badly
+(docs/aux-layers.md, docs/config-formats.md):
+
+* no lm_head (an engine serves a random head: accept length 1.00), or one of the wrong shape;
+* a missing or all-zero d2t with a reduced draft vocabulary (draft ids read as target ids);
+* fc width not equal to n_aux x target hidden size (a config naming three layers on a four-layer fc);
+* aux ids out of the target's range, or read by the engine as other layers than training used;
+* an embed_tokens.weight saved from another model (engines may use the drafter's copy);
+* the EAGLE(-1/2) architecture name on an EAGLE-3 checkpoint (the engine runs the wrong method);
+* vocabulary or hidden size that do not fit the target, a dtype label that lies, rope settings
+  unlike the target's.
+
+Pure core: :func:`check_drafter` takes an inventory, a config dict, the (d2t, t2d) arrays, an optional
+target config and the result of an embedding comparison, and returns a :class:`CheckReport`.
+:func:`check` is the I/O edge: it opens the locations and reads only headers, config.json, the maps
+and (when the drafter saves embed_tokens) sampled embedding rows of both sides, by byte range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any, Literal
+
+from eaglekit.core.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
+from eaglekit.core.layers import ENGINES, READER_NAMES, AuxEngineView, check_engine, default_aux_layers, ids_for, valid_range
+from eaglekit.core.names import find, normalize_name
+from eaglekit.core.render import ansi, html_badge, html_table, use_colour
+from eaglekit.io.inventory import Inventory
+from eaglekit.core.vocab import check_vocab_map
+from eaglekit.io.reader import opened
+from eaglekit.io.drafter import embedding_of, open_target, read_maps, read_rows
+from eaglekit.core.redact import location_label
+
+Severity = Literal["error", "warning", "ok", "info"]
+Engine = Literal["sglang", "vllm"]
+EXIT_READY, EXIT_NOT_READY = 0, 4
+_COLOUR = {"error": "red", "warning": "yellow", "ok": "green", "info": "grey"}
+#: Architecture names of EAGLE(-1/2) drafters: an engine that sees one runs the EAGLE method.
+EAGLE1_ARCHITECTURES = ("LlamaForCausalLMEagle", "EagleLlamaForCausalLM", "EagleDeepSeekMTPModel")
+#: Architecture names each engine maps to its EAGLE-3 model code (from the engines' model registries:
+#: SGLang llama_eagle3.py, vLLM's registry and its speculators-config translation). Derived: check
+#: your engine version.
+ENGINE_ARCHITECTURES: dict[str, tuple[str, ...]] = {
+    "sglang": ("LlamaForCausalLMEagle3", "DeepseekV3ForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"),
+    "vllm": ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3DraftModel",
+             "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM",
+             "Eagle3Qwen3vlForCausalLM", "LlamaForCausalLM"),
+}
+#: How to ask each engine for the EAGLE-3 method (not EAGLE).
+LAUNCH = {"sglang": "--speculative-algorithm EAGLE3", "vllm": '--speculative-config \'{"method": "eagle3", ...}\''}
+#: Rows of embed_tokens compared by value unless ``full``.
+SAMPLE_ROWS = 64
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's outcome; ``fix`` is one line saying what to do (empty when nothing is to do)."""
+
+    check: str
+    severity: Severity
+    message: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return {"check": self.check, "severity": self.severity, "message": self.message, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class EmbedComparison:
+    """embed_tokens.weight of the drafter against the target's, row by row (``rows`` compared)."""
+
+    rows: int
+    total_rows: int
+    differing: int
+    first_differing: int | None
+    full: bool
+    note: str = ""
+
+    def to_json(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Every pre-serving finding for one drafter (and a target). Ready when no finding is an error."""
+
+    drafter: str
+    target: str | None
+    engines: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    config: DrafterConfig | None = None
+    aux: AuxEngineView | None = None
+    embed: EmbedComparison | None = field(default=None)
+
+    @property
+    def ready(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "error")
+
+    @property
+    def warnings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "warning")
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_READY if self.ready else EXIT_NOT_READY
+
+    def by_check(self, check: str) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.check == check)
+
+    @property
+    def summary(self) -> str:
+        where = f" for target {self.target}" if self.target else " (no target given: target checks skipped)"
+        engines = " and ".join(READER_NAMES[e] for e in self.engines)
+        if self.ready:
+            head = f"{self.drafter}: READY to serve with {engines}{where}"
+        else:
+            head = f"{self.drafter}: NOT READY ({len(self.errors)} error{'s' if len(self.errors) != 1 else ''}){where}"
+        return head + (f"; {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}" if self.warnings else "")
+
+    def to_json(self) -> dict:
+        return {"drafter": self.drafter, "target": self.target, "engines": list(self.engines), "ready": self.ready,
+                "findings": [f.to_json() for f in self.findings],
+                "aux": self.aux.to_json() if self.aux else None,
+                "embed": self.embed.to_json() if self.embed else None,
+                "config": self.config.to_json() if self.config else None}
+
+    def _rows(self, badge) -> list[list[str]]:
+        order = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+        return [[badge(f.severity), f.check, f.message, f.fix]
+                for f in sorted(self.findings, key=lambda f: order[f.severity])]
+
+    def __str__(self) -> str:
+        colour = use_colour()
+        order = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+        lines = [self.summary]
+        for f in sorted(self.findings, key=lambda f: order[f.severity]):
+            lines.append(f"  {ansi(f'{f.severity:<7}', _COLOUR[f.severity], enabled=colour)} {f.check}: {f.message}")
+            if f.fix and f.severity != "ok":
+                lines.append(f"  {'':7}   fix: {f.fix}")
+        if self.aux is not None:
+            lines += ["", str(self.aux)]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [f"<div class='eaglekit-check'><p><b>{escape(self.summary)}</b></p>",
+                 html_table(["", "check", "finding", "fix"], self._rows(lambda s: html_badge(s, _COLOUR[s])),
+                            caption="Pre-serving checks")]
+        if self.aux is not None:
+            parts.append(self.aux._repr_html_())
+        return "".join(parts) + "</div>"
+
+
+def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: tuple[Any, Any], *,
+                  target: Mapping[str, Any] | None = None, embed: EmbedComparison | None = None,
+                  engine: str | None = None, name: str = "drafter", target_name: str | None = None) -> CheckReport:
+    """The pure check. ``maps`` are the (d2t, t2d) numpy arrays (None where absent); ``engine`` None
+    checks for both SGLang and vLLM (a fault of one engine only is then a warning)."""
+    check_engine(engine)
+    engines = (engine,) if engine else ENGINES
+    per_engine: Severity = "error" if engine else "warning"
+    out: list[Finding] = []
+    add = lambda *a: out.append(Finding(*a))  # noqa: E731
+    cfg = _config(config, inventory, name, engines, add)
+    if cfg is None:
+        return CheckReport(name, target_name, engines, tuple(out))
+    tgt = normalize_target(target, source=target_name or "target config.json") if target is not None else None
+    tensors = {normalize_name(t.name): t for t in inventory}
+
+    if not any(f.check == "architecture" for f in out):  # the EAGLE-1 architecture error already said it
+        _architecture(cfg, engines, per_engine, add)
+    _lm_head(cfg, tensors, add)
+    _embedding(cfg, tensors, embed, tgt, add)
+    _vocab_map(cfg, maps, name, add)
+    _fc(cfg, tensors, add)
+    fits = _target(cfg, tgt, add)
+    aux = cfg.aux_view(tgt.num_hidden_layers if tgt is not None and fits else None, engines=engines)
+    _aux(cfg, aux, tgt, fits, per_engine, add)
+    _dtype(cfg, tensors, add)
+    _rope(cfg, tgt, add)
+    return CheckReport(name, target_name, engines, tuple(out), cfg, aux, embed)
+
+
+def _config(config, inventory, name, engines, add) -> DrafterConfig | None:
+    if config is None:
+        add("config", "error", f"{name} has no config.json beside its weights: no engine can load it.",
+            "Add the drafter's config.json (the one its trainer wrote) beside the safetensors files.")
+        return None
+    archs = config.get("architectures") if isinstance(config.get("architectures"), list) else []
+    eagle1 = [a for a in archs if a in EAGLE1_ARCHITECTURES]
+    eagle3_tensors = find(inventory, "d2t") is not None or any(
+        normalize_name(t.name).startswith("midlayer.") for t in inventory)
+    if eagle1 and eagle3_tensors:
+        add("architecture", "error",
+            f"architectures {archs} names the EAGLE(-1/2) model on an EAGLE-3 checkpoint (it has "
+            f"d2t/t2d and a midlayer): an engine would run the EAGLE method and misread fc.",
+            f"Set architectures to [\"LlamaForCausalLMEagle3\"] and launch with "
+            f"{' / '.join(LAUNCH[e] for e in engines)}.")
+        # Read the rest as the EAGLE-3 drafter it is, so the other checks still run; the architecture
+        # verdict is the error above (check_drafter skips the per-engine architecture findings).
+        config = {**config, "architectures": ["LlamaForCausalLMEagle3"]}
+    return normalize_config(config, source=f"{name} config.json")
+
+
+def _architecture(cfg: DrafterConfig, engines, per_engine: Severity, add) -> None:
+    arch = cfg.architecture or "(none)"
+    for e in engines:
+        if arch in ENGINE_ARCHITECTURES[e]:
+            add("architecture", "ok", f"{READER_NAMES[e]} loads architecture {arch} as an EAGLE-3 drafter.")
+        else:
+            want = ENGINE_ARCHITECTURES[e][0]
+            fix = (f"Export it for {READER_NAMES[e]}: eaglekit export DRAFTER --out DIR --format "
+                   f"{'specforge' if e == 'sglang' else 'speculators'}" if cfg.format in ("speculators", "specforge")
+                   else f"Set architectures to [\"{want}\"].")
+            add("architecture", per_engine, f"{READER_NAMES[e]} does not load architecture {arch} as an EAGLE-3 "
+                f"drafter (it expects one of {', '.join(ENGINE_ARCHITECTURES[e])}).", fix)
+
+
+    add("method", "info", "serve it with the EAGLE-3 method; the EAGLE method would misread its fc and vocabulary "
+        "map.", "; ".join(f"{READER_NAMES[e]}: {LAUNCH[e]}" for e in engines))
+
+
+def _lm_head(cfg: DrafterConfig, tensors, add) -> None:
+    t = tensors.get("lm_head.weight")
+    want = [cfg.draft_vocab_size, cfg.hidden_size]
+    if t is None:
+        add("lm_head", "error", "lm_head.weight is missing: engines would serve a randomly initialised head "
+            "(accept length about 1.00).",
+            "Add lm_head.weight [draft_vocab_size, hidden] from the training checkpoint, or rebuild one with "
+            "eaglekit export --target T (rows from the target's lm_head).")
+    elif list(t.shape) != want:
+        add("lm_head", "error", f"lm_head.weight is {list(t.shape)}, expected {want} (draft_vocab_size x hidden_size).",
+            "Use the lm_head that belongs to this config, or fix draft_vocab_size / hidden_size in config.json.")
+    else:
+        add("lm_head", "ok", f"lm_head.weight {list(t.shape)} matches draft_vocab_size x hidden_size.")
+
+
+def _embedding(cfg: DrafterConfig, tensors, embed: EmbedComparison | None, tgt, add) -> None:
+    t = tensors.get("embed_tokens.weight")
+    if t is None:
+        add("embed_tokens", "ok", "embed_tokens.weight is absent: engines take the target's embedding (frozen).")
+        return
+    want = [cfg.vocab_size, cfg.hidden_size]
+    if list(t.shape) != want:
+        add("embed_tokens", "error", f"embed_tokens.weight is {list(t.shape)}, expected {want} (vocab x hidden).",
+            "Drop embed_tokens.weight from the checkpoint: engines take the target's embedding.")
+        return
+    if embed is None:
+        note = ("no target given" if tgt is None else "the target location holds no weights to compare")
+        add("embed_tokens", "info", f"embed_tokens.weight is saved and was not compared ({note}); engines may use "
+            "this copy instead of the target's.",
+            "Give --target a location with the target's weights to compare it, or drop it from the checkpoint.")
+    elif embed.note:
+        add("embed_tokens", "warning", f"embed_tokens.weight could not be compared: {embed.note}.",
+            "Compare it by hand, or drop it so engines take the target's embedding.")
+    elif embed.differing:
+        scope = "all" if embed.full else "sampled"
+        add("embed_tokens", "error", f"embed_tokens.weight is not the target's: {embed.differing} of {embed.rows} "
+            f"{scope} rows differ (first: row {embed.first_differing}). The drafter was trained against another "
+            "embedding, or saved one that engines would use in place of the target's.",
+            "Drop embed_tokens.weight, or re-export with eaglekit export --target T --embed-from-target.")
+    else:
+        scope = "every row" if embed.full else f"{embed.rows} sampled rows of {embed.total_rows:,} (--full for all)"
+        add("embed_tokens", "ok", f"embed_tokens.weight equals the target's embedding ({scope}).")
+
+
+def _vocab_map(cfg: DrafterConfig, maps, name: str, add) -> None:
+
+    d2t, t2d = maps
+    full = cfg.draft_vocab_size == cfg.vocab_size
+    if d2t is None and t2d is None and full:
+        add("vocab map", "ok", "no d2t/t2d: the draft vocabulary is the full target vocabulary.")
+        return
+    c = check_vocab_map(d2t, t2d, vocab_size=cfg.vocab_size, draft_vocab_size=cfg.draft_vocab_size, name=name)
+    if c.valid:
+        add("vocab map", "ok", f"d2t [{c.draft_vocab_size}] and t2d [{c.vocab_size}] are valid and agree "
+            "(every draft row maps to a distinct target token).")
+        return
+    for rule, problem in zip(c.rules, c.problems):
+        text = problem.removeprefix(f"{name}: ")
+        if rule == "d2t-present":
+            add("vocab map", "error", text + "; without it vLLM reads draft ids as target ids.",
+                "Add the d2t the trainer wrote (SpecForge vocab_mapping), or export with --vocab-map FILE.")
+        elif rule == "identity-needs-full-vocab":
+            add("vocab map", "error", text + ": every draft token would be read as the target token of the same "
+                "id.", "Restore the real d2t offsets (the trainer's vocab mapping file): eaglekit export "
+                "--vocab-map FILE.")
+        else:
+            add("vocab map", "error", text + ".", "Rebuild d2t/t2d from the trainer's vocab mapping "
+                "(eaglekit export --vocab-map FILE).")
+
+
+def _fc(cfg: DrafterConfig, tensors, add) -> None:
+    t = tensors.get("fc.weight")
+    want = [cfg.hidden_size, cfg.n_aux * cfg.target_hidden_size]
+    if t is None:
+        add("fc", "error", "fc.weight is missing: the drafter cannot read the target's hidden states.",
+            "Use the full training checkpoint; SpecForge's exporter keeps fc.weight.")
+        return
+    shape = list(t.shape)
+    if shape == want:
+        add("fc", "ok", f"fc.weight {shape} = hidden x ({cfg.n_aux} aux layers x target hidden {cfg.target_hidden_size}).")
+    elif len(shape) == 2 and shape[0] == cfg.hidden_size and shape[1] % cfg.target_hidden_size == 0:
+        n = shape[1] // cfg.target_hidden_size
+        add("fc", "error", f"fc.weight {shape} reads {n} aux layers of width {cfg.target_hidden_size}, but the config "
+            f"names {cfg.n_aux} ({'ids ' + str(list(cfg.aux_layer_ids)) if cfg.aux_layer_ids else 'the default'}).",
+            f"Give eagle_aux_hidden_state_layer_ids the {n} layers training used, or use the fc that matches "
+            f"the config.")
+    else:
+        add("fc", "error", f"fc.weight is {shape}, expected {want} (hidden x n_aux * target_hidden_size).",
+            "Set target_hidden_size / hidden_size to the values training used.")
+    norms = sorted(k for k in tensors if k.startswith("fc_norm."))
+    if cfg.fc_norm and len(norms) != cfg.n_aux:
+        add("fc", "error", f"the config sets fc_norm but the checkpoint has {len(norms)} fc_norm tensors for "
+            f"{cfg.n_aux} aux layers.", "Use the checkpoint that matches the config, or set fc_norm false.")
+    elif norms and not cfg.fc_norm:
+        add("fc", "warning", f"the checkpoint has {len(norms)} fc_norm tensors but the config does not set fc_norm: "
+            "engines would skip them.", "Set fc_norm true in config.json.")
+    if cfg.norm_before_fc and "input_norm.weight" not in tensors:
+        add("fc", "error", "the config sets norm_before_fc but input_norm.weight is missing.",
+            "Use the checkpoint that matches the config, or set norm_before_fc false.")
+    elif "input_norm.weight" in tensors and not cfg.norm_before_fc:
+        add("fc", "warning", "input_norm.weight is saved but the config does not set norm_before_fc: engines "
+            "would skip it.", "Set norm_before_fc true in config.json.")
+
+
+def _target(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> bool:
+    if tgt is None:
+        add("target", "info", "no target given: vocabulary, hidden size, aux ranges and rope were not checked "
+            "against one.", "Run with --target T (the target's config.json or checkpoint location).")
+        return False
+    ok = True
+    for fld, value, want in target_fit(cfg.target_hidden_size, cfg.vocab_size, tgt):
+        if value != want:
+            ok = False
+            add("target", "error", f"the drafter's {fld} {value} does not match the target's {want}: it was built "
+                "for another model.", "Use a drafter trained for this target.")
+    if ok:
+        add("target", "ok", f"hidden size {tgt.hidden_size} and vocabulary {tgt.vocab_size:,} fit the target.")
+    return ok
+
+
+def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Severity, add) -> None:
+    if tgt is None or not fits:
+        if tgt is not None:
+            add("aux layers", "info", "aux ids not judged against the target: the drafter does not fit it.")
+        return
+    L = tgt.num_hidden_layers
+    defaults = {e.engine: ids_for(default_aux_layers(L, convention="outputs"), e.engine) for e in aux.engines}
+    if aux.training.in_range is False:
+        add("aux layers", "error", f"aux ids {list(aux.ids)} name layers a {L}-layer target does not have.",
+            f"Write the ids of the layers training used; the defaults for a {L}-layer target (outputs of layers "
+            f"{list(default_aux_layers(L, convention='outputs'))}) are written "
+            + ", ".join(f"{list(defaults[e.engine])} for {e.name}" for e in aux.engines) + ".")
+    for e in aux.engines:
+        ids = f"{list(e.ids)}" + (" (its default)" if e.from_default else "")
+        if e.in_range is False:
+            lo, hi = valid_range(e.engine, L)
+            write = list(e.write) if e.write and all(lo <= i <= hi for i in e.write) else list(defaults[e.engine])
+            add("aux layers", "error", f"{e.name} cannot capture aux ids {ids} of a {L}-layer target: fc would get "
+                f"fewer hidden states than it reads.", f"Write ids in range {lo}..{hi} (for {e.name}: {write}).")
+        elif e.matches_training:
+            add("aux layers", "ok", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}, "
+                f"as {aux.training.name} did.")
+        elif aux.training.in_range is not False:
+            add("aux layers", per_engine, f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
+                f"{aux.training.name} used the outputs of {list(aux.training.outputs_of)}"
+                f"{'' if aux.trained_by.startswith('declared') else ' (trainer guessed from the config format)'}. "
+                f"An off-by-one here costs acceptance silently.",
+                f"For {e.name} write eagle_aux_hidden_state_layer_ids = {list(e.write)} "
+                f"(eaglekit export --engine {e.engine} rewrites them).")
+
+
+def _dtype(cfg: DrafterConfig, tensors, add) -> None:
+    weights = [t for n, t in tensors.items() if n.endswith(".weight")]
+    dtypes = sorted({t.dtype for t in weights})
+    label = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}.get(cfg.torch_dtype or "")
+    if label and dtypes and dtypes != [label]:
+        add("dtype", "warning", f"config.json says {cfg.torch_dtype} but the weights are {', '.join(dtypes)}.",
+            "Set torch_dtype to the weights' dtype, or serve with an explicit --dtype.")
+    elif "F32" in dtypes:
+        add("dtype", "warning", "weights are float32: twice the memory of bf16; engines cast to the serving dtype.",
+            "Export in bf16 for serving (the target's dtype).")
+    else:
+        add("dtype", "ok", f"weights are {', '.join(dtypes) or 'absent'}" + (", as config.json says" if label else ""))
+
+
+def _rope(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> None:
+    if tgt is None:
+        return
+    if tgt.rope_theta is not None and cfg.rope_theta is not None and tgt.rope_theta != cfg.rope_theta:
+        add("rope", "warning", f"rope_theta {cfg.rope_theta:g} differs from the target's {tgt.rope_theta:g} "
+            f"({cfg.provenance.get('rope_theta')}).", "Fine only if the drafter was trained with it; otherwise "
+            "set the target's value in config.json.")
+    if tgt.rope_type and cfg.rope_type and tgt.rope_type != cfg.rope_type:
+        add("rope", "warning", f"rope type {cfg.rope_type} differs from the target's {tgt.rope_type}.",
+            "Long contexts position tokens differently from training: use the target's rope settings.")
+    if tgt.max_position_embeddings and cfg.max_position_embeddings \
+            and cfg.max_position_embeddings < tgt.max_position_embeddings:
+        add("rope", "warning", f"the drafter covers {cfg.max_position_embeddings:,} positions, the target "
+            f"{tgt.max_position_embeddings:,}: past that the drafter's rotary cache ends.",
+            "Raise max_position_embeddings to the target's (the weights do not depend on it).")
+
+
+def compare_embeddings(drafter, target, *, full: bool = False, rows: int = SAMPLE_ROWS,
+                       chunk_rows: int = 4096) -> EmbedComparison | None:
+    """embed_tokens.weight of two opened checkpoints, row by row, by byte range: ``rows`` rows spread
+    over the vocabulary, or every row when ``full`` (streamed ``chunk_rows`` at a time). None when
+    either side has no embedding."""
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    a, b = embedding_of(drafter.inventory), embedding_of(target.inventory)
+    if a is None or b is None:
+        return None
+    if a.shape != b.shape:
+        return EmbedComparison(0, a.shape[0], 0, None, full, f"shapes {list(a.shape)} vs {list(b.shape)}")
+    n = a.shape[0]
+    row_a, row_b = a.nbytes // n, b.nbytes // n
+    if full:
+        spans = [(s, min(chunk_rows, n - s)) for s in range(0, n, chunk_rows)]
+    else:
+        picks = np.unique(np.linspace(0, n - 1, min(rows, n)).astype(np.int64))
+        spans = [(int(i), 1) for i in picks]
+    differing, first = 0, None
+    for start, count in tqdm(spans, desc="embed rows", unit="read", disable=not full, leave=False):
+        xa = read_rows(drafter, a, start, count, row_a)
+        xb = read_rows(target, b, start, count, row_b)
+        bad = np.flatnonzero(~(xa == xb).all(axis=1))
+        differing += int(bad.size)
+        if bad.size and first is None:
+            first = start + int(bad[0])
+    return EmbedComparison(sum(c for _, c in spans), n, differing, first, full)
+
+
+def check(drafter, *, target=None, engine: str | None = None, full: bool = False, endpoint: str | None = None,
+          token: str | bool | None = None, name: str | None = None, target_name: str | None = None) -> CheckReport:
+    """Pre-serving checks for ``drafter`` (a location or an opened checkpoint) against ``target`` (a
+    target config.json, folder or location; with weights, embed_tokens is compared by value)."""
+
+    check_engine(engine)
+    with opened(drafter, endpoint=endpoint, token=token) as ck:
+        tck, tcfg = open_target(target, endpoint=endpoint, token=token) if target is not None else (None, None)
+        try:
+            embed = None
+            if tck is not None and embedding_of(ck.inventory) is not None:
+                embed = compare_embeddings(ck, tck, full=full)
+            return check_drafter(ck.inventory, ck.inventory.config, read_maps(ck), target=tcfg, embed=embed,
+                                 engine=engine, name=name or location_label(ck.location.raw),
+                                 target_name=target_name or (None if target is None
+                                                                          else location_label(str(target))))
+        finally:
+            if tck is not None:
+                tck.close()
+
+
+__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings"]

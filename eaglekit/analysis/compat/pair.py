@@ -1,0 +1,290 @@
+"""Can drafter A initialise or replace drafter B? A verdict that checks values, not only shapes.
+
+Pure core (:func:`compare`): two inventories, two configs, the two vocabulary maps and optionally a
+target config in; a :class:`CompatReport` out. :func:`compat` is the thin I/O edge: it opens both
+locations, reads headers, config.json and only the d2t/t2d bytes (by range, also remotely).
+
+Verdicts (issue 3): ``compatible`` (drop-in: every trainable tensor matches and the maps are equal),
+``compatible-after-remap`` (shapes match, vocabulary maps differ: lm_head rows must be re-aligned by
+target token, docs/check-and-export.md), ``incompatible`` (a trainable tensor's shape, a target
+dimension, or a valid vocabulary map is missing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from html import escape
+from typing import Any, Literal
+
+from eaglekit.core.config import normalize_config, normalize_target, target_fit
+from eaglekit.core.configdiff import ConfigDiff, diff_configs
+from eaglekit.core.redact import location_label, visible
+from eaglekit.io.inventory import Inventory
+from eaglekit.core.names import normalize_name, role
+from eaglekit.core.render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
+from eaglekit.core.vocab import check_vocab_map, compare_vocab_maps
+from eaglekit.io.drafter import read_maps
+from eaglekit.io.reader import load_config, opened
+
+Verdict = Literal["compatible", "compatible-after-remap", "incompatible"]
+Status = Literal["match", "shape-mismatch", "dtype-mismatch", "only-a", "only-b", "expected-absent"]
+EXIT_CODES: Mapping[str, int] = {"compatible": 0, "compatible-after-remap": 3, "incompatible": 4}
+_VERDICT_COLOUR = {"compatible": "green", "compatible-after-remap": "yellow", "incompatible": "red"}
+_STATUS_COLOUR = {"match": "green", "expected-absent": "grey", "dtype-mismatch": "yellow",
+                  "shape-mismatch": "red", "only-a": "red", "only-b": "red"}
+
+
+@dataclass(frozen=True)
+class TensorMatch:
+    name: str  # normalised (SpecForge spelling)
+    status: Status
+    a: tuple[str, tuple[int, ...]] | None  # (dtype, shape)
+    b: tuple[str, tuple[int, ...]] | None
+    note: str = ""
+
+    def to_json(self) -> dict:
+        side = lambda s: None if s is None else {"dtype": s[0], "shape": list(s[1])}  # noqa: E731
+        return {"name": self.name, "status": self.status, "a": side(self.a), "b": side(self.b), "note": self.note}
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    field: str
+    drafter: str
+    value: int | None
+    target: int
+    ok: bool
+
+
+@dataclass(frozen=True)
+class CompatReport:
+    a_name: str
+    b_name: str
+    verdict: Verdict
+    reasons: tuple[str, ...]
+    tensors: tuple[TensorMatch, ...]
+    vocab: Mapping[str, Any]
+    aux_layers: Mapping[str, Any]
+    config_diff: ConfigDiff | None
+    target_checks: tuple[TargetCheck, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "reasons": list(self.reasons),
+                "tensors": [t.to_json() for t in self.tensors], "vocab": dict(self.vocab),
+                "aux_layers": dict(self.aux_layers),
+                "config_diff": self.config_diff.to_json() if self.config_diff else [],
+                "target": [vars(c) for c in self.target_checks], "warnings": list(self.warnings)}
+
+    def _tensor_rows(self) -> list[tuple[str, str, str, str, str]]:
+        show = lambda s: "-" if s is None else f"{s[0]} [{', '.join(map(str, s[1]))}]"  # noqa: E731
+        return [(t.name, t.status, show(t.a), show(t.b), t.note) for t in self.tensors]
+
+    def _facts(self) -> list[tuple[str, str]]:
+        """The vocabulary map and aux-layer findings as (field, value) pairs."""
+        v = self.vocab
+        if v.get("comparable") is False:
+            vocab = "not comparable: different target vocabularies (different tokenizers); no remap offered"
+        elif v.get("valid_a") and v.get("valid_b"):
+            vocab = ("equal" if v["equal"] else
+                     f"differ: {v['overlap']:,} shared target tokens ({v['overlap_fraction']:.1%} of the smaller); "
+                     f"{v['rows_remapped']:,} lm_head rows point at different tokens")
+        else:
+            vocab = "invalid: " + "; ".join(v.get("problems", []))
+        pairs = [("vocabulary map (d2t/t2d by value)", vocab)]
+        for key, name in (("a", self.a_name), ("b", self.b_name)):
+            aux = self.aux_layers.get(key)
+            if aux:
+                pairs.append((f"aux layers {name}", aux["explanation"]))
+        pairs += [(f"target {c.field} ({c.drafter})", f"{c.value} vs {c.target}: {'ok' if c.ok else 'MISMATCH'}")
+                  for c in self.target_checks]
+        return pairs
+
+    def __str__(self) -> str:
+        colour = use_colour()
+        v = lambda text: visible(text, newlines=False)  # noqa: E731  (names from files: controls shown)
+        head = f"{v(self.a_name)} vs {v(self.b_name)}: {ansi(self.verdict, _VERDICT_COLOUR[self.verdict], enabled=colour)}"
+        lines = [head] + [f"  - {v(r)}" for r in self.reasons] + [f"  ! {v(w)}" for w in self.warnings]
+        rows = [(v(n), ansi(s, _STATUS_COLOUR[s], enabled=colour), v(a), v(b), v(note))
+                for n, s, a, b, note in self._tensor_rows()]
+        lines += ["", kv_text(self._facts())]
+        lines += ["", text_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, max_width=48)]
+        if self.config_diff is not None and not self.config_diff.identical:
+            lines += ["", str(self.config_diff)]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        reasons = "".join(f"<li>{escape(r)}</li>" for r in self.reasons)
+        warnings = "".join(f"<li style='color:#8a6d00'>{escape(w)}</li>" for w in self.warnings)
+        rows = [(n, html_badge(s, _STATUS_COLOUR[s]), a, b, note) for n, s, a, b, note in self._tensor_rows()]
+        parts = [f"<div class='eaglekit-compat'><p><b>{escape(self.a_name)}</b> vs <b>{escape(self.b_name)}</b>: "
+                 f"{html_badge(self.verdict, _VERDICT_COLOUR[self.verdict])}</p><ul>{reasons}{warnings}</ul>",
+                 kv_html(self._facts(), caption="Vocabulary map, aux layers, target"),
+                 html_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, caption="Tensors")]
+        if self.config_diff is not None:
+            parts.append(f"<details><summary>{escape(self.config_diff.summary)}</summary>"
+                         f"{self.config_diff._repr_html_()}</details>")
+        return "".join(parts) + "</div>"
+
+
+def compare_tensors(inv_a: Inventory, inv_b: Inventory) -> tuple[TensorMatch, ...]:
+    """Tensor by tensor, names normalised; an embedding absent on one side is expected (frozen)."""
+    a = {normalize_name(t.name): t for t in inv_a}
+    b = {normalize_name(t.name): t for t in inv_b}
+    out = []
+    for name in sorted(a.keys() | b.keys()):
+        ta, tb = a.get(name), b.get(name)
+        sa = (ta.dtype, ta.shape) if ta else None
+        sb = (tb.dtype, tb.shape) if tb else None
+        if ta is None or tb is None:
+            if role(name) == "frozen-embedding":
+                out.append(TensorMatch(name, "expected-absent", sa, sb, "frozen: taken from the target at load time"))
+            else:
+                out.append(TensorMatch(name, "only-a" if tb is None else "only-b", sa, sb))
+        elif ta.shape != tb.shape:
+            out.append(TensorMatch(name, "shape-mismatch", sa, sb))
+        elif ta.dtype != tb.dtype:
+            out.append(TensorMatch(name, "dtype-mismatch", sa, sb, "castable: same shape"))
+        else:
+            out.append(TensorMatch(name, "match", sa, sb))
+    return tuple(out)
+
+
+def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, config_b: Mapping | None,
+            maps_a: tuple[Any, Any], maps_b: tuple[Any, Any], target: Mapping | None = None,
+            a_name: str = "A", b_name: str = "B") -> CompatReport:
+    """The pure verdict. ``maps_*`` are (d2t, t2d) numpy arrays, None where a buffer is absent."""
+
+    fatal: list[str] = []
+    remap: list[str] = []
+    warnings: list[str] = []
+    cfg_a = normalize_config(config_a, source=f"{a_name} config.json") if config_a is not None else None
+    cfg_b = normalize_config(config_b, source=f"{b_name} config.json") if config_b is not None else None
+    tgt = normalize_target(target, source="target config.json") if target is not None else None
+    for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
+        if cfg is None:
+            warnings.append(f"{name} has no config.json beside its weights: only tensors and maps were compared.")
+
+    tensors = compare_tensors(inv_a, inv_b)
+    for t in tensors:
+        if t.status == "shape-mismatch" and role(t.name) != "vocab-map":
+            fatal.append(f"{t.name}: shape {list(t.a[1])} in {a_name} vs {list(t.b[1])} in {b_name}.")
+        elif t.status in ("only-a", "only-b") and role(t.name) == "trainable":
+            fatal.append(f"{t.name} exists only in {a_name if t.status == 'only-a' else b_name}: "
+                         "the architectures differ.")
+        elif t.status == "dtype-mismatch":
+            warnings.append(f"{t.name}: dtype {t.a[0]} vs {t.b[0]} (same shape; cast when loading).")
+    embeds = [t for t in tensors if t.status == "expected-absent"]
+    if embeds:
+        warnings.append(f"embed_tokens.weight is saved only in {b_name if embeds[0].a is None else a_name}: "
+                        "expected, the embedding is frozen and taken from the target at load time.")
+
+    checks = [check_vocab_map(*maps, name=n, vocab_size=c.vocab_size if c else None,
+                              draft_vocab_size=c.draft_vocab_size if c else None)
+              for n, maps, c in ((a_name, maps_a, cfg_a), (b_name, maps_b, cfg_b))]
+    vocab: dict[str, Any] = {"equal": False, "overlap": 0, "overlap_fraction": 0.0, "rows_remapped": 0,
+                             "valid_a": checks[0].valid, "valid_b": checks[1].valid, "comparable": True,
+                             "problems": [p for c in checks for p in c.problems]}
+    for c in checks:
+        if not c.valid:
+            fatal.append(f"{c.name}'s vocabulary map is invalid: {c.problems[0]}")
+    other_space = _different_targets(cfg_a, cfg_b, checks)
+    if other_space:
+        # Token ids of two tokenizers: overlaps and row remaps between them mean nothing.
+        vocab["comparable"] = False
+        vocab["problems"].append(other_space)
+        fatal.append(other_space)
+    elif all(c.valid for c in checks):
+        cmp = compare_vocab_maps(maps_a[0], maps_b[0], a_name=a_name, b_name=b_name)
+        vocab.update(cmp.to_json())
+        if not cmp.equal:
+            remap.append(f"The {cmp.summary}. Re-align lm_head rows by target token "
+                         "(i + d2t[i]) before reusing them.")
+
+    tgt_fits = {}
+    if tgt is not None:
+        for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
+            if cfg is not None:
+                tgt_fits[name] = all(v == w for _, v, w in target_fit(cfg.target_hidden_size, cfg.vocab_size, tgt))
+    aux: dict[str, Any] = {}
+    layers = tgt.num_hidden_layers if tgt else None
+    for key, name, cfg in (("a", a_name, cfg_a), ("b", b_name, cfg_b)):
+        fits = tgt_fits.get(name, True)
+        # A drafter for another target is not judged against this one's layers (its ids number other layers).
+        report = cfg.aux_report(layers if fits else None) if cfg else None
+        aux[key] = report.to_json() if report else None
+        if report is not None and not fits:
+            aux[key]["explanation"] = (f"{list(report.ids)}: not judged against the target's {layers} layers, "
+                                       f"because {name} is a drafter for another target")
+        if report is not None and report.in_range is False:
+            fatal.append(f"{name}'s aux layer ids {list(report.ids)} do not fit the target's {layers} layers: "
+                         f"{'; '.join(report.problems)}")
+    if cfg_a and cfg_b and cfg_a.aux_layer_ids != cfg_b.aux_layer_ids and not other_space:
+        warnings.append(f"aux layer ids differ ({cfg_a.aux_layer_ids} vs {cfg_b.aux_layer_ids}): an engine feeds "
+                        "fc's column blocks from different target layers.")
+    # The same ids select the same tensors in any one engine.
+    aux["same"] = bool(cfg_a and cfg_b and cfg_a.aux_layer_ids == cfg_b.aux_layer_ids)
+    aux["target_layers"] = layers
+
+    target_checks: list[TargetCheck] = []
+    if tgt is not None:
+        for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
+            if cfg is None:
+                continue
+            for fld, value, want in target_fit(cfg.target_hidden_size, cfg.vocab_size, tgt):
+                target_checks.append(TargetCheck(fld, name, value, want, value == want))
+                if value != want:
+                    fatal.insert(0, f"{name}'s {fld} {value} does not match the target's {want}.")
+
+    diff = diff_configs(config_a, config_b, a_name=a_name, b_name=b_name) if cfg_a and cfg_b else None
+    if diff is not None:
+        for d in diff.by_class("behaviour"):
+            warnings.append(f"config {d.path} differs ({d.a!r} vs {d.b!r}): {d.reason}")
+
+    verdict: Verdict = "incompatible" if fatal else "compatible-after-remap" if remap else "compatible"
+    if verdict == "compatible":
+        reasons = [f"Every trainable tensor matches in shape and dtype and the vocabulary maps are equal: "
+                   f"{a_name} is a drop-in for {b_name}."]
+    else:
+        reasons = fatal + remap
+    if tgt is not None and not fatal:
+        reasons.append(f"Both fit the target ({tgt.num_hidden_layers} layers, hidden {tgt.hidden_size}, "
+                       f"vocab {tgt.vocab_size}).")
+    return CompatReport(a_name, b_name, verdict, tuple(reasons), tensors, vocab, aux, diff,
+                        tuple(target_checks), tuple(warnings))
+
+
+def _different_targets(cfg_a, cfg_b, checks) -> str | None:
+    """Why two drafters serve different targets (another vocabulary or hidden size), or None."""
+    va = cfg_a.vocab_size if cfg_a else checks[0].vocab_size
+    vb = cfg_b.vocab_size if cfg_b else checks[1].vocab_size
+    what = []
+    if va is not None and vb is not None and va != vb:
+        what.append(f"target vocabularies of {va:,} vs {vb:,} tokens")
+    if cfg_a and cfg_b and cfg_a.target_hidden_size != cfg_b.target_hidden_size:
+        what.append(f"target hidden sizes {cfg_a.target_hidden_size} vs {cfg_b.target_hidden_size}")
+    if not what:
+        return None
+    return (f"{checks[0].name} and {checks[1].name} are drafters for different targets ({'; '.join(what)}): "
+            "their token ids come from different tokenizers, so their draft vocabularies cannot be compared "
+            "and no lm_head remap carries rows from one to the other.")
+
+
+def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = None,
+           token: str | bool | None = None, a_name: str | None = None, b_name: str | None = None) -> CompatReport:
+    """Judge two drafters: locations, or checkpoints already opened with ``open_checkpoint`` (reused,
+    not re-read). ``target``: a target config dict, file or location."""
+
+    with opened(a, endpoint=endpoint, token=token) as ca, opened(b, endpoint=endpoint, token=token) as cb:
+        maps_a, maps_b = read_maps(ca), read_maps(cb)
+        target_cfg = target if isinstance(target, Mapping) or target is None else \
+            load_config(target, kind="target", endpoint=endpoint, token=token)
+        return compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
+                       maps_a=maps_a, maps_b=maps_b, target=target_cfg,
+                       a_name=a_name or location_label(ca.location.raw),
+                       b_name=b_name or location_label(cb.location.raw))

@@ -1,0 +1,78 @@
+"""The throughput account: the seed's figures in both models, the difference between them explained,
+targets priced at the deployment's steps with what would reach them, or that nothing can."""
+
+from __future__ import annotations
+
+import pytest
+
+from eaglekit.core.account import Account
+from eaglekit.core.specmath import reach
+from eaglekit.core.errors import InputError
+from eaglekit.core.specmath import Scenario, estimate, expected_accept_length
+
+
+def test_seed_account_reproduces_both_sets_of_figures():
+    a = Account.seed()
+    assert (a.steps, a.verify_ms, a.baseline_tps, a.spec_tps, a.accept_length) == (2, 30.0, 82.0, 60.0, 2.0)
+    assert a.cycle_ms == pytest.approx(100 / 3)  # 2.0 tokens / 60 tok/s
+    assert a.draft_ms == pytest.approx(5 / 3)  # the 3.3 ms beyond verify, over 2 steps
+    assert round(a.break_even, 2) == 2.73 and round(a.verify_only_break_even, 2) == 2.46
+    assert [round(x, 2) for x in a.verify_only_needs(150)] == [4.5, 0.78]
+    assert [round(x, 2) for x in a.verify_only_needs(200)] == [6.0, 0.83]
+    assert a.ceiling_tps == pytest.approx(90.0)
+    # the measured scenario gives back the measured throughput
+    assert estimate(a.scenario, accept_length=2.0).tokens_per_s == pytest.approx(60.0)
+
+
+def test_seed_sentences_state_steps_draft_cost_and_the_difference():
+    text = " ".join(Account.seed().sentences())
+    assert "k = 2 draft steps" in text and "2 steps of 1.67 ms" in text
+    assert "33.3 ms per draft-verify cycle: the 30 ms verify plus 3.3 ms of drafting" in text
+    assert "break-even 2.46; 150 tok/s needs 4.5 (78% per-token acceptance), 200 tok/s needs 6.0 (83%" in text
+    assert "150 tok/s is out of reach at k = 2" in text and "No draft cost fixes that at k = 2" in text
+    assert "Accept length 3.2 needs at least 3 draft steps; there it gives 91 tok/s at k = 3 (cycle 35.0 ms" in text
+    assert "96 tok/s" not in text  # 3.2 tokens per 33.3 ms cycle: impossible at k = 2
+
+
+def test_reach_at_the_steps_solves_draft_cost_and_steps():
+    ok = reach(80, verify_ms=30, steps=2, draft_ms=1)
+    assert ok.reachable and ok.accept_length == pytest.approx(2.56)
+    assert expected_accept_length(ok.alpha, k=2) == pytest.approx(2.56)
+    r = reach(95, verify_ms=30, steps=2, draft_ms=5 / 3)  # needs 3.17 > 3 at k = 2
+    assert not r.reachable
+    assert r.max_draft_ms == pytest.approx((3000 / 95 - 30) / 2)  # 0.79 ms per step would do
+    assert 95 * (30 + 2 * r.max_draft_ms) / 1000 == pytest.approx(3.0)
+    m = r.min_steps
+    assert 95 * (30 + m * 5 / 3) / 1000 <= m + 1 and 95 * (30 + (m - 1) * 5 / 3) / 1000 > m
+    assert "a draft step would have to cost at most 0.79 ms" in r.sentence()
+
+
+def test_reach_says_when_nothing_can():
+    r = reach(700, verify_ms=30, steps=2, draft_ms=2)  # each 2 ms step is worth 1.4 tokens at 700 tok/s
+    assert not r.reachable and r.max_draft_ms is None and r.min_steps is None
+    assert "No draft cost fixes that at k = 2" in r.sentence()
+    assert "No number of steps reaches it at 2.00 ms per step" in r.sentence()
+    assert reach(20, verify_ms=30, steps=2).sentence().startswith("20 tok/s is reached by any drafter")
+
+
+def test_bad_measurements_say_what_to_check():
+    with pytest.raises(InputError, match="shorter than the 30 ms verify alone"):
+        Account.from_measurements(82, 90, 2.0, verify_ms=30, steps=2)
+    with pytest.raises(InputError, match="needs the deployment's draft steps"):
+        Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=None)
+    with pytest.raises(InputError, match="above k\\+1"):
+        Account.from_measurements(82, 60, 3.5, verify_ms=30, steps=2)
+
+
+def test_given_draft_cost_leaves_the_rest_as_overhead():
+    a = Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=2, draft_ms=1.0)
+    assert a.overhead_ms == pytest.approx(100 / 3 - 32)
+    assert a.cycle_ms == pytest.approx(100 / 3)
+    assert isinstance(a.scenario, Scenario) and "overhead" in a.measured_sentence()
+
+
+def test_renders_as_text_and_html():
+    a = Account.seed()
+    assert str(a).startswith("Throughput account\n- Measured:")
+    html = a._repr_html_()
+    assert html.startswith("<table") and "why two figures" in html and "2.73" in html

@@ -1,0 +1,137 @@
+"""Every drafter config format seen in the wild, read right (tests/fixtures/configs, written for eaglekit).
+
+Each test names the failure it pins: the kit used to ignore rope_parameters, refuse the original EAGLE-3
+layout (then take it for a one-layer target), assume three aux layers, fill a Qwen3 layer config with
+Llama defaults, not know norm_output, and flag library defaults as behaviour differences.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eaglekit.core.config import NORMALISED_FIELDS, load_config_bytes, looks_like_target, normalize_config
+from eaglekit.core.configdiff import diff_configs
+from eaglekit.core.errors import ConfigError
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def cfg(name: str):
+    return normalize_config(load(name), source=f"{name}.json")
+
+
+@pytest.mark.parametrize("name, fmt, n_aux", [
+    ("specforge_kimi_k2", "specforge", 3), ("specforge_4aux", "specforge", 4), ("eagle_original", "eagle", 3),
+    ("speculators_08_rope_theta", "speculators", 3), ("speculators_09_qwen3", "speculators", 3),
+    ("speculators_5aux", "speculators", 5), ("eagle3_draft_model", "speculators", 3),
+    ("converted_null_ids", "speculators", 3), ("mla_deepseekv3_eagle3", "mla", 3),
+    ("mla_eagle3_deepseekv2", "mla", 3),
+])
+def test_every_fixture_normalises(name, fmt, n_aux):
+    c = cfg(name)
+    assert c.format == fmt and c.n_aux == n_aux
+    # Provenance for every field: a path in the file, or a default and whose.
+    assert set(c.provenance) >= set(NORMALISED_FIELDS)
+    assert all(p.startswith(("file: ", "default: ")) for p in c.provenance.values())
+
+
+def test_rope_parameters_are_read():
+    c = cfg("speculators_09_qwen3")
+    assert c.rope_theta == 1e6 and c.rope_type == "default"  # was the 10000.0 default: rope_parameters ignored
+    assert c.provenance["rope_theta"] == "file: transformer_layer_config.rope_parameters.rope_theta"
+    yarn = cfg("speculators_5aux")
+    assert (yarn.rope_theta, yarn.rope_type) == (150000.0, "yarn")
+    assert yarn.rope_scaling["factor"] == 32.0 and yarn.rope_parameters["original_max_position_embeddings"] == 4096
+    # The same settings spelled the old way normalise to the same record.
+    old = cfg("speculators_08_rope_theta")
+    assert old.rope_parameters == c.rope_parameters
+
+
+def test_original_eagle3_layout_is_a_drafter_not_a_target():
+    raw = load("eagle_original")
+    c = normalize_config(raw)
+    assert c.format == "eagle" and c.trained_by == "eagle" and c.aux_convention == "inputs"
+    assert (c.hidden_size, c.vocab_size, c.draft_vocab_size, c.aux_layer_ids) == (4096, 128256, 32000, None)
+    assert not looks_like_target(raw)
+    with pytest.raises(ConfigError, match="is an EAGLE-3 drafter config, not a target model config"):
+        load_config_bytes(json.dumps(raw).encode(), kind="target")
+    # A full Llama model stays a target: no draft_vocab_size, many layers.
+    target = {k: v for k, v in raw.items() if k != "draft_vocab_size"} | {"num_hidden_layers": 32}
+    assert looks_like_target(target)
+
+
+def test_any_number_of_aux_layers():
+    four, five = cfg("specforge_4aux"), cfg("speculators_5aux")
+    assert four.aux_layer_ids == (1, 15, 29, 43) and four.n_aux == 4
+    assert five.n_aux == 5 and five.target_hidden_size == 2880 and five.norm_before_fc
+    assert four.aux_report(48).ok and five.aux_report(24).ok  # no "expected 3 aux layer ids"
+
+
+def test_defaults_follow_the_layer_configs_model_type():
+    # speculators writes the layer config as a diff against its class: a Qwen3 layer omits vocab 151936.
+    c = cfg("speculators_09_qwen3")
+    assert c.layer_model_type == "qwen3"
+    assert (c.vocab_size, c.hidden_size, c.head_dim) == (151936, 4096, 128)  # not Llama's 32000 vocabulary
+    assert c.provenance["vocab_size"] == "default: Qwen3Config"
+    assert c.max_position_embeddings == 40960 and c.num_key_value_heads == 8
+    # Eagle3DraftModel's layer config without a model_type starts from Qwen3Config too.
+    d = cfg("eagle3_draft_model")
+    assert d.vocab_size == 151936 and d.provenance["max_position_embeddings"] == "file: " \
+        "transformer_layer_config.max_position_embeddings" and d.provenance["rope_theta"] == "default: Qwen3Config"
+
+
+def test_norm_options_are_known():
+    c = cfg("speculators_09_qwen3")
+    assert c.norm_output is True and c.fc_norm is True and c.norm_before_fc is False
+    assert c.provenance["norm_output"] == "file: norm_output"
+    assert cfg("speculators_08_rope_theta").provenance["norm_output"] == "default: speculators"
+    assert cfg("mla_eagle3_deepseekv2").input_norm is False  # use_input_layernorm_in_first_layer: false
+
+
+def test_converted_config_with_null_ids():
+    c = cfg("converted_null_ids")
+    assert c.aux_layer_ids is None and c.n_aux == 3
+    assert c.provenance["aux_layer_ids"] == "default: each engine's own default (none in the config)"
+    view = c.aux_view(32)
+    assert view.engines_agree  # with no ids each engine's default names the same tensors
+
+
+def test_mla_drafters():
+    v3, v2 = cfg("mla_deepseekv3_eagle3"), cfg("mla_eagle3_deepseekv2")
+    assert v3.draft_vocab_size == v3.vocab_size == 163840 and v3.head_dim == 192
+    assert v3.rope_type == "yarn" and v2.draft_vocab_size == 32000
+    assert v3.trained_by == "modelopt" and v3.aux_convention == "outputs"
+
+
+def test_library_defaults_are_not_behaviour_differences():
+    old = load("speculators_08_rope_theta")
+    new = load("speculators_09_qwen3") | {"fc_norm": False, "norm_output": False}
+    d = diff_configs(old, new, a_name="0.8", b_name="0.9")
+    assert not d.by_class("shape", "behaviour"), d.render_text(colour=False)
+    paths = {x.path for x in d}
+    assert "speculators_config.proposal_methods[0].accept_tolerance" in paths  # listed, as metadata
+    # A real change still shows.
+    d = diff_configs(old, load("speculators_09_qwen3"))
+    assert {x.path for x in d.by_class("behaviour")} == {"norm_output"}
+    assert {x.path for x in d.by_class("shape")} == {"fc_norm"}
+
+
+def test_target_quantization_is_not_a_drafter_shape_difference():
+    # issue 12 item 12: a target's quantisation changes no drafter tensor.
+    k2 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168,
+          "vocab_size": 163840, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    k25 = {**k2, "quantization_config": {"quant_method": "compressed-tensors", "format": "pack-quantized"}}
+    d = diff_configs(k2, k25)
+    assert not d.by_class("shape")
+    q = d.by_class("behaviour")
+    assert q and all(x.path.startswith("quantization_config") for x in q)
+    assert "no drafter tensor changes shape" in q[0].reason
+    # In a drafter's own config, quantisation does change its tensors.
+    a = load("specforge_kimi_k2")
+    d = diff_configs(a, {**a, "quantization_config": {"quant_method": "fp8"}})
+    assert d.by_class("shape")

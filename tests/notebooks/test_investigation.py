@@ -1,0 +1,80 @@
+"""The investigation notebook's conclusion comes from the results: other parameters, other verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eaglekit.analysis.compat.pair import compat
+from eaglekit.analysis.investigation import conclude
+from eaglekit.core.account import Account
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "00_investigation.ipynb"
+
+
+def _conclusion(nb) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("from eaglekit.analysis.investigation import conclude"):
+            return cell.outputs[0]["data"]["text/plain"]
+    raise AssertionError("no conclusion cell")
+
+
+@pytest.mark.notebook
+def test_parameters_change_the_conclusion(demo, trained):  # trained: the world notebook 00 measures on
+    from eaglekit.view.report import execute_notebook
+
+    default = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root))
+    other = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root, parameters={
+        "DRAFTER_B": "hf://demo-lab/Llama-small-EAGLE3", "TARGET": "hf://demo-moonshot/Kimi-K2-Instruct"}))
+    assert "compatible-after-remap" in default and "1,500 draft tokens are shared" in default
+    assert "trained independently" in default
+    assert "verdict='incompatible'" in other and "cannot initialise B" in other
+    assert "Weights:" not in other  # similarity is skipped for an incompatible pair
+
+
+def test_conclusion_sentences_follow_the_numbers(demo):
+    account = Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=2, targets=(150,), expected=(3.2,))
+    ft = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=account)
+    assert ft.verdict == "compatible-after-remap"
+    assert "only 1,800 draft tokens are shared (90% of the smaller vocabulary)" in ft.sentences[0]
+    text = str(ft)
+    assert "33.3 ms per draft-verify cycle" in text and "accept length 2.73" in text
+    # one account: the verify-only figures beside the measured ones, steps and draft cost stated
+    assert "break-even 2.46; 150 tok/s needs 4.5 (78% per-token acceptance)" in text
+    assert "k = 2 draft steps" in text and "2 steps of 1.67 ms" in text
+    assert "150 tok/s is out of reach at k = 2" in text and "it takes k = 5" in text
+    assert "150 tok/s needs accept length 5.00 (per-token" not in text  # not reachable at k = 2, never claimed
+    assert "Accept length 3.2 needs at least 3 draft steps; there it gives 91 tok/s" in text
+    twin = conclude(compat(demo.drafter("k2"), demo.drafter("k2-speculators")))
+    assert "drop-in" in twin.sentences[0]
+    assert "<li>" in twin._repr_html_()
+
+
+def test_conclusion_and_account_say_the_same_as_the_cli(demo, capsys):
+    from eaglekit.cli import main
+
+    account = Account.seed()
+    conclusion = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=account)
+    assert main(["speedup", "--baseline-tps", "82", "--verify-ms", "30", "--accept-length", "2.0", "--steps", "2",
+                 "--spec-tps", "60", "--target-tps", "150", "--target-tps", "200"]) == 0
+    cli = " ".join(capsys.readouterr().out.split())
+    for sentence in account.sentences()[:4]:  # measured, verify-only, 150, 200
+        assert sentence in conclusion.sentences
+        assert " ".join(sentence.split()) in cli
+
+
+def test_hidden_state_drift_answers_the_open_risk_in_the_conclusion(demo):
+    """Given two targets' hidden-state dumps, the conclusion reports them per layer instead of saying that
+    shapes cannot tell."""
+    from eaglekit.analysis.compat.pair import compat
+    from eaglekit.analysis.investigation import conclude
+    from eaglekit.analysis.drift.hidden import hidden_drift
+
+    hidden = hidden_drift(demo.hidden_dump("k2"), demo.hidden_dump("k25"))
+    text = str(conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), hidden=hidden))
+    assert "Shapes cannot say" not in text
+    worst = min(hidden.layers, key=lambda d: d.cka)
+    assert f"output of layer {worst.index - 1} (CKA {worst.cka:.3f})" in text
+    plain = str(conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned"))))
+    assert "Shapes cannot say" in plain

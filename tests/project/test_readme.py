@@ -1,0 +1,64 @@
+"""The README and docs/ a newcomer follows: one throughput account, the system packages, how to run the
+command, the demo Hub folder, PORT=, and no pointer outside the repository (items 1, 14, 15, 16)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from eaglekit.core.account import Account
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOMAIN = ROOT / "docs" / "domain.md"
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_readme_tells_the_same_account_as_the_library():
+    a = Account.seed()
+    readme = _flat(README)
+    assert f"{a.cycle_ms:.1f} ms cycle (the {a.verify_ms:g} ms verify plus {a.steps} draft steps of {a.draft_ms:.2f} ms)" \
+        in readme
+    assert f"only above accept length {a.break_even:.2f}" in readme and f"said {a.verify_only_break_even:.2f}" in readme
+    assert f"at most {a.steps + 1} tokens ({a.ceiling_tps:.0f} tok/s)" in readme
+    (t150, _) = a.targets
+    assert f"150 tok/s takes at least {t150.min_steps} steps" in readme
+    (p32, _) = a.projections
+    assert f"3.2 would give {p32.tokens_per_s:.0f} tok/s, {p32.speedup - 1:.0%} faster" in readme
+
+
+def test_domain_notes_hold_the_seed_figures_and_the_difference():
+    text = _flat(DOMAIN.read_text(encoding="utf-8"))
+    a = Account.seed()
+    for figure in ("82-83 tok/s", "59-61 tok/s", "2 draft steps", "2.46", "**4.5**", "**6.0**", "3.2-3.5",
+                   f"**{a.cycle_ms:.1f} ms**", f"**{a.draft_ms:.2f} ms**", f"**{a.break_even:.2f}**",
+                   f"**k = {a.targets[0].min_steps}**", f"**k = {a.targets[1].min_steps}**",
+                   f"**{a.projections[0].tokens_per_s:.0f} tok/s**"):
+        assert figure in text, figure
+    for section in ("## The vocabulary map", "## Checkpoint layout", "## Auxiliary hidden-state layer ids",
+                    "## The throughput account"):
+        assert section in text
+
+
+def test_quick_start_states_system_packages_and_how_to_run_the_command():
+    assert "apt-get install -y openssh-server chromium" in README
+    assert ".venv/bin/eaglekit" in README and "source .venv/bin/activate" in README
+    assert "make lab PORT=8890" in README and "PORT   ?= 8888" in (ROOT / "Makefile").read_text()
+    assert "eaglekit serve-hub build/demo/hub" in README
+
+
+def test_serve_hub_folder_named_in_the_readme_is_the_demo_hub(demo):
+    assert demo.hub_root == demo.root / "hub"
+
+
+def test_nothing_points_outside_the_repository():
+    bad = re.compile(r"\.\./shared|" + "DOMAIN" + r"\.md")
+    files = [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("eaglekit/**/*.py"), *ROOT.glob("tests/*.py"),
+             *ROOT.glob("notebooks/*.py"), *ROOT.glob("benchmarks/*")]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.is_file()
+            for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if bad.search(line)]
+    assert hits == []
