@@ -1,7 +1,8 @@
-"""The ``eaglekit`` command line: one subcommand per module in this package.
+"""The ``eaglekit`` command line: one subcommand per module in this package, listed in :data:`COMMANDS`.
 
-Each subcommand module defines ``add_parser(subparsers)`` (registering its arguments and setting
-``func``) and keeps heavy imports inside its handler, so ``eaglekit --help`` starts fast. Any
+Each subcommand module defines ``add_parser(subparsers)`` (registering its arguments from the shared
+options of :mod:`.common` and setting ``func``) and imports the analysis it runs inside its handler: the
+analyses pull numpy, torch, plotly or the Hub client, and ``eaglekit --help`` must not. Any
 :class:`~eaglekit.core.errors.EaglekitError` becomes one line on stderr and exit code 2, never a traceback.
 """
 
@@ -14,19 +15,9 @@ from collections.abc import Sequence
 
 from eaglekit.core.errors import EaglekitError
 
-#: Subcommand modules listed first by ``--help``, in this order; any other module of this package that
-#: defines ``add_parser`` follows in alphabetical order (a new subcommand is one new module).
-ORDER = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "dump_hidden", "drift",
-         "export", "speedup", "demo", "serve_hub", "report", "lab")
-_NOT_COMMANDS = frozenset({"common"})
-
-
-def commands() -> tuple[str, ...]:
-    """The subcommand modules of this package, in ``--help`` order."""
-    import pkgutil
-
-    found = {m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_COMMANDS and not m.name.startswith("_")}
-    return tuple(n for n in ORDER if n in found) + tuple(sorted(found - set(ORDER)))
+#: The subcommand modules, in ``--help`` order: a new subcommand is one new module and one entry here.
+COMMANDS = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "dump_hidden", "drift",
+            "export", "speedup", "demo", "serve_hub", "report", "lab")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eaglekit", description="Inspect, compare and size EAGLE-3 drafters.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for name in commands():
+    for name in COMMANDS:
         importlib.import_module(f".{name}", __name__).add_parser(sub)
     return parser
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_json_option, add_location, add_remote_options, emit
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,7 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Greedy chain drafting with K steps against the target's greedy continuations; prints the "
                     "accept length (vLLM's convention: bonus token in, prefill token out), per-step acceptance and "
                     "the accept length for every K up to --steps.")
-    p.add_argument("drafter", metavar="DRAFTER", help="drafter location (local, hf://, https://, ssh://)")
+    add_location(p, "drafter", "the drafter")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", metavar="T", help="a causal LM transformers loads (folder or Hub repo id)")
     src.add_argument("--hidden-states", metavar="DIR", help="a dump folder written by `eaglekit dump-hidden`")
@@ -36,14 +36,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="how the drafter's aux layer ids select target layers (default: what it was trained with)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_hub_options(p)
+    add_json_option(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from eaglekit.analysis.acceptance.measure import measure_acceptance
     from eaglekit.core.errors import InputError
 
@@ -57,10 +55,7 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
         endpoint=args.endpoint)
-    if args.json:
-        print(json.dumps(result.to_json(), allow_nan=False))
-    else:
-        print(result)
+    emit(result, args)
     return 0
 
 

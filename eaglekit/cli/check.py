@@ -8,9 +8,8 @@ and hidden size, architecture name, dtype, rope. Exit 0 ready, 4 not ready, 2 er
 from __future__ import annotations
 
 import argparse
-import json
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_engine_option, add_json_option, add_location, add_remote_options, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,14 +19,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "ids in range and what each engine feeds, vocabulary and hidden size, the "
                                    "architecture name each engine needs, dtype, rope. Every finding comes with a "
                                    "one-line fix. Exit 0 ready, 4 not ready, 2 error.")
-    p.add_argument("drafter", help="drafter location (local, hf://, http(s)://, ssh://)")
+    add_location(p, "drafter", "the drafter")
     p.add_argument("--target", metavar="T", help="target config.json, folder or location (with weights, "
                                                   "embed_tokens is compared by value)")
-    p.add_argument("--engine", choices=("vllm", "sglang"), help="check for this engine only (default: both; a "
-                                                                 "fault of one engine is then a warning)")
+    add_engine_option(p, "check for this engine only (default: both; a fault of one engine is then a warning)")
     p.add_argument("--full", action="store_true", help="compare every embed_tokens row, not a sample")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_hub_options(p)
+    add_json_option(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
@@ -35,5 +33,5 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.compat.check import check
 
     report = check(args.drafter, target=args.target, engine=args.engine, full=args.full, endpoint=args.endpoint)
-    print(json.dumps(report.to_json(), indent=2) if args.json else report)
+    emit(report, args)
     return report.exit_code

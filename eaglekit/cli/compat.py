@@ -6,9 +6,8 @@ Exit codes: 0 compatible, 3 compatible-after-remap, 4 incompatible, 2 error.
 from __future__ import annotations
 
 import argparse
-import json
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_json_option, add_location, add_remote_options, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,11 +15,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Compare two drafters: tensors (names normalised across layouts), the d2t/t2d "
                                    "vocabulary maps by value, aux layer ids, and optionally a target config. "
                                    "Exit 0 compatible, 3 compatible-after-remap, 4 incompatible, 2 error.")
-    p.add_argument("a", help="drafter location (local, hf://, http(s)://, ssh://)")
-    p.add_argument("b", nargs="?", help="drafter location (for one drafter against a target, use eaglekit check)")
+    add_location(p, "a", "drafter A")
+    add_location(p, "b", "drafter B (for one drafter against a target, use eaglekit check)", nargs="?")
     p.add_argument("--target", metavar="CONFIG_OR_LOCATION", help="target model config.json or location")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_hub_options(p)
+    add_json_option(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
@@ -33,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"compat compares two drafters; to check one drafter against a target run: "
                          f"eaglekit check {args.a}{target}")
     report = compat(args.a, args.b, target=args.target, endpoint=args.endpoint)
-    print(json.dumps(report.to_json(), indent=2) if args.json else report)
+    emit(report, args)
     return report.exit_code

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_json_option, add_location, add_remote_options, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -13,10 +12,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Diff two configs (files, or the config.json beside checkpoint locations); "
                                    "every difference is classified as shape, behaviour or metadata with a reason. "
                                    "Equal values spelled differently across formats are not differences.")
-    p.add_argument("a", help="config.json path or checkpoint location")
-    p.add_argument("b", help="config.json path or checkpoint location")
-    p.add_argument("--json", action="store_true", help="print a JSON list of differences")
-    add_hub_options(p)
+    add_location(p, "a", "a config.json, or the checkpoint beside it")
+    add_location(p, "b", "a config.json, or the checkpoint beside it")
+    add_json_option(p, "print the differences as one JSON object")
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
@@ -28,5 +27,5 @@ def run(args: argparse.Namespace) -> int:
     a = load_config(args.a, endpoint=args.endpoint)
     b = load_config(args.b, endpoint=args.endpoint)
     diff = diff_configs(a, b, a_name=location_label(args.a), b_name=location_label(args.b))
-    print(json.dumps(diff.to_json(), indent=2) if args.json else diff)
+    emit(diff, args)
     return 0

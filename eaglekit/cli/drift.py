@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_json_option, add_location, add_remote_options, check_writable, emit, write_html
 
 _EPILOG = ("Weights pair by name across wrappers (K2.5's language_model. prefix) and quantisation suffixes. "
            "Sampled figures carry 95% intervals; --full reads every byte (inline below 1 GiB, else on a Dask "
@@ -27,8 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Compare two versions of a target model (quantised or not), the drafter's view "
                                    "first (embedding rows, draft lm_head rows, layers feeding it), then every layer.",
                        epilog=_EPILOG)
-    p.add_argument("a", metavar="A", help="reference target: local path, hf://OWNER/REPO[@REV], http(s):// or ssh://")
-    p.add_argument("b", metavar="B", help="target compared against A (same forms)")
+    add_location(p, "a", "the reference target")
+    add_location(p, "b", "the target compared against A")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--budget", metavar="SIZE", help="sampled mode: bytes to read, e.g. 4GB (default 4GB)")
     mode.add_argument("--full", action="store_true", default=None, help="read every byte (default for local targets)")
@@ -41,20 +41,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hidden", nargs=2, metavar=("DUMP_A", "DUMP_B"),
                    help="two hidden-state dumps of the same prompts (eaglekit dump-hidden): cosine and CKA per layer")
     p.add_argument("--seed", type=int, default=0, help="sampled mode: the random seed (default 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    add_json_option(p)
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the drift map")
-    add_hub_options(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.drift.measure import drift
-    from eaglekit.analysis.drift.report import dumps
-    from eaglekit.core.errors import InputError
 
     if args.html:
-        from eaglekit.cli.common import check_writable
-
         check_writable(args.html, "--html")
     tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
     full = True if args.full else (False if args.budget else None)
@@ -64,12 +60,9 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from eaglekit.view.drift_figures import save_drift_page
 
-        try:
-            save_drift_page(report, args.html)
-        except OSError as e:
-            raise InputError(f"cannot write {args.html}: {e.strerror or e}; choose a writable path for --html.") from e
+        write_html(lambda path: save_drift_page(report, path), args.html)
         print(f"wrote {args.html}", file=sys.stderr)
-    print(dumps(report) if args.json else report)
+    emit(report, args)
     return 0
 
 

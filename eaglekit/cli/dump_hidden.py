@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_remote_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="stored dtype (bfloat16)")
     p.add_argument("--device", default="cpu")
-    add_hub_options(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 

@@ -10,9 +10,8 @@ nothing is written on error.
 from __future__ import annotations
 
 import argparse
-import json
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_engine_option, add_json_option, add_location, add_remote_options, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,19 +21,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "the drafter never had come from the target's lm_head), embed_tokens from the "
                                    "target with --embed-from-target, aux ids rewritten for --engine. Streamed; "
                                    "writes only into --out, never over a non-empty folder: --force replaces an earlier export only.")
-    p.add_argument("drafter", help="drafter location (local, hf://, http(s)://, ssh://)")
+    add_location(p, "drafter", "the drafter to start from")
     p.add_argument("--out", required=True, metavar="DIR", help="folder to create (empty or new)")
     p.add_argument("--target", metavar="T", help="target location with weights (lm_head rows for new tokens, "
                                                   "--embed-from-target)")
     p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors a trainer wrote, or another drafter")
-    p.add_argument("--format", default="specforge", help="specforge (default) or speculators")
-    p.add_argument("--engine", default=None, help="rewrite aux ids so this engine (vllm or sglang) feeds the "
-                                                   "tensors training used (default: keep them)")
+    p.add_argument("--format", choices=("specforge", "speculators"), default="specforge",
+                   help="the layout and config to write (default specforge)")
+    add_engine_option(p, "rewrite aux ids so this engine feeds the tensors training used (default: keep them)")
     p.add_argument("--embed-from-target", action="store_true", help="save the target's embedding as embed_tokens")
     p.add_argument("--force", action="store_true", help="replace an earlier eaglekit export in --out (never any other "
                                                         "non-empty folder)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_hub_options(p)
+    add_json_option(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
@@ -44,5 +43,5 @@ def run(args: argparse.Namespace) -> int:
     result = export(args.drafter, args.out, target=args.target, vocab_map=args.vocab_map, format=args.format,
                     engine=args.engine, embed_from_target=args.embed_from_target, force=args.force,
                     endpoint=args.endpoint)
-    print(json.dumps(result.to_json(), indent=2) if args.json else result)
+    emit(result, args)
     return 0

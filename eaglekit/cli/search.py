@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_json_option, add_remote_options, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--author", metavar="A", default=None, help="only repos of this user or organisation")
     p.add_argument("--limit", metavar="N", type=_positive, default=1000,
                    help="how many Hub models to examine (default: %(default)s)")
-    p.add_argument("--json", action="store_true", help='print one JSON object: {"drafters": [...]}')
-    add_hub_options(p)
+    add_json_option(p, 'print one JSON object: {"drafters": [...]}')
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
@@ -42,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
 
     results = find_drafters(args.query, target=args.target, author=args.author, limit=args.limit,
                             endpoint=args.endpoint)
-    print(json.dumps(results.to_json(), indent=2) if args.json else results)
+    emit(results, args)
     return 0

@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import (EXIT_NOT_FIT, add_json_option, add_location, add_remote_options, check_writable,
+                                 emit, write_html)
 
 _EPILOG = ("Names are normalised (layers.0.* = midlayer.*). lm_head rows are paired by target token "
            "(i + d2t[i]); fc.weight is split into its low/mid/high column blocks and q/k/v into their embedding "
@@ -26,28 +27,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Compare the weights of drafter B against drafter A in one streamed pass: "
                                    "cosine, ||a-b||/||a|| and ||b||/||a|| per tensor and per block of a grid.",
                        epilog=_EPILOG)
-    p.add_argument("a", metavar="A", help="reference drafter: local path, hf://OWNER/REPO[@REV][/PATH], "
-                                         "http(s)://URL or ssh://host/path")
-    p.add_argument("b", metavar="B", help="drafter compared against A (same forms)")
+    add_location(p, "a", "the reference drafter")
+    add_location(p, "b", "the drafter compared against A")
     p.add_argument("--tensors", action="append", metavar="PATTERN",
                    help="compare only tensors matching this glob (repeatable), e.g. 'midlayer.mlp.*'")
     p.add_argument("--grid", nargs=2, type=int, default=[64, 64], metavar=("R", "C"),
                    help="block grid rows and columns, at most (default 64 64)")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="where to compute (default cpu)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    add_json_option(p)
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the heatmaps")
     p.add_argument("--measure", choices=("rel_diff", "cosine", "norm_ratio"), default="rel_diff",
                    help="what the --html page colours (default rel_diff, ||a-b||/||a||: 0 is unchanged; the colour "
                         "range spans the blocks on the page, so a fine-tune's drift shows)")
-    add_hub_options(p)
+    add_remote_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.similarity.measure import similarity
-    from eaglekit.analysis.similarity.report import dumps
-    from eaglekit.cli.common import check_writable
-    from eaglekit.core.errors import InputError
     from eaglekit.view.figures import save_page
 
     if args.html:
@@ -55,20 +52,14 @@ def run(args: argparse.Namespace) -> int:
     report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
                         endpoint=args.endpoint, progress=sys.stderr.isatty())
     if not report.tensors and not report.buffers:  # an incompatible pair: say why, exit 4 as compat does
-        print(dumps(report) if args.json else report)
+        emit(report, args)
         print(f"eaglekit similarity: {_why_nothing(report)}", file=sys.stderr)
-        return INCOMPATIBLE
+        return EXIT_NOT_FIT
     if args.html:
-        try:
-            save_page(report, args.html, measure=args.measure)
-        except OSError as e:
-            raise InputError(f"cannot write {args.html}: {e.strerror or e}; choose a writable path for --html.") from e
+        write_html(lambda path: save_page(report, path, measure=args.measure), args.html)
         print(f"wrote {args.html}", file=sys.stderr)
-    print(dumps(report) if args.json else report)
+    emit(report, args)
     return 0
-
-#: Exit code when the two drafters have nothing comparable (the code ``eaglekit compat`` gives "incompatible").
-INCOMPATIBLE = 4
 
 
 def _why_nothing(report) -> str:

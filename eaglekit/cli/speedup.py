@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 
+from eaglekit.cli.common import add_json_option, emit
+
 _EPILOG = (
     "Accept length counts the bonus token (as vLLM, SGLang and EAGLE report it). "
     "Cycle = verify + steps x draft + overhead; without --steps the chain is unbounded "
@@ -47,13 +49,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "fewest steps that allow it (repeatable)")
     p.add_argument("--target-tps", type=float, action="append", default=None, metavar="T",
                    help="what a target tok/s needs (repeatable with --spec-tps)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_json_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from eaglekit.core.errors import InputError
     from eaglekit.core.specmath import Scenario, estimate
 
@@ -86,5 +86,5 @@ def run(args: argparse.Namespace) -> int:
         )
         result = estimate(scenario, accept_length=args.accept_length, alpha=args.alpha,
                           target_tps=targets[0] if targets else None)
-    print(json.dumps(result.to_json(), indent=2) if args.json else result)
+    emit(result, args)
     return 0

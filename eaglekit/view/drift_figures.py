@@ -10,6 +10,7 @@ import math
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+from eaglekit.view.page import standalone_page, write_page
 from eaglekit.core.errors import InputError
 
 if TYPE_CHECKING:
@@ -78,19 +79,13 @@ def drafter_view(report: DriftReport):
 
 def drift_page(report: DriftReport) -> str:
     """A self-contained HTML page (plotly.js inlined once): the report's tables and both figures."""
-    figures = [drafter_view(report), drift_map(report)]
-    divs = [f.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True})
-            for i, f in enumerate(figures)]
-    title = html.escape(f"eaglekit drift: {report.b} vs {report.a}")
-    body = "\n".join(f'<div class="figure">{d}</div>' for d in divs)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-            '<style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}.figure{margin:24px 0}'
-            f"</style></head><body><h1>{title}</h1>\n{body}\n{report._repr_html_()}</body></html>\n")
+    return standalone_page(f"eaglekit drift: {report.b} vs {report.a}",
+                           figures=[drafter_view(report), drift_map(report)], after=[report._repr_html_()])
 
 
 def save_drift_page(report: DriftReport, path) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(drift_page(report))
+    """Write :func:`drift_page` to ``path``."""
+    write_page(drift_page(report), path)
 
 
 def _ci(e) -> str:

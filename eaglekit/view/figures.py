@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from eaglekit.view.page import standalone_page, write_page
 from eaglekit.analysis.similarity.report import (
     MEASURES,
     Measure,
@@ -145,24 +146,17 @@ def report_page(report: SimilarityReport, *, measure: Measure = "rel_diff") -> s
     lo, hi = page_range(report, measure)
     figures = [overview(report, measure=measure, zmin=lo, zmax=hi)]
     figures += [heatmap(t, measure=measure, zmin=lo, zmax=hi) for t in report.tensors]
-    divs = [fig.to_html(full_html=False, include_plotlyjs=(i == 0), config={"responsive": True})
-            for i, fig in enumerate(figures)]
-    title = html.escape(f"eaglekit similarity: {report.b} vs {report.a}")
     meaning = {"rel_diff": "0 means unchanged", "cosine": "1 means the same direction, 0 unrelated",
                "norm_ratio": "1 means equal norms"}[measure]
     legend = (f'<p class="colour">Colour: {html.escape(LABELS[measure])} ({meaning}), from {lo:.4g} to {hi:.4g}: '
               "the range of the blocks on this page, the same in every figure.</p>")
-    body = "\n".join(f'<div class="figure">{d}</div>' for d in divs)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-            '<style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}'
-            '.figure{margin:24px 0}</style></head>'
-            f"<body><h1>{title}</h1>{report._repr_html_()}\n{legend}\n{body}</body></html>\n")
+    return standalone_page(f"eaglekit similarity: {report.b} vs {report.a}", before=[report._repr_html_(), legend],
+                           figures=figures)
 
 
 def save_page(report: SimilarityReport, path, *, measure: Measure = "rel_diff") -> None:
     """Write :func:`report_page` to ``path``."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(report_page(report, measure=measure))
+    write_page(report_page(report, measure=measure), path)
 
 
 def _first(*values: float | None) -> float | None:
