@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from eaglekit.core.errors import EaglekitError
 
-__version__ = "0.1.0"
+from eaglekit.core.version import __version__
 
 #: public name -> module (below ``eaglekit``) that defines it
 _EXPORTS = {

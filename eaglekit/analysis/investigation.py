@@ -1,7 +1,7 @@
 """The investigation's conclusion, written from the results rather than in advance.
 
-Pure: a :class:`~eaglekit.compat.CompatReport`, optionally a
-:class:`~eaglekit.similarity_report.SimilarityReport` and the payoff maths (the deployment's
+Pure: a :class:`~eaglekit.analysis.compat.pair.CompatReport`, optionally a
+:class:`~eaglekit.analysis.similarity.report.SimilarityReport` and the payoff maths (the deployment's
 :class:`~eaglekit.core.account.Account`: measured cycle, steps, draft cost, targets) in;
 sentences out. Renders as Markdown-like HTML in a notebook and as plain text in a terminal.
 """

@@ -3,7 +3,7 @@
 Drafters are named every which way (``EAGLE3-*``, ``*-eagle3``, ``*.eagle3``, ``*_eagle3``, or nothing
 drafter-like at all) and their ``base_model`` metadata sometimes names another drafter (docs/domain.md,
 "Finding drafters on the Hub"). So a repo counts as a drafter only when its config.json says EAGLE-3
-(:func:`eaglekit.config.is_eagle3_config`: architectures or ``speculators_model_type``), never by name.
+(:func:`eaglekit.core.config.is_eagle3_config`: architectures or ``speculators_model_type``), never by name.
 
 How: one Hub listing (``/api/models`` with the config, tags, safetensors, downloads, likes and
 lastModified fields expanded, every page followed), then config.json of each *candidate*, read in

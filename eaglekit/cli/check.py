@@ -12,13 +12,15 @@ import argparse
 from eaglekit.cli.common import add_engine_option, add_json_option, add_location, add_remote_options, emit
 
 
+_WHAT = ("Check one EAGLE-3 drafter before serving it: lm_head present and shaped, embed_tokens absent or equal to "
+         "the target's, d2t/t2d valid, fc width, aux ids in range and what each engine feeds, vocabulary and hidden "
+         "size, the architecture name each engine needs, dtype, rope. Every finding comes with a one-line fix. "
+         "Exit 0 ready, 4 not ready, 2 error.")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="pre-serving checks for one drafter against a target (exit 0 ready / 4 not)",
-                       description="Check one EAGLE-3 drafter before serving it: lm_head present and shaped, "
-                                   "embed_tokens absent or equal to the target's, d2t/t2d valid, fc width, aux "
-                                   "ids in range and what each engine feeds, vocabulary and hidden size, the "
-                                   "architecture name each engine needs, dtype, rope. Every finding comes with a "
-                                   "one-line fix. Exit 0 ready, 4 not ready, 2 error.")
+    p = sub.add_parser("check", description=_WHAT,
+                       help="pre-serving checks for one drafter against a target (exit 0 ready / 4 not)")
     add_location(p, "drafter", "the drafter")
     p.add_argument("--target", metavar="T", help="target config.json, folder or location (with weights, "
                                                   "embed_tokens is compared by value)")

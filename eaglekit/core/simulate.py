@@ -1,4 +1,4 @@
-"""Monte Carlo simulation of the draft-verify loop, to check the closed forms in :mod:`eaglekit.specmath`.
+"""Monte Carlo simulation of the draft-verify loop, to check the closed forms in :mod:`eaglekit.core.specmath`.
 
 One cycle: the drafter proposes up to k tokens; the target accepts them left to right while each
 passes (position i passes with probability ``rates[i]`` given that all before it passed; i.i.d.

@@ -4,7 +4,7 @@ On its own it is the "any HTTP server" that ``https://`` locations read from in 
 HEAD and GET ``/files/RELPATH`` under ROOT, one byte range per request (``bytes=a-b``, ``bytes=a-``,
 ``bytes=-n``) answered 206 with Content-Range, no Range answered 200, an unsatisfiable one 416, with
 a quoted ETag (mtime and size, as nginx makes it), Last-Modified and Accept-Ranges. A missing file is a
-plain-text 404. :class:`eaglekit.hubserver.HubServer` adds the Hub's endpoints on top.
+plain-text 404. :class:`eaglekit.demo.hubserver.HubServer` adds the Hub's endpoints on top.
 
 For tests: ``server.log`` records every request (never a token value), ``server.ignore_range = True``
 answers Range requests with 200 and the whole file as some servers do, and ``server.inject(...)``

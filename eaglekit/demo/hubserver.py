@@ -15,7 +15,7 @@ GET  /api/models/O/R/tree/V[/P]    list_repo_tree, HfFileSystem.ls: recursive, e
 POST /api/models/O/R/paths-info/V  get_paths_info, HfFileSystem.info: form or JSON ``paths``
 HEAD|GET /O/R/resolve/V/P          hf_hub_download, get_hf_file_metadata, HfFileSystem.open: one
                                    byte range, ETag, X-Repo-Commit, X-Linked-Etag/-Size (LFS)
-HEAD|GET /files/RELPATH            the plain static server of :mod:`eaglekit.fileserver`
+HEAD|GET /files/RELPATH            the plain static server of :mod:`eaglekit.demo.fileserver`
 =================================  ================================================================
 
 Where this differs from the Hub, or where the Hub surprises: files are served directly (200/206),
@@ -27,7 +27,7 @@ are public. ``config`` is the summary the Hub computes (architectures, model_typ
 not the whole config.json, unless ``full_config=True``. Pagination cursors are plain offsets.
 
 Standard library only, on purpose: a test and demo fixture must not add a dependency (the HTTP
-plumbing is in :mod:`eaglekit.fileserver`, on http.server's ThreadingHTTPServer).
+plumbing is in :mod:`eaglekit.demo.fileserver`, on http.server's ThreadingHTTPServer).
 """
 
 from __future__ import annotations
@@ -396,7 +396,7 @@ class HubServer(FileServer):
     ``tokens``: bearer tokens that may read private and gated repos. ``page_size``: items per page of
     list_models and tree (the Hub uses 1000). ``full_config``: serve the whole config.json as
     ``config`` instead of the Hub's summary. The request log and fault injection (``log``,
-    ``clear_log()``, ``ignore_range``, ``inject()``) come from :class:`eaglekit.fileserver.FileServer`.
+    ``clear_log()``, ``ignore_range``, ``inject()``) come from :class:`eaglekit.demo.fileserver.FileServer`.
     """
 
     handler = _HubHandler

@@ -1,6 +1,6 @@
 """The demo Hub's search shelf: drafters named every which way, look-alikes, and broken uploads.
 
-``eaglekit.search.find_drafters`` must decide by config, not by name (docs/domain.md, "Finding drafters on
+``eaglekit.find_drafters`` must decide by config, not by name (docs/domain.md, "Finding drafters on
 the Hub"). These repos, added beside the demo's own drafters, are what it decides on:
 
 - EAGLE-3 drafters in every naming pattern and format: ``EAGLE3-*`` and ``sglang-EAGLE3-*`` (SpecForge
@@ -251,7 +251,7 @@ def build_demo_hub_repos(hub_root: str | os.PathLike[str], demo_root: str | os.P
 
 def serve_demo_hub(ws, **kwargs):
     """Start the Hub-compatible server over a demo workspace's hub folder (adding the search shelf to a
-    workspace built before it existed); returns the running :class:`~eaglekit.hubserver.HubServer`.
+    workspace built before it existed); returns the running :class:`~eaglekit.demo.hubserver.HubServer`.
     ``kwargs`` go to HubServer (``page_size``, ``tokens``...). Stop it with ``.stop()``."""
 
     build_demo_hub_repos(ws.hub_root, ws.root)

@@ -1,6 +1,6 @@
 """Inventory: every tensor of a checkpoint across its shards, read from headers alone.
 
-Pure: built from parsed :class:`~eaglekit.header.FileHeader` records, renders itself as an HTML table
+Pure: built from parsed :class:`~eaglekit.core.header.FileHeader` records, renders itself as an HTML table
 (last line of a notebook cell) and as an aligned table (terminal), and exports the JSON the CLI prints.
 """
 
@@ -188,7 +188,7 @@ def compare_inventories(inventories: Mapping[str, Inventory]):
     Rows whose cells differ across checkpoints are listed first; missing tensors show as "-". Headers hold
     no values, so the last column compares dtype and shape only, and says so in its name: equal shapes do
     not mean equal values (two drafters' d2t maps can share a shape and differ almost everywhere; compare
-    values with :func:`eaglekit.compat` or :func:`eaglekit.similarity`).
+    values with :func:`eaglekit.analysis.compat.pair` or :func:`eaglekit.similarity`).
     """
     import pandas as pd
 

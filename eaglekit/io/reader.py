@@ -1,6 +1,6 @@
 """Open a checkpoint wherever it lives: resolve its files, read every header, stream tensor bytes.
 
-Sources only fetch bytes (``eaglekit.sources``); this module decides which bytes. A header costs one
+Sources only fetch bytes (``eaglekit.io.sources``); this module decides which bytes. A header costs one
 request when it fits the first window (a second only when it is larger), and the shards of a sharded
 checkpoint are fetched in parallel threads.
 """

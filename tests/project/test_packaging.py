@@ -49,3 +49,11 @@ def test_every_command_is_registered():
     r = subprocess.run([sys.executable, "-m", "eaglekit", "--help"], capture_output=True, text=True, check=True)
     for command in ("search", "inspect", "diff", "compat", "similarity", "speedup", "demo", "serve-hub"):
         assert command in r.stdout
+
+
+def test_the_package_never_caps_torch():
+    """The CPU build is pinned by the Makefile and environment.yml only: an upper bound in the package's own
+    dependencies would make pip downgrade a GPU user's newer torch."""
+    torch = _pyproject()["torch"]
+    assert all(s.operator in (">=", ">") for s in torch.specifier), torch
+    assert "torch==2.13.0" in (ROOT / "Makefile").read_text()

@@ -1,9 +1,9 @@
 """Weight similarity of two drafters in one streamed pass: byte ranges in, float64 grid sums out.
 
-:mod:`eaglekit.similarity_plan` decides what is compared (tensors paired by normalised name, fc and
+:mod:`eaglekit.analysis.similarity.plan` decides what is compared (tensors paired by normalised name, fc and
 q/k/v split into meaningful parts, lm_head rows paired by target token) and cuts each tensor into a
 grid. This module streams the bytes and accumulates, per grid cell, the float64 sums ``a*a``, ``b*b``,
-``a*b`` and ``(a-b)^2``, from which :mod:`eaglekit.similarity_report` derives cosine, ``||a-b||/||a||``
+``a*b`` and ``(a-b)^2``, from which :mod:`eaglekit.analysis.similarity.report` derives cosine, ``||a-b||/||a||``
 and ``||b||/||a||`` per cell, per row band and per tensor.
 
 Streaming: rows are contiguous in row-major order, so a block of rows is one byte range. Local files are

@@ -33,7 +33,7 @@ from eaglekit.core.header import encode_header, parse_header
 from eaglekit.core.render import kv_html, kv_text
 from eaglekit.core.safejson import loads
 from eaglekit.core.tensors import to_numpy
-from eaglekit import __version__
+from eaglekit.core.version import __version__
 
 FORMAT = "eaglekit-hidden-states"
 VERSION = 1

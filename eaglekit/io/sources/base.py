@@ -2,7 +2,7 @@
 
 A :class:`Source` knows nothing about safetensors. It reads ``length`` bytes at ``start`` of a file
 named relative to its folder, and says how long the whole file is. Header parsing, shard resolution and
-tensor streaming live above it (``eaglekit.reader``), shared by the local, Hub, HTTP and SSH readers.
+tensor streaming live above it (``eaglekit.io.reader``), shared by the local, Hub, HTTP and SSH readers.
 """
 
 from __future__ import annotations
