@@ -15,7 +15,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "00_investigation
 
 def _conclusion(nb) -> str:
     for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("from eaglekit.analysis.investigation import conclude"):
+        if cell.cell_type == "code" and cell.source.startswith("from eaglekit import conclude"):
             return cell.outputs[0]["data"]["text/plain"]
     raise AssertionError("no conclusion cell")
 
