@@ -1,4 +1,4 @@
-"""``eaglekit check DRAFTER [--target T] [--engine vllm|sglang] [--full] [--json]``: can it serve?
+"""``eaglekit check DRAFTER [--target T] [--engine vllm|sglang|sglang==0.5.9] [--full] [--json]``: can it serve?
 
 Header-only pre-serving checks for one drafter (and a target): lm_head, embed_tokens against the
 target's (sampled rows, or every row with ``--full``), d2t/t2d, fc width, aux ids per engine, vocabulary
@@ -23,8 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("drafter", help="drafter location (local, hf://, http(s)://, ssh://)")
     p.add_argument("--target", metavar="T", help="target config.json, folder or location (with weights, "
                                                   "embed_tokens is compared by value)")
-    p.add_argument("--engine", choices=("vllm", "sglang"), help="check for this engine only (default: both; a "
-                                                                 "fault of one engine is then a warning)")
+    p.add_argument("--engine", metavar="E[==V]", help="check for this engine only: sglang (every SGLang release "
+                                                       "reading, newest first), sglang==0.5.9 (that release), vllm "
+                                                       "(default: both engines; a fault of one is then a warning)")
     p.add_argument("--full", action="store_true", help="compare every embed_tokens row, not a sample")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_hub_options(p)

@@ -28,8 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                   "--embed-from-target)")
     p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors a trainer wrote, or another drafter")
     p.add_argument("--format", default="specforge", help="specforge (default) or speculators")
-    p.add_argument("--engine", default=None, help="rewrite aux ids so this engine (vllm or sglang) feeds the "
-                                                   "tensors training used (default: keep them)")
+    p.add_argument("--engine", default=None, metavar="E[==V]",
+                   help="rewrite aux ids so this engine feeds the tensors training used: vllm, sglang (its newest "
+                        "known release; the note says what older ones need) or sglang==0.5.9 (default: keep them)")
     p.add_argument("--embed-from-target", action="store_true", help="save the target's embedding as embed_tokens")
     p.add_argument("--force", action="store_true", help="replace an earlier eaglekit export in --out (never any other "
                                                         "non-empty folder)")

@@ -216,5 +216,5 @@ def _version_tuple(version: str, shown: str) -> tuple[int, ...]:
     return tuple(int(p) for p in m.group(1).split("."))
 
 
-__all__ = ["EngineChoice", "Release", "RELEASES", "SGLANG_RELEASES", "VLLM_RELEASES", "parse_engine",
+__all__ = ["EngineChoice", "Release", "RELEASES", "LAST_KNOWN_OLD", "SGLANG_RELEASES", "VLLM_RELEASES", "parse_engine",
            "target_family", "outputs_selected", "capture_range", "capturable", "ids_selecting", "default_ids"]
