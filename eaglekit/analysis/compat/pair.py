@@ -261,6 +261,8 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     diff = diff_configs(config_a, config_b, a_name=a_name, b_name=b_name) if cfg_a and cfg_b else None
     if diff is not None:
         for d in diff.by_class("behaviour"):
+            if d.path.endswith("eagle_aux_hidden_state_layer_ids") or d.path == "eaglekit_export.aux_ids_read_as":
+                continue  # judged above by what the ids mean, not how they are spelled
             warnings.append(f"config {d.path} differs ({d.a!r} vs {d.b!r}): {d.reason}")
 
     verdict: Verdict = "incompatible" if fatal else "compatible-after-remap" if remap else "compatible"
