@@ -276,8 +276,10 @@ def _training(trained_by: str, ids, num_layers, family: Family) -> TrainingReadi
     reach = num_layers is None or all(0 <= i < num_layers for i in ids)
     if trained_by == "specforge":
         paths.append(("SpecForge's Hugging Face backend", ids, reach))
-        for release in SGLANG_RELEASES:
+        for n, release in enumerate(SGLANG_RELEASES):
             rule = release.rule(family)
+            if n and rule == SGLANG_RELEASES[n - 1].rule(family):
+                continue  # "since #25454" already covers the later releases that read alike
             paths.append((f"its SGLang backend on {release.name}", outputs_selected(rule, ids),
                           num_layers is None or capturable(rule, ids, num_layers)))
     elif trained_by.startswith("declared-"):

@@ -412,7 +412,7 @@ def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Se
         elif e.as_trained == "ambiguous":
             add("aux layers", "warning", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
                 f"{training.name} used {training.describe()}: the config does not say which, so whether this is "
-                f"as trained is ambiguous.", f"{SETTLE} Then {_writes_fix(e, aux)}", e.key)
+                f"as trained is ambiguous.", f"{SETTLE} Then, {_writes_fix(e, aux).replace('For ', 'for ', 1)}", e.key)
         elif training.in_range is not False and e.as_trained == "no":
             add("aux layers", per_engine, f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
                 f"{training.name} used {training.describe()}{guessed}. An off-by-one here costs acceptance silently.",
