@@ -415,6 +415,11 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
     present, declared = r.lookup("eaglekit_export.aux_ids_read_as")
     if present and declared in ("inputs", "outputs"):
         trained_by = f"declared-{declared}"  # an eaglekit export says what its ids mean
+    else:
+        # An export of a drafter whose meaning was ambiguous keeps its source's trainer (and so the ambiguity).
+        _, source_trainer = r.lookup("eaglekit_export.trained_by")
+        if source_trainer in TRAINER_OF_FORMAT.values():
+            trained_by = source_trainer
     return DrafterConfig(
         format=fmt,
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None,

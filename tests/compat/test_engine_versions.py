@@ -253,3 +253,17 @@ def test_compat_after_export_for_vllm_does_not_warn_about_aux_ids(demo, tmp_path
     (shifted.out / "config.json").write_text(json.dumps(cfg))
     r = compat(demo.drafter("k2"), shifted.out)
     assert any(w.startswith("aux layer ids mean different tensors") for w in r.warnings), r.warnings
+
+
+def test_export_without_engine_keeps_an_ambiguous_meaning_ambiguous(demo, tmp_path):
+    from eaglekit import check, export, normalize_config
+
+    out = export(demo.drafter("k2"), tmp_path / "kept", target=demo.target("kimi-k25").parent, format="speculators")
+    assert out.aux_layer_ids == (2, 30, 58) and out.aux_ids_read_as == "ambiguous"
+    assert out.config["eaglekit_export"]["aux_ids_read_as"] is None
+    assert normalize_config(out.config).trained_by == "specforge"  # not guessed "speculators" from the layout
+    rep = check(out.out, target=demo.target("kimi-k25").parent)
+    # SGLang does not load the speculators layout; vLLM does, and its aux ids stay ambiguous.
+    assert rep.aux.training.ambiguous and rep.summary.startswith(
+        "kept for target kimi-k25: NOT READY for SGLang since #25454 (architecture); NOT READY for SGLang before "
+        "#25454 (architecture); UNSURE for vLLM (aux ids ambiguous)"), rep.summary

@@ -95,7 +95,8 @@ class ExportResult:
         pairs = [("written to", str(self.out)), ("format", self.format), ("from", self.source),
                  ("tensors", f"{self.tensors} ({format_bytes(self.nbytes)})"),
                  ("aux ids", f"{None if self.aux_layer_ids is None else list(self.aux_layer_ids)} "
-                             f"(read as {self.aux_ids_read_as}" + (f", for {self.engine})" if self.engine else ")"))]
+                             + ("(meaning ambiguous, as in the source)" if self.aux_ids_read_as == "ambiguous" else
+                                f"(read as {self.aux_ids_read_as}" + (f", for {self.engine})" if self.engine else ")")))]
         if self.aux_note:
             pairs.append(("aux ids mean", self.aux_note))
         if self.rows_kept is not None:
@@ -296,6 +297,9 @@ def _aux_ids(cfg: DrafterConfig, engine: str | None,
                      f"assumed (settle it with eaglekit acceptance --aux-convention outputs / inputs, or ask the "
                      f"publisher).")
     if engine is None:
+        if training.ambiguous:  # kept as written, and not declared: the export stays as ambiguous as its source
+            parts[0] = f"The source config leaves its training ambiguous: {training.describe()}; kept as written."
+            return cfg.aux_layer_ids, "ambiguous", " ".join(parts)
         return cfg.aux_layer_ids, read_as, " ".join(parts)
     newest, *older = view.readings(parse_engine(engine).engine)
     ids = ids_selecting(newest.rule, trained, None)
@@ -352,7 +356,8 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
     note = _note(ck.location.raw, cfg, format, ids, read_as, aux_note, engine, kept, from_target, vocab_map,
                  embed_from_target, target)
     provenance = {"source": ck.location.raw, "source_format": cfg.format, "trained_by": cfg.trained_by,
-                  "aux_ids_read_as": read_as, "engine": engine, "aux_note": aux_note,
+                  "aux_ids_read_as": None if read_as == "ambiguous" else read_as, "engine": engine,
+                  "aux_note": aux_note,
                   "aux_ids_source": None if cfg.aux_layer_ids is None else list(cfg.aux_layer_ids),
                   "vocab_map": None if vocab_map is None else str(vocab_map), "rows_kept": kept,
                   "rows_from_target": from_target, "embed_from_target": embed_from_target,
@@ -548,7 +553,8 @@ def _note(source, cfg, format, ids, read_as, aux_note, engine, kept, from_target
         parts.append("No aux ids: each engine uses its default, and the defaults name the same target tensors.")
     else:
         parts.append(f"Aux ids {list(ids)} are meant as layer {read_as}" +
-                     (f", rewritten for {engine}." if engine else " (as the source wrote them)."))
+                     (f", rewritten for {engine}." if engine else " (as the source wrote them).")
+                     if read_as != "ambiguous" else f"Aux ids {list(ids)} as the source wrote them.")
     if aux_note:
         parts.append(aux_note)
     if vocab_map is not None:
