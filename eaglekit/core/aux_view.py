@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html import escape
 from typing import Literal
 
 from eaglekit.core.engine_readings import (RELEASES, SGLANG_RELEASES, EngineChoice, Family, Release, Rule,
@@ -212,15 +213,11 @@ class AuxEngineView:
     _HEAD = ("reader", "rule", "ids", "feeds outputs of layers", "in range", "as trained", "write instead")
 
     def __str__(self) -> str:
-        from eaglekit.core.render import text_table
-
         lines = [text_table(self._HEAD, self._rows(), title=self.summary)]
         lines += [f"  ! {p}" for p in self.problems] + [f"  * {n}" for n in self.notes]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from html import escape
-
         html = html_table(self._HEAD, self._rows(), caption=self.summary)
         items = [escape(p) for p in self.problems] + [escape(n) for n in self.notes]
         if items:

@@ -267,3 +267,13 @@ def test_export_without_engine_keeps_an_ambiguous_meaning_ambiguous(demo, tmp_pa
     assert rep.aux.training.ambiguous and rep.summary.startswith(
         "kept for target kimi-k25: NOT READY for SGLang since #25454 (architecture); NOT READY for SGLang before "
         "#25454 (architecture); UNSURE for vLLM (aux ids ambiguous)"), rep.summary
+
+
+def test_export_note_names_the_trainer_in_plain_words(demo, tmp_path):
+    from eaglekit import export
+
+    first = export(demo.drafter("k2"), tmp_path / "first", engine="vllm")
+    again = export(first.out, tmp_path / "again")
+    assert "trained by declared" not in again.note and "declared-" not in again.note
+    assert "its aux ids declared as layer inputs by an earlier eaglekit export" in again.note
+    assert "trained with SpecForge, as guessed from its format" in first.note
