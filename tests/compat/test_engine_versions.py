@@ -246,6 +246,10 @@ def test_compat_after_export_for_vllm_does_not_warn_about_aux_ids(demo, tmp_path
     r = compat(demo.drafter("k2"), out.out)
     assert not [w for w in r.warnings if "aux" in w], r.warnings
     assert r.aux_layers["same_meaning"] is True and r.aux_layers["same"] is False
+    # Against a K2.5 target the source's own meaning is ambiguous: said beside its ids, not as a warning.
+    r = compat(demo.drafter("k2"), out.out, target=str(demo.target("kimi-k25")))
+    assert not [w for w in r.warnings if "aux" in w], r.warnings
+    assert "training AMBIGUOUS: the outputs of [2, 30, 58]" in r.aux_layers["a"]["explanation"]
     # Ids that do mean other tensors are still flagged.
     shifted = export(demo.drafter("k2"), tmp_path / "shifted", engine="sglang==0.5.9")
     cfg = json.loads((shifted.out / "config.json").read_text())

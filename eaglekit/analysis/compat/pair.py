@@ -234,6 +234,9 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
             meant[key] = {c.outputs_of for c in training.candidates} if training.candidates else None
             if aux.get(key) is not None:
                 aux[key]["trained_outputs_of"] = [list(o) for o in sorted(meant[key] or ())]
+                if training.ambiguous:
+                    aux[key]["explanation"] += (f"; training AMBIGUOUS: {training.describe()} "
+                                                "(docs/aux-layers.md)")
     same = None
     if meant.get("a") and meant.get("b"):
         same = meant["a"] == meant["b"] and len(meant["a"]) == 1
