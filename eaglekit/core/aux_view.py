@@ -248,9 +248,13 @@ def aux_engine_view(ids: Sequence[int] | None, *, trained_by: str, num_layers: i
     readings: list[EngineReading] = []
     notes: list[str] = []
     for choice in choices:
-        mine = _choice_readings(choice, family, ids, num_layers, training)
+        mine = _choice_readings(choice, family, ids, num_layers, training, known=architecture is not None)
         readings += mine
         notes += _engine_notes(choice, mine, training)
+        if architecture is None and choice.engine == "sglang" and ids and ids[0] != 1:
+            notes.append("Target model code unknown: read as Llama-style code, where every SGLang release adds one. "
+                         "On DeepSeek-family targets (Kimi-K2, K2.5) SGLang since #25454 reads these ids as layer "
+                         "inputs instead: give the target to see both readings.")
     for e in readings:
         if e.in_range is False:
             lo, hi = capture_range(e.rule, e.ids, num_layers)
@@ -305,8 +309,8 @@ def _merge_hows(hows: list[str]) -> tuple[str, ...]:
     return tuple(rest)
 
 
-def _choice_readings(choice: EngineChoice, family: Family, ids, num_layers,
-                     training: TrainingReading) -> list[EngineReading]:
+def _choice_readings(choice: EngineChoice, family: Family, ids, num_layers, training: TrainingReading, *,
+                     known: bool = True) -> list[EngineReading]:
     """One reading per run of consecutive releases that read ``ids`` alike, newest first, each named for
     its span ("SGLang before #25454", "SGLang since #25454"; a pinned version by its number)."""
     oldest_first = sorted(choice.releases, key=RELEASES[choice.engine].index)
@@ -327,6 +331,8 @@ def _choice_readings(choice: EngineChoice, family: Family, ids, num_layers,
         elif len(runs) == 1:
             key, name = choice.engine, choice.label
             span = "every release eaglekit knows" if len(run) == len(RELEASES[choice.engine]) else first.span
+            if not known and choice.engine == "sglang" and ids and ids[0] != 1:
+                span += ", if the target runs Llama-style model code"
         elif n == 0:
             nxt = runs[1][0]
             key, name = f"{choice.engine}<{nxt.pr.lstrip('#')}", f"{engine_name} before {nxt.pr}"

@@ -281,3 +281,10 @@ def test_export_note_names_the_trainer_in_plain_words(demo, tmp_path):
     assert "trained by declared" not in again.note and "declared-" not in again.note
     assert "its aux ids declared as layer inputs by an earlier eaglekit export" in again.note
     assert "trained with SpecForge, as guessed from its format" in first.note
+
+
+def test_unknown_target_code_is_said_not_assumed_silently():
+    v = aux_engine_view([2, 30, 58], trained_by="specforge", num_layers=L)
+    assert v.reading("sglang").releases == "every release eaglekit knows, if the target runs Llama-style model code"
+    assert any(n.startswith("Target model code unknown") for n in v.notes)
+    assert not aux_engine_view([1, 29, 57], trained_by="specforge", num_layers=L).notes  # ids from 1 read alike
