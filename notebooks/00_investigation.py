@@ -151,7 +151,11 @@ conclusion
 # When the verdict asks for a remap, `eaglekit.export` writes it: A's weights with lm_head rows
 # re-aligned to B's vocabulary map by target token (rows for tokens A never had start from the
 # target's lm_head rows, read by byte range), streamed into a new folder. `eaglekit.check` then runs
-# the pre-serving checks on it against the target.
+# the pre-serving checks on it against the target. Its first line gives a verdict per engine release:
+# the K2 drafter's SpecForge ids `[2, 30, 58]` mean the outputs of those layers to SGLang up to 0.5.10
+# but of `[1, 29, 57]` to SGLang since PR #25454 and to vLLM, and the config does not say which capture
+# trained it, so each engine reads UNSURE until a measurement (`eaglekit acceptance --aux-convention
+# outputs` and `inputs`) or the publisher settles it (docs/aux-layers.md).
 
 # %%
 warm = None

@@ -65,14 +65,26 @@ eaglekit.diff_configs(load_config(ws.target("kimi-k2")), load_config(ws.target("
                       a_name="kimi-k2", b_name="kimi-k25")
 
 # %% [markdown]
-# ## Aux hidden-state layer ids, engine by engine
-# What an id selects depends on the engine that reads it, not on the config format. SGLang reads id
-# *i* as the output of layer *i* (as SpecForge trained it); vLLM reads it as the input of layer *i*,
-# one layer earlier. So the SpecForge config's `[2, 30, 58]` feeds SGLang what training used, and vLLM
-# the outputs of `[1, 29, 57]`: for vLLM write `[3, 31, 59]` (`eaglekit export --engine vllm` does).
+# ## Aux hidden-state layer ids, engine by engine and release by release
+# What an id selects depends on the engine that reads it, on its release and on the target's model
+# code, not on the config format. On a Llama-style target every SGLang release reads id *i* as the
+# output of layer *i* (as SpecForge's Hugging Face backend trained it); vLLM reads it as the input of
+# layer *i*, one layer earlier. So the SpecForge config's `[2, 30, 58]` feeds SGLang what training used,
+# and vLLM the outputs of `[1, 29, 57]`: for vLLM write `[3, 31, 59]` (`eaglekit export --engine vllm`
+# does).
 
 # %%
 eaglekit.normalize_config(k2).aux_view(61)
+
+# %% [markdown]
+# Kimi-K2 runs on SGLang's DeepSeek model code, where PR #25454 (May 2026) adds the one only when the
+# first id is 1: releases since then read `[2, 30, 58]` as the outputs of `[1, 29, 57]`. And SpecForge's
+# own SGLang capture backend follows whichever SGLang it runs, so the config alone no longer says what
+# the drafter was trained on: the view shows both meanings as AMBIGUOUS, with the ids to write for each
+# (docs/aux-layers.md has the table of releases).
+
+# %%
+eaglekit.normalize_config(k2).aux_view(61, architecture="DeepseekV3ForCausalLM")
 
 # %% [markdown]
 # The speculators twin copied the SpecForge ids unchanged; its trainer is guessed from its format
@@ -85,7 +97,10 @@ eaglekit.normalize_config(k2_spec).aux_view(61, trained_by="specforge")
 # %% [markdown]
 # ## Ready to serve? One drafter against its target
 # `eaglekit check` runs the pre-serving checks from headers: lm_head, embed_tokens, the vocabulary map,
-# fc width, aux ids per engine, target fit, architecture, dtype, rope. Every finding has a fix.
+# fc width, aux ids per engine release, target fit, architecture, dtype, rope. Every finding has a fix.
+# Its first line gives one verdict per engine release, each named with the releases it means: here
+# UNSURE for both SGLang readings, because the aux ids are ambiguous (settle it with `eaglekit
+# acceptance --aux-convention outputs` and `inputs`, or ask the publisher).
 
 # %%
 eaglekit.check(ws.drafter("k2"), target=ws.target("kimi-k2").parent, engine="sglang")

@@ -1,4 +1,4 @@
-"""``eaglekit check DRAFTER [--target T] [--engine vllm|sglang] [--full] [--json]``: can it serve?
+"""``eaglekit check DRAFTER [--target T] [--engine vllm|sglang|sglang==0.5.9] [--full] [--json]``: can it serve?
 
 Header-only pre-serving checks for one drafter (and a target): lm_head, embed_tokens against the
 target's (sampled rows, or every row with ``--full``), d2t/t2d, fc width, aux ids per engine, vocabulary
@@ -24,7 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_location(p, "drafter", "the drafter")
     p.add_argument("--target", metavar="T", help="target config.json, folder or location (with weights, "
                                                   "embed_tokens is compared by value)")
-    add_engine_option(p, "check for this engine only (default: both; a fault of one engine is then a warning)")
+    add_engine_option(p, "check for this engine only: sglang (every SGLang release reading, newest first), "
+                         "sglang==0.5.9 (that release), vllm (default: both engines; a fault of one is then a warning)")
     p.add_argument("--full", action="store_true", help="compare every embed_tokens row, not a sample")
     add_json_option(p)
     add_remote_options(p)

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.layers import ENGINES
+from eaglekit.core.engine_readings import parse_engine
 
 #: Exit codes beside 0 (success) and 2 (bad input, one line on stderr).
 EXIT_AFTER_REMAP = 3  # compat: compatible once lm_head rows are re-aligned
@@ -39,8 +39,18 @@ def add_json_option(p: argparse.ArgumentParser, what: str = "print one JSON obje
 
 
 def add_engine_option(p: argparse.ArgumentParser, what: str) -> None:
-    """``--engine`` with the engines eaglekit knows as its choices."""
-    p.add_argument("--engine", choices=ENGINES, default=None, help=what)
+    """``--engine E[==V]``: an engine eaglekit knows (sglang, vllm), optionally with a release, checked as it
+    is parsed (:func:`eaglekit.core.engine_readings.parse_engine`)."""
+    p.add_argument("--engine", type=engine_spec, default=None, metavar="E[==V]", help=what)
+
+
+def engine_spec(text: str) -> str:
+    """An argparse type: ``text`` if it names a known engine (and release), else a usage error."""
+    try:
+        parse_engine(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def add_remote_options(p: argparse.ArgumentParser) -> None:

@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors a trainer wrote, or another drafter")
     p.add_argument("--format", choices=("specforge", "speculators"), default="specforge",
                    help="the layout and config to write (default specforge)")
-    add_engine_option(p, "rewrite aux ids so this engine feeds the tensors training used (default: keep them)")
+    add_engine_option(p, "rewrite aux ids so this engine feeds the tensors training used: vllm, sglang (its newest "
+                         "known release; the note says what older ones need) or sglang==0.5.9 (default: keep them)")
     p.add_argument("--embed-from-target", action="store_true", help="save the target's embedding as embed_tokens")
     p.add_argument("--force", action="store_true", help="replace an earlier eaglekit export in --out (never any other "
                                                         "non-empty folder)")

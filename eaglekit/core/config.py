@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from eaglekit.core.errors import ConfigError, InputError
-from eaglekit.core.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxEngineView, AuxLayerReport,
-                                  aux_engine_view, interpret_aux_layers, parse_aux_layer_ids)
+from eaglekit.core.aux_view import AuxEngineView, aux_engine_view
+from eaglekit.core.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxLayerReport,
+                                  interpret_aux_layers, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, kv_text
 from eaglekit.core.safejson import loads
 
@@ -219,10 +220,13 @@ class DrafterConfig:
                                     expected=self.n_aux)
 
     def aux_view(self, num_layers: int | None = None, *, engines=("sglang", "vllm"),
-                 trained_by: str | None = None) -> AuxEngineView:
-        """Per engine, which target tensors the aux ids select against the ones used in training
-        (``trained_by`` overrides the trainer guessed from the format, e.g. ``"specforge"``)."""
+                 trained_by: str | None = None, architecture: str | None = None) -> AuxEngineView:
+        """Per engine release, which target tensors the aux ids select against the ones used in training
+        (``trained_by`` overrides the trainer guessed from the format, e.g. ``"specforge"``;
+        ``architecture``: the target's, which decides SGLang's reading since PR #25454; ``engines``:
+        ``"sglang"``, ``"sglang==0.5.9"``, ``"vllm"``)."""
         return aux_engine_view(self.aux_layer_ids, trained_by=trained_by or self.trained_by, num_layers=num_layers,
+                               architecture=architecture,
                                engines=engines)
 
     def to_json(self) -> dict:
@@ -411,6 +415,11 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
     present, declared = r.lookup("eaglekit_export.aux_ids_read_as")
     if present and declared in ("inputs", "outputs"):
         trained_by = f"declared-{declared}"  # an eaglekit export says what its ids mean
+    else:
+        # An export of a drafter whose meaning was ambiguous keeps its source's trainer (and so the ambiguity).
+        _, source_trainer = r.lookup("eaglekit_export.trained_by")
+        if source_trainer in TRAINER_OF_FORMAT.values():
+            trained_by = source_trainer
     return DrafterConfig(
         format=fmt,
         architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None,

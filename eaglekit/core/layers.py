@@ -5,15 +5,18 @@ drafters use four or five, so ``fc.weight`` is ``[H, n x target_hidden]``). Conf
 number, and what a number selects depends on the program that reads it, not on the config format
 (docs/aux-layers.md):
 
-* an ``"outputs"`` reader takes id i as the hidden state *leaving* decoder layer i. SGLang does (it
-  adds one and captures at the input of layer i + 1), and so does SpecForge's training loop;
+* an ``"outputs"`` reader takes id i as the hidden state *leaving* decoder layer i. SGLang before
+  PR #25454 does (it adds one and captures at the input of layer i + 1), and so does SpecForge's
+  Hugging Face training backend;
 * an ``"inputs"`` reader takes id i as the hidden state *entering* decoder layer i (the output of
   layer i - 1; id 0 is the embedding output). vLLM does, and so do speculators' and the original
   EAGLE-3 training code.
 
-So one SpecForge config ``[2, 30, 58]`` feeds the outputs of layers 2, 30, 58 under SGLang (as in
-training) but the outputs of 1, 29, 57 under vLLM. :func:`aux_engine_view` says, per engine, which
-tensors are fed, whether that matches training, and what to write so that it does.
+So one SpecForge config ``[2, 30, 58]`` feeds the outputs of layers 2, 30, 58 under older SGLang but
+the outputs of 1, 29, 57 under vLLM. Engines changed their rules between releases, per target model
+code: core/engine_readings.py holds the rules by version, and core/aux_view.py's
+:func:`~eaglekit.core.aux_view.aux_engine_view` says, per engine release, which tensors are fed,
+whether that matches training, and what to write so that it does.
 
 Without ids every reader uses its default, and the defaults name the same tensors: inputs
 ``[2, L//2, L-3]`` == outputs ``[1, L//2-1, L-4]``.
@@ -25,9 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from eaglekit.core.engine_readings import parse_engine
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_text
-from eaglekit.core.render import text_table
 
 AuxConvention = Literal["inputs", "outputs"]
 #: Programs that read aux ids: the two serving engines and the trainers whose checkpoints we meet.
@@ -36,9 +39,12 @@ ENGINES: tuple[Reader, ...] = ("sglang", "vllm")
 
 
 def check_engine(engine: str | None) -> None:
-    """Refuse an engine name eaglekit does not know (None: every engine)."""
-    if engine is not None and engine not in ENGINES:
-        raise InputError(f"Unknown engine {engine!r}: expected one of {', '.join(ENGINES)}.")
+    """Refuse an engine eaglekit does not know (None: every engine): ``"sglang"``, ``"sglang==0.5.9"``,
+    ``"vllm"`` (core/engine_readings.py)."""
+    if engine is not None:
+        parse_engine(engine)
+
+
 _CONVENTIONS = ("inputs", "outputs")
 #: How each reader spells an id (see the module docstring).
 READER_CONVENTION: dict[str, AuxConvention] = {
@@ -228,151 +234,6 @@ def interpret_aux_layers(ids: Sequence[int], *, convention: AuxConvention, num_l
     explanation = _explain(ids, convention, equivalent, outputs_of, num_layers, in_range, is_default, default)
     return AuxLayerReport(ids, convention, num_layers, equivalent, tuple(outputs_of), in_range,
                           out_of_range or (), default, is_default, tuple(problems), explanation)
-
-
-@dataclass(frozen=True)
-class EngineReading:
-    """What one engine feeds the drafter: the ids it uses, the layer outputs they select, whether those
-    are the tensors the drafter was trained on, and the ids to write so that they are."""
-
-    engine: str
-    ids: tuple[int, ...] | None  # None: no ids configured and the layer count unknown
-    from_default: bool
-    outputs_of: tuple[int, ...] | None
-    in_range: bool | None
-    matches_training: bool | None
-    write: tuple[int, ...] | None  # ids that make this engine read the training tensors (None: unknown)
-
-    @property
-    def name(self) -> str:
-        return READER_NAMES.get(self.engine, self.engine)
-
-    def to_json(self) -> dict:
-        lst = lambda v: None if v is None else list(v)  # noqa: E731
-        return {"engine": self.engine, "convention": READER_CONVENTION[self.engine], "ids": lst(self.ids),
-                "from_default": self.from_default, "outputs_of_layers": lst(self.outputs_of),
-                "in_range": self.in_range, "matches_training": self.matches_training, "write": lst(self.write)}
-
-
-@dataclass(frozen=True)
-class AuxEngineView:
-    """Per engine, which target tensors a drafter's aux ids select, against the ones it was trained on.
-
-    ``trained_by`` is a reader name (guessed from the config format unless given); ``training`` is the
-    reading of the trainer. ``engines_agree``: every engine feeds the same tensors.
-    """
-
-    ids: tuple[int, ...] | None
-    num_layers: int | None
-    trained_by: str
-    training: EngineReading
-    engines: tuple[EngineReading, ...]
-    problems: tuple[str, ...]
-
-    @property
-    def engines_agree(self) -> bool | None:
-        outs = [e.outputs_of for e in self.engines]
-        return None if any(o is None for o in outs) else len(set(outs)) == 1
-
-    def reading(self, engine: str) -> EngineReading:
-        for e in self.engines:
-            if e.engine == engine:
-                return e
-        raise InputError(f"Unknown engine {engine!r}: expected one of {', '.join(e.engine for e in self.engines)}.")
-
-    @property
-    def summary(self) -> str:
-        ids = "no ids (each reader's default)" if self.ids is None else f"ids {list(self.ids)}"
-        if self.training.outputs_of is None:
-            return f"Aux layers: {ids}; target layer count unknown, so the tensors are not resolved"
-        trained = _layers(self.training.outputs_of)
-        who = self.training.name.removeprefix("training").strip(" ()") or self.training.name
-        parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {trained}"]
-        for e in self.engines:
-            verdict = ("as trained" if e.matches_training else f"NOT as trained (write {_show(e.write)})"
-                       if e.write is not None else "NOT as trained (no ids it can capture select the trained layers)")
-            parts.append(f"{e.name} feeds {_layers(e.outputs_of)}: {verdict}")
-        return "; ".join(parts)
-
-    def to_json(self) -> dict:
-        return {"ids": None if self.ids is None else list(self.ids), "num_layers": self.num_layers,
-                "trained_by": self.trained_by, "training": self.training.to_json(),
-                "engines": [e.to_json() for e in self.engines], "engines_agree": self.engines_agree,
-                "problems": list(self.problems), "summary": self.summary}
-
-    def _rows(self) -> list[list[str]]:
-        rows = []
-        for e in (self.training, *self.engines):
-            label = e.name if e is not self.training or e.name.startswith("training") else f"{e.name} (trained)"
-            rows.append([label, READER_CONVENTION[e.engine],
-                         _show(e.ids) + (" (default)" if e.from_default else ""),
-                         "?" if e.outputs_of is None else _layers(e.outputs_of),
-                         "?" if e.in_range is None else ("yes" if e.in_range else "NO"),
-                         "-" if e is self.training else ("?" if e.matches_training is None
-                                                         else "yes" if e.matches_training else "NO"),
-                         "-" if e is self.training or e.matches_training else _show(e.write)])
-        return rows
-
-    _HEAD = ("reader", "counts", "ids", "feeds outputs of layers", "in range", "as trained", "write instead")
-
-    def __str__(self) -> str:
-
-        lines = [text_table(self._HEAD, self._rows(), title=self.summary)]
-        lines += [f"  ! {p}" for p in self.problems]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        html = html_table(self._HEAD, self._rows(), caption=self.summary)
-        if self.problems:
-            from html import escape
-
-            html += "<ul>" + "".join(f"<li>{escape(p)}</li>" for p in self.problems) + "</ul>"
-        return html
-
-
-def aux_engine_view(ids: Sequence[int] | None, *, trained_by: str, num_layers: int | None = None,
-                    engines: Sequence[str] = ENGINES) -> AuxEngineView:
-    """Which target tensors each engine in ``engines`` feeds a drafter whose config says ``ids`` (None:
-    no ids, every reader uses its default), against what ``trained_by`` fed it in training."""
-    ids = None if ids is None else parse_aux_layer_ids(ids)
-    for r in (trained_by, *engines):
-        _convention_of(r)
-    if num_layers is not None:
-        _check_num_layers(num_layers)
-    problems: list[str] = []
-    training = _reading(trained_by, ids, num_layers, None)
-    if training.in_range is False:
-        problems.append(f"ids {list(ids or ())} are out of range for a {num_layers}-layer target: the drafter was "
-                        f"not trained on this target's layers")
-    readings = tuple(_reading(e, ids, num_layers, training.outputs_of) for e in engines)
-    for e in readings:
-        if e.in_range is False:
-            lo, hi = valid_range(e.engine, num_layers)
-            bad = [i for i in e.ids if not lo <= i <= hi]
-            problems.append(f"{e.name} cannot capture ids {bad} of a {num_layers}-layer target (valid {lo}..{hi}): "
-                            f"the drafter would get fewer hidden states than fc expects")
-    return AuxEngineView(ids, num_layers, trained_by, training, readings, tuple(problems))
-
-
-def _reading(reader: str, ids, num_layers, trained_outputs) -> EngineReading:
-    from_default = ids is None
-    used = ids
-    if used is None:
-        used = default_aux_layers(num_layers, convention=_convention_of(reader)) if num_layers else None
-    if used is None:
-        return EngineReading(reader, None, True, None, None, None, None)
-    outs = outputs_read(used, reader)
-    in_range = None
-    if num_layers is not None:
-        lo, hi = valid_range(reader, num_layers)
-        in_range = all(lo <= i <= hi for i in used)
-    matches = None if trained_outputs is None else outs == trained_outputs
-    write = None if trained_outputs is None else ids_for(trained_outputs, reader)
-    if write is not None and num_layers is not None:
-        lo, hi = valid_range(reader, num_layers)
-        if not all(lo <= i <= hi for i in write):
-            write = None  # no ids this engine can capture select the trained tensors
-    return EngineReading(reader, used, from_default, outs, in_range, matches, write)
 
 
 def _convention_of(reader: str) -> AuxConvention:

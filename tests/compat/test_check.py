@@ -52,18 +52,46 @@ def test_each_broken_drafter_is_caught(demo, name, check_id, fragment):
 
 
 def test_aux_layers_per_engine(demo):
-    # A SpecForge config: SGLang feeds the outputs of [2, 30, 58] as in training; vLLM the outputs of
-    # [1, 29, 57], one layer early. Asked for vLLM, that is an error with the ids to write.
+    # The demo K2 drafter is a SpecForge config [2, 30, 58] on a DeepseekV3 target: its training is
+    # ambiguous (SpecForge's HF backend fed the outputs of [2, 30, 58], its SGLang backend on a release
+    # with #25454 those of [1, 29, 57]), so vLLM is neither "as trained" nor flagged wrong: UNSURE.
     r = check(demo.drafter("k2"), target=demo.target("kimi-k2").parent, engine="vllm")
+    assert r.ready and r.verdicts == (("vllm", "vLLM", "UNSURE", "aux ids ambiguous"),)
+    (f,) = [f for f in r.by_check("aux layers") if f.severity == "warning"]
+    assert "vLLM feeds the outputs of layers [1, 29, 57]" in f.message and "ambiguous" in f.message
+    assert "if trained on the outputs of [2, 30, 58]: eagle_aux_hidden_state_layer_ids = [3, 31, 59]" in f.fix
+    assert "--aux-convention outputs and --aux-convention inputs" in f.fix
+    r = check(demo.drafter("k2"), target=demo.target("kimi-k2").parent, engine="sglang==0.5.9")
+    assert r.engines == ("sglang==0.5.9",) and r.aux.reading("sglang").outputs_of == (2, 30, 58)
+    both = check(demo.drafter("k2"), target=demo.target("kimi-k2").parent)
+    assert both.aux.engines_agree is False and both.ready  # ambiguity is a warning, not an error
+
+
+def _pure_check(demo, drafter: str, architecture: str, **kw):
+    """check_drafter on a demo drafter against the K2 target config with another architecture name."""
+    from eaglekit.analysis.compat.check import check_drafter
+    from eaglekit.io.drafter import read_maps
+    from eaglekit.io.reader import open_checkpoint
+
+    target = {**json.loads(demo.target("kimi-k2").read_text()), "architectures": [architecture]}
+    with open_checkpoint(demo.drafter(drafter)) as ck:
+        return check_drafter(ck.inventory, ck.inventory.config, read_maps(ck), target=target, name=drafter,
+                             target_name="llama-style", **kw)
+
+
+def test_settled_training_makes_the_other_engine_not_ready(demo):
+    # On a Llama-style target every SGLang release adds one, so SpecForge's [2, 30, 58] is settled: the
+    # outputs of [2, 30, 58]. vLLM feeds [1, 29, 57]: with --engine vllm an error with the ids to write;
+    # without --engine a warning, and the first line says NOT READY for vLLM (issue 24: never "READY to
+    # serve with SGLang and vLLM" while a warning says vLLM feeds other layers).
+    r = _pure_check(demo, "k2", "LlamaForCausalLM", engine="vllm")
     assert not r.ready
     (f,) = _errors(r, "aux layers")
     assert "vLLM feeds the outputs of layers [1, 29, 57]" in f.message
-    assert "eagle_aux_hidden_state_layer_ids = [3, 31, 59]" in f.fix
-    r = check(demo.drafter("k2"), target=demo.target("kimi-k2").parent, engine="sglang")
-    assert r.ready and r.engines == ("sglang",)
-    assert r.aux.reading("sglang").outputs_of == (2, 30, 58) and r.aux.engines_agree
-    both = check(demo.drafter("k2"), target=demo.target("kimi-k2").parent)
-    assert both.aux.engines_agree is False and both.ready  # a one-engine fault is a warning without --engine
+    assert "eagle_aux_hidden_state_layer_ids = [3, 31, 59]" in f.fix and "--engine vllm" in f.fix
+    both = _pure_check(demo, "k2", "LlamaForCausalLM")
+    assert both.ready and both.summary == ("k2 for target llama-style: READY for SGLang (every release eaglekit knows); "
+                                           "NOT READY for vLLM (aux layers); 1 warning")
 
 
 def test_without_a_target_the_target_checks_are_skipped(demo):
@@ -81,7 +109,7 @@ def test_other_target_is_not_judged_on_aux_layers(demo):
 def test_report_renders_and_serialises(demo):
     r = check(demo.broken("no-lm-head"), target=demo.target("kimi-k2"))
     text, html = str(r), r._repr_html_()
-    assert text.splitlines()[0] == "no-lm-head: NOT READY (1 error) for target kimi-k2; 1 warning"
+    assert text.splitlines()[0] == "no-lm-head: NOT READY (1 error) for target kimi-k2; 3 warnings"
     assert "fix: Add lm_head.weight" in text and "<table" in html and "lm_head.weight is missing" in html
     out = r.to_json()
     assert out["ready"] is False and out["aux"]["engines_agree"] is False
@@ -125,14 +153,14 @@ def test_missing_d2t_is_caught(demo, tmp_path):
 
 
 def test_out_of_range_ids_fix_suggests_the_real_defaults_per_engine(demo):
-    # 61 layers: the defaults are the outputs of [1, 29, 57]; SGLang writes them as [1, 29, 57] (outputs),
-    # vLLM as [2, 30, 58] (inputs). Every suggested id must be in the engine's range.
+    # 61 layers: without ids every engine captures the inputs of [2, 30, 58] = the outputs of [1, 29, 57].
+    # Every suggested id must be in the engine's range.
     r = check(demo.broken("ids-out-of-range"), target=demo.target("kimi-k2").parent)
     fixes = [f.fix for f in _errors(r, "aux layers")]
-    assert any("outputs of layers [1, 29, 57]) are written [1, 29, 57] for SGLang, [2, 30, 58] for vLLM" in f
+    assert any("without ids every engine captures the inputs of layers [2, 30, 58] (the outputs of [1, 29, 57])" in f
                for f in fixes), fixes
-    assert "Write ids in range 0..59 (for SGLang: [1, 29, 57])." in fixes
-    assert "Write ids in range 0..60 (for vLLM: [2, 30, 58])." in fixes
+    assert "Write ids in range 0..59 for SGLang before #25454, or drop them (every engine's default)." in fixes
+    assert "Write ids in range 0..60 for vLLM, or drop them (every engine's default)." in fixes
     import re
     for fix in fixes:
         for ids in re.findall(r"\[(\d+(?:, \d+)*)\]", fix):

@@ -96,7 +96,7 @@ def test_report_renders_as_text_and_html():
 
 
 def test_one_specforge_config_feeds_different_tensors_in_sglang_and_vllm():
-    from eaglekit.core.layers import aux_engine_view
+    from eaglekit.core.aux_view import aux_engine_view
 
     v = aux_engine_view([2, 30, 58], trained_by="specforge", num_layers=61)
     assert v.training.outputs_of == (2, 30, 58)                # SpecForge trains on outputs
@@ -109,18 +109,20 @@ def test_one_specforge_config_feeds_different_tensors_in_sglang_and_vllm():
 
 
 def test_speculators_ids_and_defaults_agree_across_engines():
-    from eaglekit.core.layers import aux_engine_view
+    from eaglekit.core.aux_view import aux_engine_view
 
     v = aux_engine_view([2, 30, 58], trained_by="speculators", num_layers=61)
     assert v.reading("vllm").matches_training and v.reading("sglang").write == (1, 29, 57)
     none = aux_engine_view(None, trained_by="specforge", num_layers=61)
     assert none.engines_agree and all(e.matches_training and e.from_default for e in none.engines)
-    assert none.reading("sglang").ids == (1, 29, 57) and none.reading("vllm").ids == (2, 30, 58)
+    # Without ids both engines capture the inputs of [2, 30, 58] (SGLang adds no one to its default list).
+    assert none.reading("sglang").ids == (2, 30, 58) and none.reading("vllm").ids == (2, 30, 58)
+    assert none.reading("sglang").outputs_of == none.reading("vllm").outputs_of == (1, 29, 57)
     assert aux_engine_view(None, trained_by="specforge").engines_agree is None  # layer count unknown
 
 
 def test_engine_ranges():
-    from eaglekit.core.layers import aux_engine_view
+    from eaglekit.core.aux_view import aux_engine_view
 
     # SGLang captures id i at the input of layer i + 1: id 60 of 61 layers has no such layer.
     v = aux_engine_view([1, 29, 60], trained_by="specforge", num_layers=61)
@@ -133,7 +135,7 @@ def test_engine_ranges():
 def test_no_out_of_range_ids_are_suggested():
     """Trained on outputs of [2, 30, 60] of a 61-layer target: vLLM would need ids [3, 31, 61], beyond its
     last layer, so the view suggests nothing for it instead of impossible ids."""
-    from eaglekit.core.layers import aux_engine_view
+    from eaglekit.core.aux_view import aux_engine_view
 
     view = aux_engine_view([2, 30, 60], num_layers=61, trained_by="specforge")
     vllm = view.reading("vllm")

@@ -78,3 +78,17 @@ def test_hidden_state_drift_answers_the_open_risk_in_the_conclusion(demo):
     assert f"output of layer {worst.index - 1} (CKA {worst.cka:.3f})" in text
     plain = str(conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned"))))
     assert "Shapes cannot say" in plain
+
+
+@pytest.mark.notebook
+def test_section_7_check_headline_names_each_engine_release(executed_notebook):
+    """Issue 24/26: page 00's check of the warm-start export gives a verdict per engine release, never
+    "READY to serve with SGLang and vLLM" while its details say the aux ids are ambiguous."""
+    import json
+
+    nb = executed_notebook("00_investigation")
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "display(eaglekit.check(warm.out" in c.source)
+    text = json.dumps(cell.get("outputs", []))
+    assert "READY to serve" not in text
+    assert ("UNSURE for SGLang since #25454 (aux ids ambiguous); UNSURE for SGLang before #25454 (aux ids "
+            "ambiguous); UNSURE for vLLM (aux ids ambiguous)") in text, text[:2000]

@@ -26,7 +26,9 @@ from html import escape
 from typing import Any, Literal
 
 from eaglekit.core.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
-from eaglekit.core.layers import ENGINES, READER_NAMES, AuxEngineView, check_engine, default_aux_layers, ids_for, valid_range
+from eaglekit.core.aux_view import SETTLE, AuxEngineView, EngineReading
+from eaglekit.core.engine_readings import capture_range, default_ids, parse_engine
+from eaglekit.core.layers import ENGINES, READER_NAMES, check_engine, default_aux_layers
 from eaglekit.core.names import find, normalize_name
 from eaglekit.core.render import ansi, html_badge, html_table, use_colour
 from eaglekit.io.inventory import Inventory
@@ -37,6 +39,7 @@ from eaglekit.core.redact import location_label
 
 Severity = Literal["error", "warning", "ok", "info"]
 Engine = Literal["sglang", "vllm"]
+Status = Literal["READY", "UNSURE", "NOT READY"]
 EXIT_READY, EXIT_NOT_READY = 0, 4
 _COLOUR = {"error": "red", "warning": "yellow", "ok": "green", "info": "grey"}
 #: Architecture names of EAGLE(-1/2) drafters: an engine that sees one runs the EAGLE method.
@@ -58,15 +61,19 @@ SAMPLE_ROWS = 64
 
 @dataclass(frozen=True)
 class Finding:
-    """One check's outcome; ``fix`` is one line saying what to do (empty when nothing is to do)."""
+    """One check's outcome; ``fix`` is one line saying what to do (empty when nothing is to do).
+    ``engine``: the engine (``"vllm"``) or engine release reading (``"sglang<25454"``) it concerns, None
+    for every engine."""
 
     check: str
     severity: Severity
     message: str
     fix: str = ""
+    engine: str | None = None
 
     def to_json(self) -> dict:
-        return {"check": self.check, "severity": self.severity, "message": self.message, "fix": self.fix}
+        return {"check": self.check, "severity": self.severity, "message": self.message, "fix": self.fix,
+                "engine": self.engine}
 
 
 @dataclass(frozen=True)
@@ -115,18 +122,45 @@ class CheckReport:
     def by_check(self, check: str) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.check == check)
 
+    def status(self, engine: str) -> tuple[Status, str]:
+        """(verdict, why) for one engine release reading (a key of ``aux.engines``) or engine name:
+        NOT READY when an error concerns it (or every engine), or when a fault of that engine is only a
+        warning because no --engine was given; UNSURE when its aux ids are ambiguous; else READY."""
+        name = engine.split("<")[0].split(">")[0]
+        mine = [f for f in self.findings if f.engine in (None, engine, name) and f.severity in ("error", "warning")]
+        faults = [f for f in mine if f.severity == "error" or (f.engine is not None and "ambiguous" not in f.message)]
+        if faults:
+            return "NOT READY", ", ".join(dict.fromkeys(f.check for f in faults))
+        if any(f.engine is not None for f in mine):
+            return "UNSURE", "aux ids ambiguous"
+        return "READY", ""
+
+    @property
+    def verdicts(self) -> tuple[tuple[str, str, Status, str], ...]:
+        """(key, name, verdict, why) per engine release reading, in the order of ``aux.engines``."""
+        if self.aux is not None and self.aux.engines:
+            named = [(e.key, e.name + (f" ({e.releases})" if e.key == e.engine and e.engine == "sglang" else ""))
+                     for e in self.aux.engines]
+        else:
+            named = [(e, parse_engine(e).label) for e in self.engines]
+        return tuple((key, name, *self.status(key)) for key, name in named)
+
     @property
     def summary(self) -> str:
+        """The first line: the verdict per engine release, each named with the releases it means."""
         where = f" for target {self.target}" if self.target else " (no target given: target checks skipped)"
-        engines = " and ".join(READER_NAMES[e] for e in self.engines)
-        if self.ready:
-            head = f"{self.drafter}: READY to serve with {engines}{where}"
+        common = [f for f in self.errors if f.engine is None]
+        if common:
+            head = f"{self.drafter}: NOT READY ({len(common)} error{'s' if len(common) != 1 else ''}){where}"
         else:
-            head = f"{self.drafter}: NOT READY ({len(self.errors)} error{'s' if len(self.errors) != 1 else ''}){where}"
+            head = f"{self.drafter}{where}: " + "; ".join(
+                f"{verdict} for {name}" + (f" ({why})" if why else "") for _, name, verdict, why in self.verdicts)
         return head + (f"; {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}" if self.warnings else "")
 
     def to_json(self) -> dict:
         return {"drafter": self.drafter, "target": self.target, "engines": list(self.engines), "ready": self.ready,
+                "summary": self.summary,
+                "verdicts": [{"engine": k, "name": n, "verdict": v, "why": w} for k, n, v, w in self.verdicts],
                 "findings": [f.to_json() for f in self.findings],
                 "aux": self.aux.to_json() if self.aux else None,
                 "embed": self.embed.to_json() if self.embed else None,
@@ -161,8 +195,9 @@ class CheckReport:
 def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: tuple[Any, Any], *,
                   target: Mapping[str, Any] | None = None, embed: EmbedComparison | None = None,
                   engine: str | None = None, name: str = "drafter", target_name: str | None = None) -> CheckReport:
-    """The pure check. ``maps`` are the (d2t, t2d) numpy arrays (None where absent); ``engine`` None
-    checks for both SGLang and vLLM (a fault of one engine only is then a warning)."""
+    """The pure check. ``maps`` are the (d2t, t2d) numpy arrays (None where absent); ``engine``:
+    ``"sglang"`` (every SGLang reading, newest first), ``"sglang==0.5.9"`` (that release), ``"vllm"``;
+    None checks for both engines (a fault of one engine only is then a warning)."""
     check_engine(engine)
     engines = (engine,) if engine else ENGINES
     per_engine: Severity = "error" if engine else "warning"
@@ -181,7 +216,8 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     _vocab_map(cfg, maps, name, add)
     _fc(cfg, tensors, add)
     fits = _target(cfg, tgt, add)
-    aux = cfg.aux_view(tgt.num_hidden_layers if tgt is not None and fits else None, engines=engines)
+    aux = cfg.aux_view(tgt.num_hidden_layers if tgt is not None and fits else None, engines=engines,
+                       architecture=tgt.architecture if tgt is not None else None)
     _aux(cfg, aux, tgt, fits, per_engine, add)
     _dtype(cfg, tensors, add)
     _rope(cfg, tgt, add)
@@ -211,20 +247,21 @@ def _config(config, inventory, name, engines, add) -> DrafterConfig | None:
 
 def _architecture(cfg: DrafterConfig, engines, per_engine: Severity, add) -> None:
     arch = cfg.architecture or "(none)"
-    for e in engines:
+    for e in dict.fromkeys(parse_engine(spec).engine for spec in engines):
         if arch in ENGINE_ARCHITECTURES[e]:
-            add("architecture", "ok", f"{READER_NAMES[e]} loads architecture {arch} as an EAGLE-3 drafter.")
+            add("architecture", "ok", f"{READER_NAMES[e]} loads architecture {arch} as an EAGLE-3 drafter.", "", e)
         else:
             want = ENGINE_ARCHITECTURES[e][0]
             fix = (f"Export it for {READER_NAMES[e]}: eaglekit export DRAFTER --out DIR --format "
                    f"{'specforge' if e == 'sglang' else 'speculators'}" if cfg.format in ("speculators", "specforge")
                    else f"Set architectures to [\"{want}\"].")
             add("architecture", per_engine, f"{READER_NAMES[e]} does not load architecture {arch} as an EAGLE-3 "
-                f"drafter (it expects one of {', '.join(ENGINE_ARCHITECTURES[e])}).", fix)
+                f"drafter (it expects one of {', '.join(ENGINE_ARCHITECTURES[e])}).", fix, e)
 
 
     add("method", "info", "serve it with the EAGLE-3 method; the EAGLE method would misread its fc and vocabulary "
-        "map.", "; ".join(f"{READER_NAMES[e]}: {LAUNCH[e]}" for e in engines))
+        "map.", "; ".join(f"{READER_NAMES[e]}: {LAUNCH[e]}" for e in dict.fromkeys(parse_engine(s).engine
+                                                                                   for s in engines)))
 
 
 def _lm_head(cfg: DrafterConfig, tensors, add) -> None:
@@ -348,34 +385,55 @@ def _target(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> bool:
 
 
 def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Severity, add) -> None:
+    """Per engine release reading: in range, as trained, or AMBIGUOUS (training not settled by the
+    config, core/aux_view.py); each finding is tagged with the reading it concerns."""
     if tgt is None or not fits:
         if tgt is not None:
             add("aux layers", "info", "aux ids not judged against the target: the drafter does not fit it.")
         return
     L = tgt.num_hidden_layers
-    defaults = {e.engine: ids_for(default_aux_layers(L, convention="outputs"), e.engine) for e in aux.engines}
-    if aux.training.in_range is False:
+    training = aux.training
+    if training.in_range is False:
         add("aux layers", "error", f"aux ids {list(aux.ids)} name layers a {L}-layer target does not have.",
-            f"Write the ids of the layers training used; the defaults for a {L}-layer target (outputs of layers "
-            f"{list(default_aux_layers(L, convention='outputs'))}) are written "
-            + ", ".join(f"{list(defaults[e.engine])} for {e.name}" for e in aux.engines) + ".")
+            f"Write the ids of the layers training used, or drop them: without ids every engine captures the inputs "
+            f"of layers {list(default_ids(L))} (the outputs of {list(default_aux_layers(L, convention='outputs'))}).")
+    guessed = "" if aux.trained_by.startswith("declared") else " (trainer guessed from the config format)"
     for e in aux.engines:
         ids = f"{list(e.ids)}" + (" (its default)" if e.from_default else "")
         if e.in_range is False:
-            lo, hi = valid_range(e.engine, L)
-            write = list(e.write) if e.write and all(lo <= i <= hi for i in e.write) else list(defaults[e.engine])
+            lo, hi = capture_range(e.rule, e.ids, L)
+            fix = (_writes_fix(e, aux) if training.in_range and any(w for _, w in e.writes) else
+                   f"Write ids in range {lo}..{hi} for {e.name}, or drop them (every engine's default).")
             add("aux layers", "error", f"{e.name} cannot capture aux ids {ids} of a {L}-layer target: fc would get "
-                f"fewer hidden states than it reads.", f"Write ids in range {lo}..{hi} (for {e.name}: {write}).")
-        elif e.matches_training:
+                f"fewer hidden states than it reads.", fix, e.key)
+        elif e.as_trained == "yes":
             add("aux layers", "ok", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}, "
-                f"as {aux.training.name} did.")
-        elif aux.training.in_range is not False:
+                f"as {training.name} did.", "", e.key)
+        elif e.as_trained == "ambiguous":
+            add("aux layers", "warning", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
+                f"{training.name} used {training.describe()}: the config does not say which, so whether this is "
+                f"as trained is ambiguous.", f"{SETTLE} Then, {_writes_fix(e, aux).replace('For ', 'for ', 1)}", e.key)
+        elif training.in_range is not False and e.as_trained == "no":
             add("aux layers", per_engine, f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
-                f"{aux.training.name} used the outputs of {list(aux.training.outputs_of)}"
-                f"{'' if aux.trained_by.startswith('declared') else ' (trainer guessed from the config format)'}. "
-                f"An off-by-one here costs acceptance silently.",
-                f"For {e.name} write eagle_aux_hidden_state_layer_ids = {list(e.write)} "
-                f"(eaglekit export --engine {e.engine} rewrites them).")
+                f"{training.name} used {training.describe()}{guessed}. An off-by-one here costs acceptance silently.",
+                _writes_fix(e, aux), e.key)
+    for note in aux.notes:
+        add("aux layers", "info", note)
+
+
+def _writes_fix(e: EngineReading, aux: AuxEngineView) -> str:
+    """What to write for reading ``e``, per meaning training may have had."""
+    export = f"eaglekit export --engine {e.spec} rewrites them"
+    if len(e.writes) == 1:
+        w = e.writes[0][1]
+        if w is None:
+            return (f"No ids {e.name} can capture select the trained layers; retrain, or serve with another engine "
+                    "release.")
+        return f"For {e.name} write eagle_aux_hidden_state_layer_ids = {list(w)} ({export})."
+    parts = [f"if trained on the outputs of {list(o)}: " + (f"eagle_aux_hidden_state_layer_ids = {list(w)}" if w
+                                                              else "no ids it can capture")
+             for o, w in e.writes]
+    return f"For {e.name} write, " + "; ".join(parts) + "."
 
 
 def _dtype(cfg: DrafterConfig, tensors, add) -> None:

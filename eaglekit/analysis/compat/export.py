@@ -9,7 +9,8 @@
   row that predicted the same target token, or, for a token the old drafter never had, the target's
   lm_head row for it (read by byte range); d2t/t2d are the new map's;
 * embed_tokens taken from the target when asked;
-* aux ids rewritten for an engine (``engine="vllm"`` or ``"sglang"``) so that it feeds the tensors
+* aux ids rewritten for an engine (``engine="vllm"``, ``"sglang"`` or a release, ``"sglang==0.5.9"``) so
+  that its newest known release (or the one named) feeds the tensors
   training used; the config's ``eaglekit_export`` block says how its ids are meant and records the
   provenance in words.
 
@@ -34,7 +35,8 @@ from typing import Any, Literal
 
 from eaglekit.core.config import DrafterConfig, normalize_config, require_llama_attention
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.layers import READER_CONVENTION, check_engine, ids_for, outputs_read
+from eaglekit.core.engine_readings import LAST_KNOWN_OLD, ids_selecting, parse_engine
+from eaglekit.core.layers import READER_CONVENTION, check_engine
 from eaglekit.core.names import normalize_name
 from eaglekit.core.render import format_bytes, kv_html, kv_text
 from eaglekit.core.safejson import loads
@@ -80,19 +82,23 @@ class ExportResult:
     embed_from_target: bool = False
     note: str = ""
     config: dict = field(default_factory=dict, repr=False)
+    aux_note: str = ""  # what the written ids mean per engine release, and any assumption made
 
     def to_json(self) -> dict:
         return {"out": str(self.out), "format": self.format, "source": self.source, "tensors": self.tensors,
                 "bytes": self.nbytes, "aux_layer_ids": None if self.aux_layer_ids is None else list(self.aux_layer_ids),
                 "aux_ids_read_as": self.aux_ids_read_as, "engine": self.engine, "rows_kept": self.rows_kept,
                 "rows_from_target": self.rows_from_target, "embed_from_target": self.embed_from_target,
-                "note": self.note}
+                "aux_note": self.aux_note, "note": self.note}
 
     def _pairs(self) -> list[tuple[str, Any]]:
         pairs = [("written to", str(self.out)), ("format", self.format), ("from", self.source),
                  ("tensors", f"{self.tensors} ({format_bytes(self.nbytes)})"),
                  ("aux ids", f"{None if self.aux_layer_ids is None else list(self.aux_layer_ids)} "
-                             f"(read as {self.aux_ids_read_as}" + (f", for {self.engine})" if self.engine else ")"))]
+                             + ("(meaning ambiguous, as in the source)" if self.aux_ids_read_as == "ambiguous" else
+                                f"(read as {self.aux_ids_read_as}" + (f", for {self.engine})" if self.engine else ")")))]
+        if self.aux_note:
+            pairs.append(("aux ids mean", self.aux_note))
         if self.rows_kept is not None:
             pairs.append(("lm_head rows", f"{self.rows_kept} carried by target token, {self.rows_from_target} from "
                                           "the target's lm_head"))
@@ -145,8 +151,10 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
                     _need_target_rows(tck, target, cfg, plan, embed_from_target)
             elif embed_from_target:
                 _need_target_rows(tck, target, cfg, [], embed_from_target)
-            ids, read_as = _aux_ids(cfg, engine)
+            architecture = _target_architecture(cfg, tck)
+            ids, read_as, aux_note = _aux_ids(cfg, engine, architecture)
             return _write(ck, tck, cfg, out, format=format, plan=plan, new_map=new, ids=ids, read_as=read_as,
+                          aux_note=aux_note,
                           engine=engine, embed_from_target=embed_from_target, force=force, progress=progress,
                           vocab_map=vocab_map, target=target)
         finally:
@@ -259,16 +267,57 @@ def _need_target_rows(tck, target, cfg, plan, embed_from_target) -> None:
         target_rows(tck, target, cfg, "embedding", need="to take the embedding from")
 
 
-def _aux_ids(cfg: DrafterConfig, engine: str | None) -> tuple[tuple[int, ...] | None, str]:
-    """The ids to write and how they are meant: unchanged (the trainer's spelling) without an engine,
-    rewritten so that ``engine`` feeds the training tensors with one."""
+def _target_architecture(cfg: DrafterConfig, tck) -> str | None:
+    """The target's architecture name (its config when given, else the one the drafter declares)."""
+    archs = (tck.inventory.config or {}).get("architectures") if tck is not None else None
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return cfg.declared_target_architectures[0] if cfg.declared_target_architectures else None
+
+
+def _aux_ids(cfg: DrafterConfig, engine: str | None,
+             architecture: str | None) -> tuple[tuple[int, ...] | None, str, str]:
+    """(ids to write, how they are meant, what they mean per engine release in words).
+
+    Without an engine the ids stay as the trainer wrote them. With one, they are rewritten so that the
+    engine's newest known release feeds the tensors training used (core/aux_view.py); where the
+    config leaves training ambiguous, the outputs of the ids as written are assumed (SpecForge's Hugging
+    Face backend, and its SGLang backend up to 0.5.10) and the note says so; where no one id list serves
+    two releases of the engine, the note says which ids the older one needs."""
     read_as = READER_CONVENTION[cfg.trained_by]
     if cfg.aux_layer_ids is None:
-        return None, READER_CONVENTION[engine] if engine else read_as
+        return None, READER_CONVENTION[parse_engine(engine).engine] if engine else read_as, (
+            "No aux ids: every engine release captures its default, the inputs of [2, L//2, L-3].")
+    view = cfg.aux_view(None, engines=(engine or "sglang",), architecture=architecture)
+    training = view.training
+    trained = training.candidates[0].outputs_of
+    parts = []
+    if training.ambiguous:
+        parts.append(f"The source config leaves its training ambiguous: {training.describe()}; the first was "
+                     f"assumed (settle it with eaglekit acceptance --aux-convention outputs / inputs, or ask the "
+                     f"publisher).")
     if engine is None:
-        return cfg.aux_layer_ids, read_as
-    trained = outputs_read(cfg.aux_layer_ids, cfg.trained_by)
-    return ids_for(trained, engine), READER_CONVENTION[engine]
+        if training.ambiguous:  # kept as written, and not declared: the export stays as ambiguous as its source
+            parts[0] = f"The source config leaves its training ambiguous: {training.describe()}; kept as written."
+            return cfg.aux_layer_ids, "ambiguous", " ".join(parts)
+        return cfg.aux_layer_ids, read_as, " ".join(parts)
+    newest, *older = view.readings(parse_engine(engine).engine)
+    ids = ids_selecting(newest.rule, trained, None)
+    if ids is None:
+        raise InputError(f"No aux ids make {newest.name} feed the outputs of layers {list(trained)}, the tensors "
+                         f"{cfg.source} was trained on; export for another engine or release (--engine "
+                         f"{'sglang==' + LAST_KNOWN_OLD['sglang'] if newest.engine == 'sglang' else 'sglang'}).")
+    parts.append(f"Written so that {newest.name} ({newest.releases}) feeds the outputs of layers {list(trained)}.")
+    for r in older:
+        theirs = ids_selecting(r.rule, trained, None)
+        if theirs != ids:
+            parts.append(f"No one id list means the same under {newest.name} and {r.name} ({r.releases}): for the "
+                         f"latter write {_show_ids(theirs)} (eaglekit export --engine {r.spec}).")
+    return ids, "outputs" if tuple(ids) == tuple(trained) else "inputs", " ".join(parts)
+
+
+def _show_ids(ids) -> str:
+    return "no ids work" if ids is None else str(list(ids))
 
 
 def _out_name(name: str, format: ExportFormat) -> str:
@@ -276,8 +325,8 @@ def _out_name(name: str, format: ExportFormat) -> str:
     return n.replace("midlayer.", "layers.0.", 1) if format == "speculators" and n.startswith("midlayer.") else n
 
 
-def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids, read_as, engine, embed_from_target,
-           force, progress, vocab_map, target) -> ExportResult:
+def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids, read_as, aux_note, engine,
+           embed_from_target, force, progress, vocab_map, target) -> ExportResult:
     import numpy as np
     from tqdm.auto import tqdm
 
@@ -304,10 +353,11 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
     kept = None if plan is None else sum(1 for s, _ in plan if s == "old")
     from_target = None if plan is None else len(plan) - kept
     draft_vocab = cfg.draft_vocab_size if plan is None else len(plan)
-    note = _note(ck.location.raw, cfg, format, ids, read_as, engine, kept, from_target, vocab_map, embed_from_target,
-                 target)
+    note = _note(ck.location.raw, cfg, format, ids, read_as, aux_note, engine, kept, from_target, vocab_map,
+                 embed_from_target, target)
     provenance = {"source": ck.location.raw, "source_format": cfg.format, "trained_by": cfg.trained_by,
-                  "aux_ids_read_as": read_as, "engine": engine,
+                  "aux_ids_read_as": None if read_as == "ambiguous" else read_as, "engine": engine,
+                  "aux_note": aux_note,
                   "aux_ids_source": None if cfg.aux_layer_ids is None else list(cfg.aux_layer_ids),
                   "vocab_map": None if vocab_map is None else str(vocab_map), "rows_kept": kept,
                   "rows_from_target": from_target, "embed_from_target": embed_from_target,
@@ -342,7 +392,7 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(out, format, ck.location.raw, len(jobs), total, ids, read_as, engine, kept, from_target,
-                        embed_from_target, note, config)
+                        embed_from_target, note, config, aux_note)
 
 
 def _make_folder(out: Path) -> Path:
@@ -486,15 +536,27 @@ def _labels(cfg: DrafterConfig) -> dict[str, Any]:
     return {k: cfg.raw[k] for k in ("eaglekit_demo",) if k in cfg.raw}
 
 
-def _note(source, cfg, format, ids, read_as, engine, kept, from_target, vocab_map, embed_from_target, target) -> str:
-    parts = [f"Warm-start EAGLE-3 drafter written by eaglekit export from {source} ({cfg.format} layout, trained by "
-             f"{cfg.trained_by} as guessed from its format) in the {format} layout."]
+#: The trainer in words, for the export note.
+_TRAINER_WORDS = {"specforge": "trained with SpecForge, as guessed from its format",
+                  "speculators": "trained with speculators, as guessed from its format",
+                  "eagle": "trained with the original EAGLE-3 code, as guessed from its format",
+                  "modelopt": "trained with Model-Optimizer or TorchSpec, as guessed from its format",
+                  "declared-outputs": "its aux ids declared as layer outputs by an earlier eaglekit export",
+                  "declared-inputs": "its aux ids declared as layer inputs by an earlier eaglekit export"}
+
+
+def _note(source, cfg, format, ids, read_as, aux_note, engine, kept, from_target, vocab_map, embed_from_target,
+          target) -> str:
+    parts = [f"Warm-start EAGLE-3 drafter written by eaglekit export from {source} ({cfg.format} layout, "
+             f"{_TRAINER_WORDS.get(cfg.trained_by, cfg.trained_by)}) in the {format} layout."]
     if ids is None:
         parts.append("No aux ids: each engine uses its default, and the defaults name the same target tensors.")
     else:
         parts.append(f"Aux ids {list(ids)} are meant as layer {read_as}" +
-                     (f", rewritten so that {engine} feeds the tensors training used." if engine else
-                      " (as the source wrote them)."))
+                     (f", rewritten for {engine}." if engine else " (as the source wrote them).")
+                     if read_as != "ambiguous" else f"Aux ids {list(ids)} as the source wrote them.")
+    if aux_note:
+        parts.append(aux_note)
     if vocab_map is not None:
         parts.append(f"lm_head re-aligned to the vocabulary map {vocab_map}: {kept} rows carried over by target token, "
                      f"{from_target} initialised from the target's lm_head rows ({target}).")

@@ -224,11 +224,31 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
         if report is not None and report.in_range is False:
             fatal.append(f"{name}'s aux layer ids {list(report.ids)} do not fit the target's {layers} layers: "
                          f"{'; '.join(report.problems)}")
-    if cfg_a and cfg_b and cfg_a.aux_layer_ids != cfg_b.aux_layer_ids and not other_space:
-        warnings.append(f"aux layer ids differ ({cfg_a.aux_layer_ids} vs {cfg_b.aux_layer_ids}): an engine feeds "
-                        "fc's column blocks from different target layers.")
-    # The same ids select the same tensors in any one engine.
+    # What each drafter's ids meant in training (layer outputs; more than one where its config leaves it
+    # ambiguous, core/aux_view.py). Warn only when the meanings differ, not when the spellings do: an
+    # export for vLLM writes [3, 31, 59] (inputs) for what SpecForge calls [2, 30, 58] (outputs).
+    meant = {}
+    for key, name, cfg in (("a", a_name, cfg_a), ("b", b_name, cfg_b)):
+        if cfg is not None and tgt_fits.get(name, True):
+            training = cfg.aux_view(layers, architecture=tgt.architecture if tgt else None).training
+            meant[key] = {c.outputs_of for c in training.candidates} if training.candidates else None
+            if aux.get(key) is not None:
+                aux[key]["trained_outputs_of"] = [list(o) for o in sorted(meant[key] or ())]
+                if training.ambiguous:
+                    aux[key]["explanation"] += (f"; training AMBIGUOUS: {training.describe()} "
+                                                "(docs/aux-layers.md)")
+    same = None
+    if meant.get("a") and meant.get("b"):
+        same = meant["a"] == meant["b"] and len(meant["a"]) == 1
+        if not meant["a"] & meant["b"] and not other_space:
+            show = lambda m: " or ".join(str(list(o)) for o in sorted(m))  # noqa: E731
+            warnings.append(f"aux layer ids mean different tensors: {a_name} {list(cfg_a.aux_layer_ids or ())} the "
+                            f"outputs of layers {show(meant['a'])}, {b_name} {list(cfg_b.aux_layer_ids or ())} those "
+                            f"of {show(meant['b'])}: an engine feeds fc's column blocks from other layers than "
+                            "one of them was trained on.")
+    # The same ids select the same tensors in any one engine release; ``same_meaning``: trained on the same.
     aux["same"] = bool(cfg_a and cfg_b and cfg_a.aux_layer_ids == cfg_b.aux_layer_ids)
+    aux["same_meaning"] = same
     aux["target_layers"] = layers
 
     target_checks: list[TargetCheck] = []
@@ -244,6 +264,8 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     diff = diff_configs(config_a, config_b, a_name=a_name, b_name=b_name) if cfg_a and cfg_b else None
     if diff is not None:
         for d in diff.by_class("behaviour"):
+            if d.path.endswith("eagle_aux_hidden_state_layer_ids") or d.path == "eaglekit_export.aux_ids_read_as":
+                continue  # judged above by what the ids mean, not how they are spelled
             warnings.append(f"config {d.path} differs ({d.a!r} vs {d.b!r}): {d.reason}")
 
     verdict: Verdict = "incompatible" if fatal else "compatible-after-remap" if remap else "compatible"
