@@ -1,0 +1,42 @@
+"""The target's :class:`~eaglekit.core.costmodel.ModelShape`: its config, and its checkpoint header read by
+range (bytes per expert from the dtypes and quantisation tensors actually stored), wherever it lives."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from eaglekit.core.costmodel import ModelShape, shape_from_config
+from eaglekit.core.errors import InputError, NotFoundError
+from eaglekit.core.redact import location_label
+from eaglekit.io.reader import load_config, open_checkpoint
+
+__all__ = ["target_shape"]
+
+
+def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> ModelShape:
+    """``target`` as a shape: a :class:`ModelShape`, a parsed config (config only), a config.json path (config
+    only) or a checkpoint location (config + header, read by range: no weights are downloaded)."""
+    if isinstance(target, ModelShape):
+        return target
+    if isinstance(target, Mapping):
+        return shape_from_config(target, name=str(target.get("model_type", "target")))
+    if not isinstance(target, (str, os.PathLike)):
+        raise InputError("the target must be a config.json path, a checkpoint location or a parsed config")
+    text = os.fspath(target)
+    label = location_label(text)
+    if text.endswith(".json"):
+        raw = load_config(text, kind="target", endpoint=endpoint, token=token)
+        return shape_from_config(raw, name=label)
+    try:
+        with open_checkpoint(text, endpoint=endpoint, token=token, progress=False) as ckpt:
+            inv = ckpt.inventory
+    except NotFoundError:
+        raw = load_config(text, kind="target", endpoint=endpoint, token=token, label=label)
+        shape = shape_from_config(raw, name=label)
+        return ModelShape(**{**shape.__dict__, "notes": (*shape.notes, "no checkpoint header found: bytes from the "
+                                                                       "config's quantization_config")})
+    if inv.config is None:
+        raise InputError(f"{label} has weights but no config.json: the cost model needs the target's config")
+    return shape_from_config(inv.config, tensors=((t.name, t.nbytes) for t in inv.tensors), name=label)
