@@ -17,7 +17,7 @@ from eaglekit.core.errors import EaglekitError
 #: Subcommand modules listed first by ``--help``, in this order; any other module of this package that
 #: defines ``add_parser`` follows in alphabetical order (a new subcommand is one new module).
 ORDER = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "dump_hidden", "drift",
-         "export", "speedup", "demo", "serve_hub", "report", "lab")
+         "export", "speedup", "plan", "demo", "serve_hub", "report", "lab")
 _NOT_COMMANDS = frozenset({"common"})
 
 

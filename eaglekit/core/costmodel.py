@@ -18,7 +18,7 @@ upper bound at a given B n; at B = 1 it is close.
 checkpoint header's dtypes and quantisation when the header is given (:func:`shape_from_config`).
 :class:`CostModel` turns them into time: from a GPU table alone it is the roofline
 ``max(bytes / bandwidth, FLOPs / FLOP rate)``, an estimate and a lower bound; measured points calibrate it
-(:func:`calibrate`): one point scales it, two or more fit ``fixed + a x memory + b x compute`` by
+(:func:`calibrate`): one point sets a fixed cost per forward, two or more fit ``fixed + a x memory + b x compute`` by
 non-negative least squares. A dense target is the special case with no experts.
 """
 
@@ -433,7 +433,8 @@ class CostModel:
         if self.kind == "estimate":
             return f"{base}: estimate from config and GPU table (roofline, a lower bound on time)"
         if self.combine == "max":
-            return f"{base}: roofline scaled by {self.mem:.3g} to {len(self.points)} measurement"
+            return (f"{base}: roofline + {self.fixed_ms:.3g} ms fixed per forward, scaled by {self.mem:.3g}, "
+                    f"calibrated to {len(self.points)} measurement")
         return (f"{base}: {self.kind} to {len(self.points)} measurements: {self.fixed_ms:.3g} ms fixed + "
                 f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time")
 
@@ -515,14 +516,20 @@ def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted"
 
 
 def calibrate(base: CostModel, points: Sequence[Point]) -> CostModel:
-    """Calibrate an estimate to measured points: one point scales the roofline (memory and compute alike) to
-    it; two or more fit ``fixed + a x memory + b x compute`` (:func:`fit_model`)."""
+    """Calibrate an estimate to measured points. One point: what it takes beyond the roofline is a fixed cost
+    per forward (kernel launches, tensor-parallel collectives, scheduling: what bytes and FLOPs leave out);
+    a point faster than the roofline scales it down instead. Two or more points fit
+    ``fixed + a x memory + b x compute`` (:func:`fit_model`)."""
     pts = tuple(points)
     if not pts:
         return base
     if len({(p.batch, p.tokens) for p in pts}) == 1:
         p = pts[0]
-        m, c = base.features(p.batch, p.tokens)
-        s = p.ms / max(m, c)
-        return replace(base, fixed_ms=0.0, mem=s, compute=s, combine="max", kind="calibrated", points=pts)
+        ms = sum(q.ms for q in pts) / len(pts)
+        roof = max(base.features(p.batch, p.tokens))
+        if ms >= roof:
+            return replace(base, fixed_ms=ms - roof, mem=1.0, compute=1.0, combine="max", kind="calibrated",
+                           points=pts)
+        return replace(base, fixed_ms=0.0, mem=ms / roof, compute=ms / roof, combine="max", kind="calibrated",
+                       points=pts)
     return fit_model(base, pts, kind="calibrated")
