@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DENSE_LLAMA_8B", "KIMI_K25_INT4", "KIMI_K2_FP8", "KIMI_K2_TEXT"]
+from eaglekit.core.errors import InputError
+
+__all__ = ["DENSE_LLAMA_8B", "KIMI_K25_INT4", "KIMI_K2_FP8", "KIMI_K2_TEXT", "PUBLISHED", "published"]
 
 KIMI_K2_TEXT: dict[str, Any] = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168,
@@ -36,3 +38,18 @@ DENSE_LLAMA_8B: dict[str, Any] = {
     "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
     "torch_dtype": "bfloat16",
 }
+
+#: Short names for the configs above: name -> (label, config).
+PUBLISHED: dict[str, tuple[str, dict[str, Any]]] = {
+    "kimi-k25-int4": ("K2.5, INT4 experts", KIMI_K25_INT4),
+    "kimi-k2-fp8": ("K2, FP8", KIMI_K2_FP8),
+    "llama-3.1-8b": ("Llama-3.1-8B, bf16", DENSE_LLAMA_8B),
+}
+
+
+def published(name: str) -> tuple[str, dict[str, Any]]:
+    """(label, config) of a published target by short name (see :data:`PUBLISHED`)."""
+    if name not in PUBLISHED:
+        raise InputError(f"unknown published target {name!r}: choose one of {', '.join(PUBLISHED)}, or give a "
+                         "config.json")
+    return PUBLISHED[name]

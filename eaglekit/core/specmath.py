@@ -288,7 +288,8 @@ class Reach:
         if self.min_steps is None:
             return out + f" No number of steps reaches it at {self.draft_ms:.2f} ms per step."
         m = self.min_steps
-        return out + (f" At {self.draft_ms:.2f} ms per step it takes k = {m} (cycle "
+        return out + (f" At {self.draft_ms:.2f} ms per step, with the verify held at {self.fixed_ms:.3g} ms whatever it "
+                      f"verifies, it takes k = {m} (cycle "
                       f"{self.fixed_ms + m * self.draft_ms:.1f} ms) and accept length "
                       f"{self.min_steps_accept_length:.2f} of at most {m + 1} (per-token acceptance "
                       f"{self.min_steps_alpha:.0%}).")
