@@ -37,7 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--costs", metavar="COSTS.csv", help="measured target forwards: batch,tokens,ms")
     p.add_argument("--draft-costs", metavar="DRAFT.csv", help="measured draft steps: batch,ms (default: drafting free)")
     p.add_argument("--target", metavar="CONFIG_OR_LOCATION",
-                   help="the target's config.json or checkpoint (its header is read by range for bytes per expert)")
+                   help="the target's config.json or checkpoint (its header is read by range for bytes per expert), or "
+                        "a published config: kimi-k25-int4, kimi-k2-fp8, llama-3.1-8b")
     p.add_argument("--gpu", metavar="NAME", help="GPU table entry (H100-SXM, H200, B200, ...) or custom:TBPS,BF16,FP8")
     p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default 1)")
     p.add_argument("--context", type=int, default=4096, metavar="TOKENS", help="context length (default 4096)")

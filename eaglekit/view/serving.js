@@ -5,7 +5,7 @@
 
 const CONTROLS = [
   // name, label, min, max, step
-  ["batch_log2", "batch size (2^x)", 0, 9, 1],
+  ["batch_log2", "batch size (2^x)", 0, 12, 1],
   ["context", "context tokens", 0, 131072, 512],
   ["tp", "tensor-parallel GPUs", 1, 16, 1],
   ["hbm_tb_s", "HBM TB/s per GPU", 0.1, 10, 0.01],

@@ -1,7 +1,7 @@
 """The serving plan's figures and its widget.
 
-:func:`throughput_figure` draws tokens/s (all requests) against batch size, one line per k;
-:func:`steps_figure` the best k per batch size. :class:`PlanWidget` is an `anywidget <https://anywidget.dev>`_
+:func:`plan_throughput_figure` draws tokens/s (all requests) against batch size, one line per k;
+:func:`plan_steps_figure` the best k per batch size. :class:`PlanWidget` is an `anywidget <https://anywidget.dev>`_
 whose front end (``serving.js``, shipped in the package) recomputes the plan in the browser from the cost
 model's inputs, so its batch-size and context sliders work in JupyterLab and in a rendered page with no
 kernel. :func:`numbers` is the Python twin of the front end's ``compute()``. plotly and anywidget are
@@ -20,13 +20,13 @@ from eaglekit.core.costmodel import CostModel, Gpu, ModelShape
 from eaglekit.core.errors import InputError
 from eaglekit.core.servingplan import Acceptance, Cost, best_steps, plan_batches, schedule_from_steps
 
-__all__ = ["PlanWidget", "numbers", "steps_figure", "throughput_figure"]
+__all__ = ["PlanWidget", "numbers", "plan_steps_figure", "plan_throughput_figure", "values_from_plan"]
 
 FRONT_END = Path(__file__).resolve().parent / "serving.js"
 STYLE = Path(__file__).resolve().parent / "serving.css"
 
 
-def throughput_figure(plan: ServingPlan) -> Any:
+def plan_throughput_figure(plan: ServingPlan) -> Any:
     """tok/s (all requests) against batch size, one line per k; the best k at each batch size marked."""
     import plotly.graph_objects as go
 
@@ -45,7 +45,7 @@ def throughput_figure(plan: ServingPlan) -> Any:
     return fig
 
 
-def steps_figure(plan: ServingPlan) -> Any:
+def plan_steps_figure(plan: ServingPlan) -> Any:
     """The best k per batch size (a step line: vLLM's schedule), with the speedup it gives."""
     import plotly.graph_objects as go
 
@@ -116,7 +116,7 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
                fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine,
                per_step=list(plan.acceptance.per_step), max_steps=plan.max_steps, batches=list(plan.batches),
-               batch_log2=max(0, min(9, round(math.log2(batch)))))
+               batch_log2=max(0, min(12, round(math.log2(batch)))))
     d = plan.draft
     out.update(draft_free=d is None, draft_fixed_ms=0.0 if d is None else d.fixed_ms,
                draft_per_request_ms=0.0 if d is None else d.per_request_ms)

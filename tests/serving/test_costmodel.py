@@ -73,11 +73,13 @@ def test_two_seed_points_calibrate_exactly_and_the_verify_grows_with_k(config):
     assert all(b > a for a, b in zip(verify, verify[1:]))  # never the constant 30 ms
 
 
-def test_one_point_scales_the_roofline():
+def test_one_point_becomes_a_fixed_cost_or_scales_a_roofline_it_beats():
     m = estimate_model(shape_from_config(KIMI_K2_FP8), "H20", tp=8)
     one = calibrate(m, [Point(1, 1, 12.2)])
-    assert one.ms(1, 1) == pytest.approx(12.2)
-    assert one.ms(1, 3) / one.ms(1, 1) == pytest.approx(m.ms(1, 3) / m.ms(1, 1))
+    assert one.ms(1, 1) == pytest.approx(12.2) and one.fixed_ms == pytest.approx(12.2 - m.ms(1, 1))
+    assert one.ms(1, 3) - one.ms(1, 1) == pytest.approx(m.ms(1, 3) - m.ms(1, 1))  # bytes of the extra experts
+    fast = calibrate(m, [Point(1, 1, m.ms(1, 1) / 2)])  # faster than the table allows: scaled, not negative
+    assert fast.fixed_ms == 0 and fast.ms(1, 3) / fast.ms(1, 1) == pytest.approx(m.ms(1, 3) / m.ms(1, 1))
 
 
 def test_fit_recovers_a_known_linear_model_and_needs_two_pairs():

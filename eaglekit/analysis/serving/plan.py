@@ -77,7 +77,7 @@ class ServingPlan:
     """The plan: every (batch size, k) cell, the best k per batch size, vLLM's schedule and the engines' configs.
 
     Renders as text (``str``) and HTML; ``to_json()`` is the ``eaglekit plan --json`` object. Figures:
-    :func:`eaglekit.view.serving.throughput_figure` and :func:`~eaglekit.view.serving.steps_figure`.
+    :func:`eaglekit.plan_throughput_figure` and :func:`eaglekit.plan_steps_figure`; :class:`eaglekit.PlanWidget`.
     """
 
     acceptance: Acceptance
@@ -307,8 +307,8 @@ def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target:
 
     The target's forward costs come from ``costs`` (a ``batch,tokens,ms`` CSV or (batch, tokens, ms) tuples;
     measured cells used as they are, the rest fitted, with the target's shape when ``target`` is given), or
-    are estimated from ``target`` (a config.json path, a checkpoint location or a parsed config; bytes per
-    expert from the header when there is one) on ``gpu`` x ``tp`` at ``context`` tokens, calibrated by
+    are estimated from ``target`` (a config.json path, a checkpoint location, a parsed config or a published
+    name such as ``"kimi-k25-int4"``; bytes per expert from the header when there is one) on ``gpu`` x ``tp`` at ``context`` tokens, calibrated by
     ``calibrate_points``. ``draft_costs`` (``batch,ms`` CSV or {batch: ms}) prices a draft step; without it
     drafting counts as free and the plan says so.
     """

@@ -9,6 +9,7 @@ from typing import Any
 
 from eaglekit.core.costmodel import ModelShape, shape_from_config
 from eaglekit.core.errors import InputError, NotFoundError
+from eaglekit.core.published import PUBLISHED, published
 from eaglekit.core.redact import location_label
 from eaglekit.io.reader import load_config, open_checkpoint
 
@@ -17,7 +18,8 @@ __all__ = ["target_shape"]
 
 def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> ModelShape:
     """``target`` as a shape: a :class:`ModelShape`, a parsed config (config only), a config.json path (config
-    only) or a checkpoint location (config + header, read by range: no weights are downloaded)."""
+    only), a checkpoint location (config + header, read by range: no weights are downloaded) or the short name
+    of a published config (``kimi-k25-int4``, ``kimi-k2-fp8``, ``llama-3.1-8b``)."""
     if isinstance(target, ModelShape):
         return target
     if isinstance(target, Mapping):
@@ -25,6 +27,9 @@ def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool 
     if not isinstance(target, (str, os.PathLike)):
         raise InputError("the target must be a config.json path, a checkpoint location or a parsed config")
     text = os.fspath(target)
+    if text in PUBLISHED and not os.path.exists(text):
+        label, raw = published(text)
+        return shape_from_config(raw, name=label)
     label = location_label(text)
     if text.endswith(".json"):
         raw = load_config(text, kind="target", endpoint=endpoint, token=token)
