@@ -25,7 +25,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eaglekit.core.costmodel import CostModel, ModelShape, Point, calibrate, shape_from_config
+from eaglekit.core.costmodel import (
+    CostModel,
+    ModelShape,
+    Point,
+    calibrate,
+    shape_from_config,
+)
 from eaglekit.core.errors import InputError
 from eaglekit.core.published import published
 from eaglekit.core.render import kv_html

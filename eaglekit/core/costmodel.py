@@ -28,7 +28,6 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from itertools import combinations
 from typing import Any, Literal
 
 from eaglekit.core.config import TEXT_CONFIG_KEYS

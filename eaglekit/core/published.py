@@ -10,7 +10,7 @@ from typing import Any
 
 from eaglekit.core.errors import InputError
 
-__all__ = ["DENSE_LLAMA_8B", "KIMI_K25_INT4", "KIMI_K2_FP8", "KIMI_K2_TEXT", "PUBLISHED", "published"]
+__all__ = ["DENSE_LLAMA_8B", "KIMI_K2_FP8", "KIMI_K2_TEXT", "KIMI_K25_INT4", "PUBLISHED", "published"]
 
 KIMI_K2_TEXT: dict[str, Any] = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168,

@@ -92,7 +92,7 @@ class DraftTable:
         if batch in self.measured:
             return self.measured[batch], True
         if len(self.measured) < 2:
-            (b0, t0), = self.measured.items()
+            (b0,) = self.measured
             raise InputError(f"the draft table has one row (batch {b0}): it cannot say what a draft step costs at "
                              f"batch {batch}; add a row at another batch size or plan only batch {b0}")
         return self.fixed_ms + self.per_request_ms * batch, False

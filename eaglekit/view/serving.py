@@ -18,7 +18,13 @@ from typing import Any
 from eaglekit.analysis.serving.plan import ServingPlan
 from eaglekit.core.costmodel import CostModel, Gpu, ModelShape
 from eaglekit.core.errors import InputError
-from eaglekit.core.servingplan import Acceptance, Cost, best_steps, plan_batches, schedule_from_steps
+from eaglekit.core.servingplan import (
+    Acceptance,
+    Cost,
+    best_steps,
+    plan_batches,
+    schedule_from_steps,
+)
 
 __all__ = ["PlanWidget", "numbers", "plan_steps_figure", "plan_throughput_figure", "values_from_plan"]
 

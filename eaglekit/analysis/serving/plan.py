@@ -15,7 +15,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eaglekit.core.costmodel import CostModel, ModelShape, Point, calibrate, estimate_model, fit_model
+from eaglekit.analysis.serving.target import target_shape
+from eaglekit.core.costmodel import (
+    CostModel,
+    ModelShape,
+    Point,
+    calibrate,
+    estimate_model,
+    fit_model,
+)
 from eaglekit.core.costmodel import gpu as gpu_entry
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
@@ -39,11 +47,12 @@ from eaglekit.core.servingplan import (
     steps_rows,
     stops_paying_at,
 )
-from eaglekit.analysis.serving.target import target_shape
 
 __all__ = ["DEFAULT_BATCHES", "ServingPlan", "engine_config", "plan"]
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+_VERIFY_HEADERS = ("k", "tokens", "distinct experts / layer", "target ms", "vs decode", "draft ms", "accept length",
+                   "cycle ms", "tok/s (all)", "speedup")
 _FITTED, _EXTRAPOLATED = "* from the cost model (not measured)", "^ acceptance past the measured steps repeats the last"
 
 
@@ -196,14 +205,11 @@ class ServingPlan:
                          f"{o.accept_length:.2f}", f"{o.cycle_ms:.2f}", f"{o.tokens_per_s:.1f}", f"{o.speedup:.2f}x"])
         return rows
 
-    _VERIFY_HEADERS = ["k", "tokens", "distinct experts / layer", "target ms", "vs decode", "draft ms",
-                       "accept length", "cycle ms", "tok/s (all)", "speedup"]
-
     def __str__(self) -> str:
         b0 = self.batches[0]
         parts = [kv_text(self._pairs(), title="Serving plan"),
                  PlanTable(self.plans).text("Best k per batch size"),
-                 text_table(self._VERIFY_HEADERS, self._verify_rows(), align=["right"] * 10,
+                 text_table(list(_VERIFY_HEADERS), self._verify_rows(), align=["right"] * 10,
                             title=f"Every k at batch {b0} (distinct experts under uniform routing)"),
                  f"{_FITTED}; {_EXTRAPOLATED}"]
         return "\n\n".join(parts)
@@ -215,7 +221,7 @@ class ServingPlan:
             for p in self.plans)
         return ("<div>" + kv_html(self._pairs(), caption="Serving plan")
                 + PlanTable(self.plans).html("Best k per batch size")
-                + html_table(self._VERIFY_HEADERS, self._verify_rows(), align=["right"] * 10,
+                + html_table(list(_VERIFY_HEADERS), self._verify_rows(), align=["right"] * 10,
                              caption=f"Every k at batch {b0} (distinct experts under uniform routing)")
                 + f"<details><summary>every k at every batch size</summary>{every}</details>"
                 + f"<p style='font-size:0.85em'>{_FITTED}; {_EXTRAPOLATED}</p></div>")
