@@ -98,6 +98,12 @@ class GrowingVerify:
     def cycle_ms(self, k: int) -> float:
         return self.verify_ms[k - 1] + k * self.draft_ms + self.overhead_ms
 
+    @property
+    def slope_ms(self) -> float:
+        """The verify's mean growth per drafted token from the measured k to the last (what the calculator takes)."""
+        k = self.measured_steps
+        return (self.verify_ms[-1] - self.verify_ms[k - 1]) / (len(self.verify_ms) - k)
+
     def ceiling_tps(self, k: int) -> float:
         """Every draft accepted: k + 1 tokens per cycle."""
         return (k + 1) * 1000.0 / self.cycle_ms(k)
