@@ -34,7 +34,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     acc.add_argument("--per-position", metavar="P1,P2,...",
                      help="vLLM's per-position acceptance rates (accepted at position i / drafts)")
     acc.add_argument("--vllm-log", metavar="LOG", help="a vLLM log: its last 'Per-position acceptance rate' line")
-    p.add_argument("--costs", metavar="COSTS.csv", help="measured target forwards: batch,tokens,ms")
+    p.add_argument("--costs", metavar="COSTS.csv", help="measured target forwards: batch,tokens,ms (or SGLang "
+                   "bench_one_batch --result-filename lines, .jsonl: decode steps per batch size)")
     p.add_argument("--draft-costs", metavar="DRAFT.csv", help="measured draft steps: batch,ms (default: drafting free)")
     p.add_argument("--target", metavar="CONFIG_OR_LOCATION",
                    help="the target's config.json or checkpoint (its header is read by range for bytes per expert), or "

@@ -5,6 +5,9 @@
 - ``DRAFT.csv``: header ``batch,ms``, one draft step per row.
 - an ``eaglekit acceptance --json`` result: ``per_step_acceptance`` (null where nothing conditioned a step),
   else ``accept_length_by_steps``.
+- SGLang's ``python -m sglang.bench_one_batch ... --result-filename F.jsonl`` records (one JSON object per
+  run: ``batch_size``, ``input_len``, ``median_decode_latency`` in seconds, ``python/sglang/bench_one_batch.py``):
+  decode steps (tokens 1) at each batch size.
 - vLLM's periodic log line (``vllm/v1/spec_decode/metrics.py``): "SpecDecoding metrics: ... Per-position
   acceptance rate: 0.712, 0.503, 0.338", each rate accepted-at-position-i / drafts (unconditional).
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -24,7 +28,7 @@ from eaglekit.core.errors import InputError
 from eaglekit.core.servingplan import Acceptance
 
 __all__ = ["DraftTable", "acceptance_from_json", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
-           "parse_numbers"]
+           "parse_numbers", "parse_sglang_bench"]
 
 
 def _rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
@@ -78,6 +82,39 @@ def parse_costs(text: str, *, what: str = "COSTS.csv") -> tuple[Point, ...]:
         raise InputError(f"{what} has {len(sums)} distinct row: the plan needs at least two (batch, tokens) "
                          "measurements, e.g. a decode step (tokens 1) and a verify (tokens k + 1) at batch 1")
     return tuple(Point(b, n, sum(v) / len(v)) for (b, n), v in sorted(sums.items()))
+
+
+def parse_sglang_bench(text: str, *, what: str = "bench_one_batch results") -> tuple[tuple[Point, ...], int]:
+    """Decode steps from SGLang ``bench_one_batch`` result lines: ((batch, 1, median decode ms), ...) and the
+    input length they ran at (the context). Runs at several input lengths are refused: one context per table."""
+    sums: dict[int, list[float]] = {}
+    lengths: set[int] = set()
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{what} line {i} is not JSON ({e.msg}): expected bench_one_batch's --result-filename "
+                             "lines") from None
+        if not isinstance(rec, Mapping) or "median_decode_latency" not in rec:
+            continue  # a run with output_len 1 has no decode latency
+        b, sec, n = rec.get("batch_size"), rec.get("median_decode_latency"), rec.get("input_len")
+        where = f"{what} line {i}"
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise InputError(f"{where}: batch_size must be a whole number >= 1, got {b!r}")
+        if isinstance(sec, bool) or not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec <= 0:
+            raise InputError(f"{where}: median_decode_latency must be a positive number of seconds, got {sec!r}")
+        if isinstance(n, int) and not isinstance(n, bool):
+            lengths.add(n)
+        sums.setdefault(b, []).append(sec * 1000.0)
+    if len(lengths) > 1:
+        raise InputError(f"{what} holds runs at input lengths {sorted(lengths)}: keep one context length per table "
+                         "(the plan's --context)")
+    if len(sums) < 2:
+        raise InputError(f"{what} has decode steps at {len(sums)} batch size: the plan needs at least two rows")
+    points = tuple(Point(b, 1, sum(v) / len(v)) for b, v in sorted(sums.items()))
+    return points, (lengths.pop() if lengths else 0)
 
 
 @dataclass(frozen=True)

@@ -128,3 +128,18 @@ def test_missing_inputs_say_what_to_give():
         eaglekit.plan((0.8,), costs=SEED_COSTS, calibrate_points=[(1, 1, 12.0)])
     with pytest.raises(InputError, match="one row"):
         eaglekit.plan((0.8,), costs=SEED_COSTS, draft_costs={1: 1.0}, batches=(1, 2))
+
+
+def test_sglang_bench_one_batch_results_are_a_costs_table(tmp_path):
+    """``python -m sglang.bench_one_batch --batch-size 1 8 64 --result-filename r.jsonl``: decode steps by batch."""
+    lines = [{"run_name": "default", "batch_size": b, "input_len": 1024, "output_len": 16, "prefill_latency": 0.2,
+              "median_decode_latency": s, "median_decode_throughput": b / s} for b, s in ((1, 0.0122), (8, 0.0131),
+                                                                                        (64, 0.0190))]
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    p = eaglekit.plan((0.8, 0.7), costs=str(path), target=KIMI_K2_FP8, tp=8, context=1024, batches=(1, 8, 64))
+    assert [p.target_ms(b, 1).ms for b in (1, 8, 64)] == pytest.approx([12.2, 13.1, 19.0])
+    assert all(p.target_ms(b, 1).measured for b in (1, 8, 64)) and not p.target_ms(1, 3).measured
+    path.write_text(json.dumps(lines[0]) + "\n" + json.dumps({**lines[1], "input_len": 4096}) + "\n")
+    with pytest.raises(InputError, match="input lengths \\[1024, 4096\\]"):
+        eaglekit.plan((0.8,), costs=str(path))

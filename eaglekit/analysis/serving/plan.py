@@ -33,6 +33,7 @@ from eaglekit.core.servinginputs import (
     acceptance_from_vllm_log,
     parse_costs,
     parse_draft_costs,
+    parse_sglang_bench,
 )
 from eaglekit.core.servingplan import (
     STEPS_HEADERS,
@@ -285,8 +286,12 @@ def _acceptance(value: Any) -> Acceptance:
 
 
 def _points(costs: Any) -> tuple[Point, ...]:
+    """A ``batch,tokens,ms`` CSV, SGLang ``bench_one_batch`` results (``.jsonl``), or (batch, tokens, ms) rows."""
     if isinstance(costs, (str, os.PathLike)):
-        return parse_costs(_read_text(costs, "costs table"), what=Path(costs).name)
+        text = _read_text(costs, "costs table")
+        if Path(costs).suffix.lower() == ".jsonl":
+            return parse_sglang_bench(text, what=Path(costs).name)[0]
+        return parse_costs(text, what=Path(costs).name)
     pts = tuple(p if isinstance(p, Point) else Point(*p) for p in costs)
     if len({(p.batch, p.tokens) for p in pts}) < 2:
         raise InputError("the costs table needs at least two (batch, tokens) measurements (a decode and a verify)")
