@@ -47,7 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="a measured forward (batch, tokens per request, ms) to calibrate the estimate (repeatable)")
     p.add_argument("--batch", default="1,2,4,8,16,32,64,128,256", metavar="1,2,4,...", help="batch sizes to plan")
     p.add_argument("--max-steps", type=int, default=8, metavar="K", help="plan k = 0..K draft steps (default 8)")
-    p.add_argument("--drafter", default=None, metavar="NAME", help="the drafter's path or id, for the engine configs")
+    p.add_argument("--drafter", default=None, metavar="LOCATION",
+                   help="the drafter: named in the engine configs; with --gpu and no --draft-costs its header (read "
+                        "by range) prices the draft step")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_hub_options(p)
     p.set_defaults(func=run)

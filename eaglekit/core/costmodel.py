@@ -33,8 +33,8 @@ from typing import Any, Literal
 from eaglekit.core.config import TEXT_CONFIG_KEYS
 from eaglekit.core.errors import InputError
 
-__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "distinct_experts", "estimate_model",
-           "fit_model", "gpu", "shape_from_config"]
+__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "distinct_experts", "drafter_shape",
+           "estimate_model", "fit_model", "gpu", "shape_from_config"]
 
 
 def distinct_experts(tokens: float, *, experts: int, per_token: int) -> float:
@@ -347,6 +347,24 @@ def _bytes_from_header(tensors: Iterable[tuple[str, int]], *, layers: int,
         expert_bytes = 0.0
     what = ", ".join(f"{k} ({n} tensors)" for k, n in sorted(skipped.items()))
     return always, expert_bytes, what
+
+
+def drafter_shape(heads: int, kv_heads: int, head_dim: int, layers: int,
+                  tensors: Iterable[tuple[str, str, int, int]], *, name: str = "drafter") -> ModelShape:
+    """An EAGLE-3 drafter's draft step as a dense :class:`ModelShape` from its header ((name, dtype, parameters,
+    nbytes) per tensor): every weight read once per step but the embedding (the target's, B rows read) and the
+    integer vocabulary maps (d2t, t2d: looked up, not multiplied); one token row per request per step; its
+    own KV cache (``layers`` layers of ``kv_heads`` x ``head_dim``, bf16) over the context."""
+    read, params = 0.0, 0.0
+    for tname, dtype, n_params, nbytes in tensors:
+        if "embed_tokens" in tname or dtype.upper() in ("I64", "I32", "BOOL", "U8"):
+            continue
+        read += nbytes
+        params += n_params
+    if read == 0:
+        raise InputError(f"{name}: the header holds no weights to price a draft step with")
+    return ModelShape(name, layers, 0, 0, 0, 0.0, 0.0, read, params, layers * 2.0 * kv_heads * head_dim * 2.0,
+                      kv_heads, layers * 4.0 * heads * head_dim, "bf16", "header")
 
 
 # -- time -----------------------------------------------------------------------------------------

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eaglekit.core.costmodel import Point
+from eaglekit.core.costmodel import CostModel, Point
 from eaglekit.core.errors import InputError
 from eaglekit.core.servingplan import Acceptance
 
-__all__ = ["DraftTable", "acceptance_from_json", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
+__all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
            "parse_numbers", "parse_sglang_bench"]
 
 
@@ -137,6 +137,37 @@ class DraftTable:
     def to_json(self) -> dict[str, Any]:
         return {"measured": {str(b): t for b, t in sorted(self.measured.items())}, "fixed_ms": self.fixed_ms,
                 "per_request_ms": self.per_request_ms}
+
+
+@dataclass(frozen=True)
+class DraftEstimate:
+    """A draft step estimated from the drafter's header on the GPU table (n = 1 row per request per step)."""
+
+    model: CostModel
+
+    def ms(self, batch: int) -> tuple[float, bool]:
+        return self.model.ms(batch, 1), False
+
+    @property
+    def per_request_ms(self) -> float:
+        """The slope between batch 1 and 256 (the widget draws drafting as a straight line)."""
+        return (self.model.ms(256, 1) - self.model.ms(1, 1)) / 255.0
+
+    @property
+    def fixed_ms(self) -> float:
+        return self.model.ms(1, 1) - self.per_request_ms
+
+    @property
+    def measured(self) -> dict[int, float]:
+        return {}
+
+    def describe(self) -> str:
+        return (f"estimated from {self.model.shape.name}'s header on {self.model.gpu.name} x {self.model.tp}: "
+                f"{self.model.ms(1, 1):.3g} ms at batch 1, {self.model.ms(256, 1):.3g} ms at batch 256 (roofline, a "
+                "lower bound)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"estimate": self.model.to_json()}
 
 
 def parse_draft_costs(text: str, *, what: str = "DRAFT.csv") -> DraftTable:

@@ -143,3 +143,20 @@ def test_sglang_bench_one_batch_results_are_a_costs_table(tmp_path):
     path.write_text(json.dumps(lines[0]) + "\n" + json.dumps({**lines[1], "input_len": 4096}) + "\n")
     with pytest.raises(InputError, match="input lengths \\[1024, 4096\\]"):
         eaglekit.plan((0.8,), costs=str(path))
+
+
+def test_a_drafter_checkpoint_prices_the_draft_step_on_the_gpu_table(demo):
+    """The demo's K2 drafter (EAGLE-3 layout): weights read once per step, its own KV over the context."""
+    from eaglekit.io.reader import read_inventory
+
+    drafter = str(demo.drafter("k2"))
+    p = eaglekit.plan((0.8, 0.7), target=KIMI_K2_FP8, gpu="H200", tp=8, context=2048, drafter=drafter,
+                      batches=(1, 64))
+    inv = read_inventory(drafter)
+    weights = sum(t.nbytes for t in inv.tensors if "embed_tokens" not in t.name and t.dtype not in ("I64", "BOOL"))
+    step = p.plans[0].options[1].draft
+    assert not step.measured and step.ms >= weights / 8 / 1e9 / 4.8  # at least its weights over the bandwidth
+    assert p.plans[1].options[1].draft.ms > step.ms  # the drafter's KV over 64 requests
+    assert "estimated from" in str(p) and "lower bound" in str(p)
+    assert p.engine_config["vllm"]["speculative_config"] is None or \
+        p.engine_config["vllm"]["speculative_config"]["model"] == drafter

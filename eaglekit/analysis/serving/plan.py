@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eaglekit.analysis.serving.target import target_shape
+from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
 from eaglekit.core.costmodel import (
     CostModel,
     ModelShape,
@@ -28,6 +28,7 @@ from eaglekit.core.costmodel import gpu as gpu_entry
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.servinginputs import (
+    DraftEstimate,
     DraftTable,
     acceptance_from_json,
     acceptance_from_vllm_log,
@@ -93,7 +94,7 @@ class ServingPlan:
     acceptance: Acceptance
     model: CostModel
     measured: Mapping[tuple[int, int], float]
-    draft: DraftTable | None
+    draft: DraftTable | DraftEstimate | None
     plans: tuple[BatchPlan, ...]
     max_steps: int
     drafter: str | None = None
@@ -159,10 +160,14 @@ class ServingPlan:
         a = self.acceptance
         ext = ("" if a.measured_steps >= self.max_steps else
                f"; k > {a.measured_steps} repeats step {a.measured_steps}'s {a.per_step[-1]:.3f} (extrapolated)")
-        draft = ("free (no draft costs given: the plan counts drafting as free)" if self.draft is None else
-                 "measured at batch " + ", ".join(str(b) for b in self.draft.measured)
-                 + (f"; elsewhere {self.draft.fixed_ms:.3g} + {self.draft.per_request_ms:.3g} x B ms"
-                    if len(self.draft.measured) > 1 else ""))
+        if self.draft is None:
+            draft = "free (no draft costs given: the plan counts drafting as free)"
+        elif isinstance(self.draft, DraftEstimate):
+            draft = self.draft.describe()
+        else:
+            draft = ("measured at batch " + ", ".join(str(b) for b in self.draft.measured)
+                     + (f"; elsewhere {self.draft.fixed_ms:.3g} + {self.draft.per_request_ms:.3g} x B ms"
+                        if len(self.draft.measured) > 1 else ""))
         measured = len(self.measured)
         pairs = [
             ("plan", self.headline()),
@@ -320,8 +325,9 @@ def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target:
     measured cells used as they are, the rest fitted, with the target's shape when ``target`` is given), or
     are estimated from ``target`` (a config.json path, a checkpoint location, a parsed config or a published
     name such as ``"kimi-k25-int4"``; bytes per expert from the header when there is one) on ``gpu`` x ``tp`` at ``context`` tokens, calibrated by
-    ``calibrate_points``. ``draft_costs`` (``batch,ms`` CSV or {batch: ms}) prices a draft step; without it
-    drafting counts as free and the plan says so.
+    ``calibrate_points``. ``draft_costs`` (``batch,ms`` CSV or {batch: ms}) prices a draft step; without it,
+    ``drafter`` (its checkpoint location) with ``gpu`` estimates one from the drafter's header; with neither,
+    drafting counts as free and the plan says so. ``drafter`` also names the drafter in the engine configs.
     """
     acc = _acceptance(acceptance)
     notes: list[str] = []
@@ -356,7 +362,10 @@ def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target:
     if shape is not None and not shape.dense:
         notes.append("uniform routing: real routers favour some experts, so distinct experts (and verify cost at "
                      "large batch x tokens) are overestimated")
-    dt = _draft(draft_costs)
+    dt: DraftTable | DraftEstimate | None = _draft(draft_costs)
+    if dt is None and drafter is not None and gpu is not None:
+        dshape = drafter_step_shape(drafter, endpoint=endpoint, token=token)
+        dt = DraftEstimate(estimate_model(dshape, gpu, tp=tp, context=context))
 
     def target_cost(b: int, n: int) -> Cost:
         if (b, n) in measured:

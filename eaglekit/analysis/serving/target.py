@@ -7,13 +7,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from eaglekit.core.costmodel import ModelShape, shape_from_config
+from eaglekit.core.config import normalize_config
+from eaglekit.core.costmodel import ModelShape, drafter_shape, shape_from_config
 from eaglekit.core.errors import InputError, NotFoundError
 from eaglekit.core.published import PUBLISHED, published
 from eaglekit.core.redact import location_label
 from eaglekit.io.reader import load_config, open_checkpoint
 
-__all__ = ["target_shape"]
+__all__ = ["drafter_step_shape", "target_shape"]
 
 
 def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> ModelShape:
@@ -45,3 +46,17 @@ def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool 
     if inv.config is None:
         raise InputError(f"{label} has weights but no config.json: the cost model needs the target's config")
     return shape_from_config(inv.config, tensors=((t.name, t.nbytes) for t in inv.tensors), name=label)
+
+
+def drafter_step_shape(drafter: str | os.PathLike[str], *, endpoint: str | None = None,
+                       token: str | bool | None = None) -> ModelShape:
+    """A drafter checkpoint's draft step as a shape (its config and header, read by range)."""
+    label = location_label(os.fspath(drafter))
+    with open_checkpoint(os.fspath(drafter), endpoint=endpoint, token=token, progress=False) as ckpt:
+        inv = ckpt.inventory
+    if inv.config is None:
+        raise InputError(f"{label} has no config.json: the draft-step estimate needs the drafter's attention shape")
+    cfg = normalize_config(inv.config, source=f"{label}/config.json")
+    return drafter_shape(cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
+                         max(1, int(inv.config.get("num_hidden_layers", 1) or 1)),
+                         ((t.name, t.dtype, t.parameters, t.nbytes) for t in inv.tensors), name=label)
