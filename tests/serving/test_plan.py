@@ -93,6 +93,7 @@ def test_the_record_renders_html_with_every_k():
     p = eaglekit.plan(GOLDEN, costs=SEED_COSTS, draft_costs=SEED_DRAFT, batches=(1,))
     html = p._repr_html_()
     assert "Best k per batch size" in html and "every k at every batch size" in html and "<table" in html
+    assert "<svg" in html and "k=0 1.00x" in html and "<script" not in html  # the chart draws with no script
     assert "dense target" in str(p)  # no target config: the fit is fixed + per-token, and it says so
 
 

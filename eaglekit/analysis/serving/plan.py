@@ -220,13 +220,32 @@ class ServingPlan:
                  f"{_FITTED}; {_EXTRAPOLATED}"]
         return "\n\n".join(parts)
 
+    def svg(self) -> str:
+        """A small inline chart (no script): the best k per batch size as bars, the speedup over each."""
+        w, h, left, bottom, top = 560, 180, 40, 34, 22
+        n, kmax = len(self.plans), max(1, max(self.best_steps))
+        bw = (w - left - 10) / n
+        out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" role="img" '
+               'aria-label="best draft steps per batch size" style="font:11px sans-serif">']
+        for i, p in enumerate(self.plans):
+            b = p.best
+            x, bar = left + i * bw + 3, (h - bottom - top) * b.steps / kmax
+            y = h - bottom - bar
+            out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw - 6:.1f}" height="{bar:.1f}" fill="#4169e1"/>')
+            out.append(f'<text x="{x + (bw - 6) / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">k={b.steps} '
+                       f'{b.speedup:.2f}x</text>')
+            out.append(f'<text x="{x + (bw - 6) / 2:.1f}" y="{h - bottom + 14}" text-anchor="middle">{p.batch}</text>')
+        out.append(f'<text x="{left}" y="{h - 4}">batch size; bars: best draft steps k, labels: speedup over no '
+                   'speculation</text></svg>')
+        return "".join(out)
+
     def _repr_html_(self) -> str:
         b0 = self.batches[0]
         every = "".join(
             html_table(STEPS_HEADERS, steps_rows(p), align=["right"] * 7, caption=f"batch {p.batch}")
             for p in self.plans)
         return ("<div>" + kv_html(self._pairs(), caption="Serving plan")
-                + PlanTable(self.plans).html("Best k per batch size")
+                + PlanTable(self.plans).html("Best k per batch size") + self.svg()
                 + html_table(list(_VERIFY_HEADERS), self._verify_rows(), align=["right"] * 10,
                              caption=f"Every k at batch {b0} (distinct experts under uniform routing)")
                 + f"<details><summary>every k at every batch size</summary>{every}</details>"
