@@ -66,3 +66,35 @@ def test_serving_javascript_computes_what_python_computes(chromium):
     assert len(got) == len(grid)
     for p, js in zip(grid, got):
         _close(numbers(p), js)
+
+
+@pytest.mark.notebook
+def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_path):
+    """Notebook 08 rendered on its own: the widget's batch and context controls recompute the plan offline."""
+    from eaglekit.view.report import build_report
+
+    build_report(tmp_path / "report", demo=demo.root, only=["08_serving_plan"])
+    problems: list[str] = []
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file://", "data:", "blob:"))
+               else (problems.append(r.request.url), r.abort()))
+    page.goto((tmp_path / "report" / "08_serving_plan.html").as_uri())
+    widget = page.locator(".eaglekit-serving").first
+    summary = widget.locator("p.summary")
+    summary.wait_for(timeout=20_000)
+    assert summary.text_content().startswith("Batch 1: best k = 4,") and "stops paying at batch 1024" in summary.text_content()
+
+    def set_value(name: str, value: str) -> None:
+        box = widget.locator(f'input[name="{name}-value"]')
+        box.fill(value)
+        box.press("Enter")
+
+    set_value("batch_log2", "8")
+    assert summary.text_content().startswith("Batch 256: best k = 1,")
+    set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute
+    assert summary.text_content().startswith("Batch 256: best k = 2,")
+    assert widget.locator("table.readout tr").count() == 10 and widget.locator("table.readout tr.best").count() == 1
+    assert problems == []
+    page.close()
