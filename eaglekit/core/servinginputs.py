@@ -32,18 +32,19 @@ __all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "acceptance_fr
 
 
 def _rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """Rows of a small CSV whose header names exactly ``columns``, in any order (blank and # lines skipped)."""
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise InputError(f"{what} is empty: expected a header {','.join(columns)} and one row per measurement")
     reader = csv.reader(io.StringIO("\n".join(lines)))
     header = [h.strip().lower() for h in next(reader)]
-    if header != list(columns):
+    if sorted(header) != sorted(columns):
         raise InputError(f"{what}: the header must be {','.join(columns)}, got {','.join(header)!r}")
     out = []
     for i, row in enumerate(reader, 2):
         if len(row) != len(columns):
-            raise InputError(f"{what} row {i}: expected {len(columns)} values ({','.join(columns)}), got {len(row)}")
-        out.append((i, dict(zip(columns, (c.strip() for c in row)))))
+            raise InputError(f"{what} row {i}: expected {len(columns)} values ({','.join(header)}), got {len(row)}")
+        out.append((i, dict(zip(header, (c.strip() for c in row)))))
     return out
 
 
@@ -119,7 +120,8 @@ def parse_sglang_bench(text: str, *, what: str = "bench_one_batch results") -> t
 
 @dataclass(frozen=True)
 class DraftTable:
-    """Measured draft steps by batch size; between and beyond them a straight line ``fixed + per-request x B``."""
+    """Measured draft steps by batch size; between and beyond them a straight line ``fixed + per-request x B`` (one
+    row: its time at every batch size)."""
 
     measured: Mapping[int, float]
     fixed_ms: float
@@ -128,10 +130,6 @@ class DraftTable:
     def ms(self, batch: int) -> tuple[float, bool]:
         if batch in self.measured:
             return self.measured[batch], True
-        if len(self.measured) < 2:
-            (b0,) = self.measured
-            raise InputError(f"the draft table has one row (batch {b0}): it cannot say what a draft step costs at "
-                             f"batch {batch}; add a row at another batch size or plan only batch {b0}")
         return self.fixed_ms + self.per_request_ms * batch, False
 
     def to_json(self) -> dict[str, Any]:

@@ -48,6 +48,15 @@ def test_estimate_from_config_and_gpu_with_calibration(capsys, files):
     assert list(out["schedule"])[0].startswith("1-")
 
 
+def test_columns_in_any_order_and_a_one_row_draft_table(capsys, files):
+    (files / "swapped.csv").write_text("tokens, ms, batch\n1, 12.2, 1\n3, 30, 1\n1, 13, 4\n")
+    out = _json(capsys, "--per-step", "0.7", "--costs", str(files / "swapped.csv"), "--draft-costs",
+                str(files / "draft.csv"), "--batch", "1,4", "--max-steps", "2")
+    one, four = out["batches"]
+    assert one["steps"][0]["verify_ms"] == 12.2 and four["steps"][0]["verify_ms"] == 13.0
+    assert four["steps"][1]["draft_ms"] == pytest.approx(1.6667) and not four["steps"][1]["draft_measured"]
+
+
 def test_text_output_names_the_schedule_and_the_estimate(capsys, files):
     assert main(["plan", "--per-step", "0.8,0.7", "--target", str(files / "config.json"), "--gpu", "H200",
                  "--tp", "8", "--batch", "1,8"]) == 0

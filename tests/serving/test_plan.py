@@ -11,6 +11,7 @@ import eaglekit
 from eaglekit.analysis.serving.target import target_shape
 from eaglekit.core.errors import InputError
 from eaglekit.core.published import KIMI_K2_FP8, KIMI_K25_INT4
+from eaglekit.core.servingplan import Cost
 
 GOLDEN = (0.6180339887498949, 0.6180339887498949)  # accept length 2.0 at k = 2: 1 + c + c^2 = 2
 SEED_COSTS = [(1, 1, 12.2), (1, 3, 30.0)]
@@ -127,8 +128,8 @@ def test_missing_inputs_say_what_to_give():
         eaglekit.plan((0.8,), costs=[(1, 1, 12.2)])
     with pytest.raises(InputError, match="calibration points go with the estimate"):
         eaglekit.plan((0.8,), costs=SEED_COSTS, calibrate_points=[(1, 1, 12.0)])
-    with pytest.raises(InputError, match="one row"):
-        eaglekit.plan((0.8,), costs=SEED_COSTS, draft_costs={1: 1.0}, batches=(1, 2))
+    one = eaglekit.plan((0.8,), costs=SEED_COSTS, draft_costs={1: 1.0}, batches=(1, 2))  # one draft row: everywhere
+    assert one.plans[1].options[1].draft == Cost(1.0, False) and "used at every batch size" in str(one)
 
 
 def test_sglang_bench_one_batch_results_are_a_costs_table(tmp_path):

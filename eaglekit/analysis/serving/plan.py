@@ -167,7 +167,8 @@ class ServingPlan:
         else:
             draft = ("measured at batch " + ", ".join(str(b) for b in self.draft.measured)
                      + (f"; elsewhere {self.draft.fixed_ms:.3g} + {self.draft.per_request_ms:.3g} x B ms"
-                        if len(self.draft.measured) > 1 else ""))
+                        if len(self.draft.measured) > 1 else
+                        "; one row, so its time is used at every batch size (marked * elsewhere)"))
         measured = len(self.measured)
         pairs = [
             ("plan", self.headline()),
