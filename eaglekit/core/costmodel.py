@@ -33,7 +33,8 @@ from typing import Any, Literal
 from eaglekit.core.config import TEXT_CONFIG_KEYS
 from eaglekit.core.errors import InputError
 
-__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "distinct_experts", "drafter_shape",
+__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel", "distinct_experts",
+           "drafter_shape",
            "estimate_model", "fit_model", "gpu", "shape_from_config"]
 
 
@@ -465,12 +466,17 @@ class CostModel:
                 "points": [[p.batch, p.tokens, p.ms] for p in self.points], "description": self.describe()}
 
 
-def estimate_model(shape: ModelShape, gpu_: Gpu | str, *, tp: int = 1, context: int = 4096) -> CostModel:
-    """The roofline estimate from the config and a GPU table: a lower bound on time, uncalibrated."""
+def check_parallel(tp: object, context: object) -> None:
+    """Tensor-parallel degree >= 1 and a context length >= 0, as whole numbers."""
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise InputError(f"tensor-parallel degree must be a whole number >= 1, got {tp!r}")
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise InputError(f"context length must be a whole number of tokens >= 0, got {context!r}")
+
+
+def estimate_model(shape: ModelShape, gpu_: Gpu | str, *, tp: int = 1, context: int = 4096) -> CostModel:
+    """The roofline estimate from the config and a GPU table: a lower bound on time, uncalibrated."""
+    check_parallel(tp, context)
     return CostModel(shape, gpu(gpu_), tp, context)
 
 

@@ -72,6 +72,8 @@ def test_text_output_names_the_schedule_and_the_estimate(capsys, files):
     (["--per-step", "0.8", "--target", "{config}"], "--costs COSTS.csv"),
     (["--per-step", "0.8", "--costs", "{costs}", "--calibrate", "1,1,12"], "--calibrate goes with the estimate"),
     (["--per-step", "0.8", "--costs", "{costs}", "--batch", "4,2"], "must rise"),
+    (["--per-step", "0.8", "--costs", "{costs}", "--tp", "0"], "tensor-parallel degree"),
+    (["--per-step", "-0.1", "--costs", "{costs}"], "per-step acceptance 1 is -0.1"),
     (["--per-step", "0.8", "--target", "{config}", "--gpu", "H200", "--calibrate", "1,1,-3"], "positive number"),
     (["--per-position", "0.5,0.7", "--costs", "{costs}"], "cannot rise"),
     (["--per-step", "0.8", "--costs", "{costs}", "--draft-costs", "{bad_draft}"], "ms must be a number"),

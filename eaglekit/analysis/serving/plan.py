@@ -21,6 +21,7 @@ from eaglekit.core.costmodel import (
     ModelShape,
     Point,
     calibrate,
+    check_parallel,
     estimate_model,
     fit_model,
 )
@@ -344,12 +345,13 @@ def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target:
     The target's forward costs come from ``costs`` (a ``batch,tokens,ms`` CSV or (batch, tokens, ms) tuples;
     measured cells used as they are, the rest fitted, with the target's shape when ``target`` is given), or
     are estimated from ``target`` (a config.json path, a checkpoint location, a parsed config or a published
-    name such as ``"kimi-k25-int4"``; bytes per expert from the header when there is one) on ``gpu`` x ``tp`` at ``context`` tokens, calibrated by
-    ``calibrate_points``. ``draft_costs`` (``batch,ms`` CSV or {batch: ms}) prices a draft step; without it,
+    name such as ``"kimi-k25-int4"``; bytes per expert from the header when there is one) on ``gpu`` x ``tp``
+    at ``context`` tokens, calibrated by ``calibrate_points``. ``draft_costs`` (``batch,ms`` CSV or {batch: ms}) prices a draft step; without it,
     ``drafter`` (its checkpoint location) with ``gpu`` estimates one from the drafter's header; with neither,
     drafting counts as free and the plan says so. ``drafter`` also names the drafter in the engine configs.
     """
     acc = _acceptance(acceptance)
+    check_parallel(tp, context)
     notes: list[str] = []
     shape: ModelShape | None = None
     if target is not None:
