@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eaglekit.core import safejson
 from eaglekit.core.costmodel import CostModel, Point
 from eaglekit.core.errors import InputError
 from eaglekit.core.servingplan import Acceptance
@@ -93,11 +93,8 @@ def parse_sglang_bench(text: str, *, what: str = "bench_one_batch results") -> t
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{what} line {i} is not JSON ({e.msg}): expected bench_one_batch's --result-filename "
-                             "lines") from None
+        rec = safejson.loads(line, what=f"{what} line {i} (bench_one_batch --result-filename lines)",
+                             error=InputError)
         if not isinstance(rec, Mapping) or "median_decode_latency" not in rec:
             continue  # a run with output_len 1 has no decode latency
         b, sec, n = rec.get("batch_size"), rec.get("median_decode_latency"), rec.get("input_len")

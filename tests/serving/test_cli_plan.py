@@ -90,3 +90,12 @@ def test_bad_input_is_one_line_and_exit_2(files, args, message):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("eaglekit plan: error:") and message in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_hostile_acceptance_files_are_one_line_errors(files):
+    (files / "deep.json").write_text("[" * 5000 + "]" * 5000)
+    (files / "notjson.json").write_text("{per_step_acceptance: [0.8]")
+    for name, message in (("deep.json", "nests"), ("notjson.json", "not valid JSON")):
+        r = subprocess.run([sys.executable, "-m", "eaglekit", "plan", "--acceptance", str(files / name), "--costs",
+                            str(files / "costs.csv")], capture_output=True, text=True, check=False)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr

@@ -26,6 +26,7 @@ from eaglekit.core.costmodel import (
     fit_model,
 )
 from eaglekit.core.costmodel import gpu as gpu_entry
+from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.servinginputs import (
@@ -297,10 +298,8 @@ def _acceptance(value: Any) -> Acceptance:
     if isinstance(value, (str, os.PathLike)):
         text = _read_text(value, "acceptance file")
         if Path(value).suffix.lower() == ".json":
-            try:
-                return acceptance_from_json(json.loads(text), what=f"acceptance result {Path(value).name}")
-            except json.JSONDecodeError as e:
-                raise InputError(f"acceptance result {str(value)!r} is not JSON: {e}") from None
+            what = f"acceptance result {Path(value).name}"
+            return acceptance_from_json(safejson.loads(text, what=what, error=InputError), what=what)
         return acceptance_from_vllm_log(text, what=f"vLLM log {Path(value).name}")
     per_step = getattr(value, "per_step_acceptance", None)  # an AcceptanceResult
     if per_step is not None:
