@@ -27,7 +27,8 @@ def _json(capsys, *args: str) -> dict:
 
 def test_costs_table_and_draft_table_give_the_seed_figures(capsys, files):
     out = _json(capsys, "--per-step", "0.6180339887,0.6180339887", "--costs", str(files / "costs.csv"),
-                "--draft-costs", str(files / "draft.csv"), "--batch", "1", "--max-steps", "8")
+                "--draft-costs", str(files / "draft.csv"), "--batch", "1", "--max-steps", "8",
+                "--target", str(files / "config.json"), "--tp", "8")
     (row,) = out["batches"]
     assert row["batch"] == 1 and row["best_steps"] == 0 and round(row["tokens_per_s"]) == 82
     k2 = row["steps"][2]
@@ -35,6 +36,8 @@ def test_costs_table_and_draft_table_give_the_seed_figures(capsys, files):
     assert k2["verify_measured"] and not row["steps"][3]["verify_measured"]
     assert out["schedule"] == {"1-1": 0} and out["stops_paying_at"] == 1
     assert out["engine_config"]["vllm"]["speculative_config"] is None
+    assert out["verify_vs_decode"]["measured"] == pytest.approx(30 / 12.2)
+    assert 1.6 < out["verify_vs_decode"]["from_config"] < 1.75  # K2.5's INT4 experts, from the config alone
 
 
 def test_estimate_from_config_and_gpu_with_calibration(capsys, files):

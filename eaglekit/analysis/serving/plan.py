@@ -268,6 +268,8 @@ class ServingPlan:
             "draft": None if self.draft is None else self.draft.to_json(),
             "drafting_free": self.draft is None,
             "verify_by_steps": self.verify_by_steps(self.batches[0]),
+            "verify_vs_decode": None if (r := self.uncalibrated_ratio()) is None else
+            {"batch": r[0], "tokens": r[1], "from_config": r[2], "measured": r[3]},
             "max_steps": self.max_steps,
             "notes": list(self.notes),
         }
