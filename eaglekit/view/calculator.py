@@ -12,13 +12,12 @@ point with plotly's own slider. plotly and anywidget are imported where used.
 from __future__ import annotations
 
 import functools
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from eaglekit.core.account import Account
-from eaglekit.core.specmath import reach
 from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import (
     Estimate,
@@ -27,6 +26,7 @@ from eaglekit.core.specmath import (
     cycle_ms,
     estimate,
     expected_accept_length,
+    reach,
     throughput,
 )
 

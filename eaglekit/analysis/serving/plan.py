@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
+from eaglekit.core import safejson
 from eaglekit.core.costmodel import (
     CostModel,
     ModelShape,
@@ -26,7 +27,6 @@ from eaglekit.core.costmodel import (
     fit_model,
 )
 from eaglekit.core.costmodel import gpu as gpu_entry
-from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.servinginputs import (
