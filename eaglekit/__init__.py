@@ -38,6 +38,8 @@ _EXPORTS = {
     "diff_configs": "core.configdiff",
     "Scenario": "core.specmath", "estimate": "core.specmath", "AcceptanceMetrics": "core.specmath",
     "Account": "core.account",
+    "plan": "analysis.serving.plan", "ServingPlan": "analysis.serving.plan",
+    "PlanWidget": "view.serving", "plan_throughput_figure": "view.serving", "plan_steps_figure": "view.serving",
     "compat": "analysis.compat.pair", "CompatReport": "analysis.compat.pair",
     "check": "analysis.compat.check", "CheckReport": "analysis.compat.check",
     "export": "analysis.compat.export", "ExportResult": "analysis.compat.export",
@@ -87,6 +89,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.core.configdiff import diff_configs
     from eaglekit.core.specmath import AcceptanceMetrics, estimate, Scenario
     from eaglekit.core.account import Account
+    from eaglekit.analysis.serving.plan import ServingPlan, plan
+    from eaglekit.view.serving import PlanWidget, plan_steps_figure, plan_throughput_figure
     from eaglekit.analysis.compat.pair import compat, CompatReport
     from eaglekit.analysis.compat.check import check, CheckReport
     from eaglekit.analysis.compat.export import export, ExportResult

@@ -41,6 +41,7 @@ STEPS = 2  # draft steps per cycle in the measured deployment
 VERIFY_MS = 30.0
 EXPECTED_ACCEPT_LENGTH = 3.2  # what the public drafter reaches on its own target
 TARGET_TPS = (150.0, 200.0)
+TARGET_MODELS = ("kimi-k25-int4", "kimi-k2-fp8")  # whose verify cost grows with k (published configs)
 
 # %%
 import eaglekit
@@ -111,12 +112,15 @@ target_drift.hidden
 # One throughput account, the same one notebook 05 and `eaglekit speedup --spec-tps` print. The measured
 # deployment implies the cycle (accept length / throughput); what it spends beyond the verify time is
 # drafting, per draft step. The seed's own arithmetic used the 30 ms verify alone (drafting free, no
-# limit on steps): the account shows both, and says which targets the deployment's steps can reach.
+# limit on steps): the account shows both, and says which targets the deployment's steps can reach. Last, it
+# prices them again with a verify that grows with k (a mixture-of-experts verify reads every expert its
+# tokens route to; notebook 08 plans the steps per batch size).
 # Accept length includes the bonus token, as vLLM, SGLang and EAGLE report it.
 
 # %%
 account = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, OBSERVED_ACCEPT_LENGTH, verify_ms=VERIFY_MS,
-                                             steps=STEPS, targets=TARGET_TPS, expected=(EXPECTED_ACCEPT_LENGTH,))
+                                             steps=STEPS, targets=TARGET_TPS, expected=(EXPECTED_ACCEPT_LENGTH,),
+                                             verify_grows_for=TARGET_MODELS)
 account
 
 # %% [markdown]

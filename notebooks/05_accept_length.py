@@ -76,7 +76,9 @@ display(AcceptanceMetrics.from_accept_length(2.0, k=2), AcceptanceMetrics.from_r
 # Loaded with the measured deployment. It computes in the browser, so it works here and in the
 # rendered report alike, with or without a kernel. An accept length above what the steps allow is
 # computed at the ceiling and says so; "unbounded chain" gives the verify-only model; "alpha" switches
-# the input to per-token acceptance.
+# the input to per-token acceptance. "verify growth" is how much the verify grows per drafted token away
+# from the deployment's k, the slope of K2.5's cost model (the account's last lines; notebook 08): set it
+# to 0 for a verify held at 30 ms whatever it verifies.
 
 # %%
 Calculator.preset("seed")

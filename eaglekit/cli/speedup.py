@@ -49,6 +49,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "fewest steps that allow it (repeatable)")
     p.add_argument("--target-tps", type=float, action="append", default=None, metavar="T",
                    help="what a target tok/s needs (repeatable with --spec-tps)")
+    p.add_argument("--verify-grows-for", action="append", default=None, metavar="TARGET",
+                   help="with --spec-tps: price the targets again with a verify that grows with k, from this target's "
+                        "cost model calibrated to the measurement (a config.json, or kimi-k25-int4, kimi-k2-fp8; "
+                        "repeatable)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -70,8 +74,11 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--spec-tps derives the overhead from the measurement: leave out --overhead-ms")
         result = Account.from_measurements(args.baseline_tps, args.spec_tps, args.accept_length,
                                            verify_ms=args.verify_ms, steps=args.steps, draft_ms=args.draft_ms,
-                                           targets=targets, expected=args.candidate_accept_length or ())
+                                           targets=targets, expected=args.candidate_accept_length or (),
+                                           verify_grows_for=_grows_for(args.verify_grows_for or ()))
     else:
+        if args.verify_grows_for:
+            raise InputError("--verify-grows-for calibrates to the measured cycle: add --spec-tps (with --steps)")
         if args.candidate_accept_length:
             raise InputError("--candidate-accept-length is priced on the measured cycle: add --spec-tps (with "
                              "--steps), or use --accept-length alone for one scenario")
@@ -88,3 +95,17 @@ def run(args: argparse.Namespace) -> int:
                           target_tps=targets[0] if targets else None)
     emit(result, args)
     return 0
+
+
+def _grows_for(names: list[str]) -> dict:
+    """Published names as they are; a config.json path read and labelled by its location."""
+    from eaglekit.core.published import PUBLISHED, published
+    from eaglekit.core.redact import location_label
+    from eaglekit.io.reader import load_config
+
+    out = {}
+    for name in names:
+        label, config = published(name) if name in PUBLISHED else (location_label(name),
+                                                                      load_config(name, kind="target"))
+        out[label] = config
+    return out

@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from eaglekit.core.costmodel import (
+    CostModel,
+    ModelShape,
+    Point,
+    calibrate,
+    shape_from_config,
+)
 from eaglekit.core.errors import InputError
+from eaglekit.core.published import published
 from eaglekit.core.render import kv_html
 from eaglekit.core.specmath import (
     Reach,
@@ -61,6 +70,105 @@ class Projection:
                 f"than {account.baseline_tps:g} tok/s without speculation.")
 
 
+#: Draft steps the growing-verify account looks at (k = 1 .. this).
+GROWTH_STEPS = 8
+
+
+@dataclass(frozen=True)
+class GrowingVerify:
+    """The deployment's targets and expected accept lengths priced again with a verify that grows with k.
+
+    ``verify_ms[k - 1]`` is the verify of k drafts (k + 1 tokens) at batch 1 from a model of ``label``'s
+    forward (:mod:`eaglekit.core.costmodel`: bytes of the distinct experts the tokens route to, compute per
+    token) calibrated to the deployment's two measurements, its decode step (1 / baseline tok/s) and its
+    verify at its own k (kept as measured). ``targets`` pairs each target tok/s with the steps the
+    constant-verify arithmetic asks for (None: none); ``expected`` pairs each expected accept length with the
+    steps it is priced at.
+    """
+
+    label: str
+    verify_ms: tuple[float, ...]
+    draft_ms: float
+    overhead_ms: float
+    measured_steps: int
+    baseline_tps: float
+    targets: tuple[tuple[float, int | None], ...]
+    expected: tuple[tuple[float, int], ...]
+
+    def cycle_ms(self, k: int) -> float:
+        return self.verify_ms[k - 1] + k * self.draft_ms + self.overhead_ms
+
+    @property
+    def slope_ms(self) -> float:
+        """The verify's mean growth per drafted token from the measured k to the last (what the calculator takes)."""
+        k = self.measured_steps
+        return (self.verify_ms[-1] - self.verify_ms[k - 1]) / (len(self.verify_ms) - k)
+
+    def ceiling_tps(self, k: int) -> float:
+        """Every draft accepted: k + 1 tokens per cycle."""
+        return (k + 1) * 1000.0 / self.cycle_ms(k)
+
+    def steps_for(self, target_tps: float) -> int | None:
+        """The fewest steps that reach ``target_tps``, or None up to :data:`GROWTH_STEPS`."""
+        return next((k for k in range(1, len(self.verify_ms) + 1)
+                     if target_tps * self.cycle_ms(k) / 1000.0 <= k + 1 + 1e-9), None)
+
+    def tokens_per_s(self, accept_length: float, k: int) -> float:
+        return accept_length * 1000.0 / self.cycle_ms(k)
+
+    def sentence(self) -> str:
+        top = len(self.verify_ms)
+        shown = sorted({3, 5, top, *(c for _, c in self.targets if c and c <= top),
+                        *(m for _, m in self.expected if m <= top)} - {self.measured_steps})
+        ks = ", ".join(str(k) for k in shown[:-1]) + f" and {shown[-1]}"
+        ms = ", ".join(f"{self.verify_ms[k - 1]:.1f}" for k in shown[:-1]) + f" and {self.verify_ms[shown[-1] - 1]:.1f}"
+        parts = [f"With a verify that grows with k ({self.label}: a cost model of its forward from its config, "
+                 f"calibrated to the {1000.0 / self.baseline_tps:.1f} ms decode step and the "
+                 f"{self.verify_ms[self.measured_steps - 1]:g} ms verify at k = {self.measured_steps}; uniform "
+                 f"routing), the verify of k = {ks} drafts takes {ms} ms"]
+        out_of_reach = []
+        for t, c in self.targets:
+            m = self.steps_for(t)
+            const = f" (k = {c} with the verify held constant)" if c else ""
+            if m is None:
+                out_of_reach.append(f"{t:g} tok/s{const}")
+            else:
+                need = t * self.cycle_ms(m) / 1000.0
+                parts.append(f"{t:g} tok/s{const} takes k = {m}, cycle {self.cycle_ms(m):.1f} ms, accept length "
+                             f"{need:.2f} of at most {m + 1}")
+        if out_of_reach:
+            best = max(range(1, top + 1), key=self.ceiling_tps)
+            verb = "is" if len(out_of_reach) == 1 else "are"
+            parts.append(f"{' and '.join(out_of_reach)} {verb} out of reach at every k up to {top}: the most any k "
+                         f"gives is {self.ceiling_tps(best):.0f} tok/s (k = {best}, every draft accepted)")
+        for L, m in self.expected:
+            tps = self.tokens_per_s(L, m)
+            word = "faster" if tps > self.baseline_tps else "slower"
+            parts.append(f"accept length {L:g} gives {tps:.0f} tok/s at k = {m} ({abs(tps / self.baseline_tps - 1):.0%} "
+                         f"{word} than {self.baseline_tps:g} tok/s)")
+        return parts[0] + ": " + "; ".join(parts[1:]) + "." if len(parts) > 1 else parts[0] + "."
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target_model": self.label, "verify_ms": list(self.verify_ms),
+                "targets": [{"tokens_per_s": t, "steps": self.steps_for(t), "constant_verify_steps": c}
+                            for t, c in self.targets],
+                "projections": [{"accept_length": L, "steps": m, "tokens_per_s": self.tokens_per_s(L, m)}
+                                for L, m in self.expected]}
+
+
+def growing_verify(shape: ModelShape | Mapping[str, Any], *, baseline_tps: float, verify_ms: float,
+                   steps: int) -> CostModel:
+    """``shape``'s cost model at batch 1 calibrated to a deployment's decode step and its verify at ``steps``."""
+    s = shape if isinstance(shape, ModelShape) else shape_from_config(shape)
+    return calibrate(CostModel(s, None), [Point(1, 1, 1000.0 / baseline_tps), Point(1, steps + 1, verify_ms)])
+
+
+#: The seed deployment's targets: Kimi-K2.5 with INT4 experts (what it serves) and Kimi-K2 in FP8.
+SEED_TARGETS = ("kimi-k25-int4", "kimi-k2-fp8")
+
+GrowsFor = Mapping[str, ModelShape | Mapping[str, Any]] | Sequence[str]
+
+
 @dataclass(frozen=True)
 class Account:
     """The throughput account of one deployment: the verify-only arithmetic beside the cycle the measurement
@@ -79,13 +187,19 @@ class Account:
     overhead_ms: float
     targets: tuple[Reach, ...]
     projections: tuple[Projection, ...]
+    growing: tuple[GrowingVerify, ...] = ()
 
     @classmethod
     def from_measurements(cls, baseline_tps: float, spec_tps: float, accept_length: float, *, verify_ms: float,
                           steps: int, draft_ms: float | None = None, targets: Sequence[float] = (),
-                          expected: Sequence[float] = ()) -> Account:
+                          expected: Sequence[float] = (),
+                          verify_grows_for: GrowsFor | None = None) -> Account:
         """The account of a deployment measured at ``spec_tps`` with accept length ``accept_length`` and
-        ``steps`` draft steps, against ``baseline_tps`` without speculation and ``verify_ms`` per verify."""
+        ``steps`` draft steps, against ``baseline_tps`` without speculation and ``verify_ms`` per verify.
+
+        ``verify_grows_for`` names target models ({label: config or shape}, or published names such as
+        ``"kimi-k25-int4"``): for each, every target and expected accept length is priced again with a verify
+        that grows with k (:class:`GrowingVerify`), the model calibrated to this deployment."""
         k = check_steps(steps)
         if k is None:
             raise InputError("the account needs the deployment's draft steps k (num_speculative_tokens): "
@@ -114,15 +228,25 @@ class Account:
             cycle = verify_ms + overhead + m * draft
             tps = throughput(L, cycle_ms=cycle)
             projections.append(Projection(L, m, cycle, tps, tps / baseline_tps))
+        growing = []
+        grows = verify_grows_for or {}
+        named = grows.items() if isinstance(grows, Mapping) else (published(n) for n in grows)
+        for label, shape in named:
+            model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k)
+            verify = tuple(model.ms(1, j + 1) for j in range(1, GROWTH_STEPS + 1))
+            verify = tuple(verify_ms if j == k else v for j, v in enumerate(verify, 1))  # the measured one as it is
+            growing.append(GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
+                                         tuple((r.target_tps, r.min_steps) for r in ts),
+                                         tuple((p.accept_length, p.steps) for p in projections)))
         return cls(float(baseline_tps), float(verify_ms), k, fit.accept_length, fit.spec_tps, draft, overhead, ts,
-                   tuple(projections))
+                   tuple(projections), tuple(growing))
 
     @classmethod
     def seed(cls) -> Account:
         """The seed's deployment: 82 tok/s baseline; 60 tok/s (59-61 measured) at accept length 2.0 with 2 draft
         steps; 30 ms verify; targets 150 and 200 tok/s; the public K2 drafter's 3.2-3.5 priced."""
         return cls.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, targets=(150.0, 200.0),
-                                     expected=(3.2, 3.5))
+                                     expected=(3.2, 3.5), verify_grows_for=SEED_TARGETS)
 
     # -- derived -----------------------------------------------------------------------------------
 
@@ -188,7 +312,7 @@ class Account:
         """The account in sentences: measured cycle, the verify-only figures and why they differ, targets,
         projections."""
         return [self.measured_sentence(), self.verify_only_sentence(), *(r.sentence() for r in self.targets),
-                *(p.sentence(self) for p in self.projections)]
+                *(p.sentence(self) for p in self.projections), *(g.sentence() for g in self.growing)]
 
     def rows(self) -> list[tuple[str, str]]:
         k, d = self.steps, self.draft_ms
@@ -208,6 +332,7 @@ class Account:
             rows.append((f"{r.target_tps:g} tok/s", f"{r.sentence()} (Verify-only arithmetic: {need:.2f}, "
                                                      f"{alpha:.0%} per-token acceptance.)"))
         rows += [(f"accept length {p.accept_length:g}", p.sentence(self)) for p in self.projections]
+        rows += [(f"verify grows with k ({g.label})", g.sentence()) for g in self.growing]
         return rows
 
     def to_json(self) -> dict:
@@ -223,6 +348,7 @@ class Account:
                         for r in self.targets],
             "projections": [{"accept_length": p.accept_length, "steps": p.steps, "cycle_ms": p.cycle_ms,
                              "tokens_per_s": p.tokens_per_s, "speedup": p.speedup} for p in self.projections],
+            "growing_verify": [g.to_json() for g in self.growing],
         }
 
     def __str__(self) -> str:

@@ -254,10 +254,15 @@ class Reach:
     min_steps: int | None
     min_steps_accept_length: float | None
     min_steps_alpha: float | None
+    growth_ms: float = 0.0  # how much the verify grows per drafted token (0: held at fixed_ms whatever k is)
 
     @property
     def cycle_ms(self) -> float:
         return self.fixed_ms + self.steps * self.draft_ms
+
+    def cycle_at(self, m: int) -> float:
+        """The cycle at ``m`` steps: the verify moved by ``growth_ms`` per step away from ``steps``."""
+        return self.fixed_ms + (m - self.steps) * self.growth_ms + m * self.draft_ms
 
     @property
     def reachable(self) -> bool:
@@ -286,10 +291,13 @@ class Reach:
         else:
             out = f"At k = {k} a draft step would have to cost at most {self.max_draft_ms:.2f} ms."
         if self.min_steps is None:
-            return out + f" No number of steps reaches it at {self.draft_ms:.2f} ms per step."
+            grows = f" and a verify growing {self.growth_ms:.2f} ms per drafted token" if self.growth_ms else ""
+            return out + f" No number of steps reaches it at {self.draft_ms:.2f} ms per step{grows}."
         m = self.min_steps
-        return out + (f" At {self.draft_ms:.2f} ms per step it takes k = {m} (cycle "
-                      f"{self.fixed_ms + m * self.draft_ms:.1f} ms) and accept length "
+        held = (f"with the verify held at {self.fixed_ms:.3g} ms whatever it verifies" if not self.growth_ms else
+                f"with the verify growing {self.growth_ms:.2f} ms per drafted token")
+        return out + (f" At {self.draft_ms:.2f} ms per step, {held}, it takes k = {m} (cycle "
+                      f"{self.cycle_at(m):.1f} ms) and accept length "
                       f"{self.min_steps_accept_length:.2f} of at most {m + 1} (per-token acceptance "
                       f"{self.min_steps_alpha:.0%}).")
 
@@ -298,33 +306,43 @@ class Reach:
 
 
 def reach(target_tps: float, *, verify_ms: float, steps: int, draft_ms: float = 0.0,
-          overhead_ms: float = 0.0) -> Reach:
+          overhead_ms: float = 0.0, verify_growth_ms: float = 0.0) -> Reach:
     """What ``target_tps`` needs with ``steps`` draft steps of ``draft_ms`` each (see :class:`Reach`).
 
     The cycle is ``verify + overhead + k x draft``; k steps emit at most k + 1 tokens. So k reaches
     T tok/s when ``T x (fixed + k x draft) / 1000 <= k + 1``: solved for the draft cost at this k, and
     for the smallest k at this draft cost (none when ``T x draft / 1000 >= 1`` and k = 1 fails).
+
+    ``verify_growth_ms``: the verify (``verify_ms`` at ``steps``) grows that much per drafted token, as on
+    a mixture-of-experts target (the slope of :mod:`eaglekit.core.costmodel`'s verify). At m steps the cycle
+    is ``fixed + (m - steps) x growth + m x draft``: the same solution with ``fixed - steps x growth`` and
+    ``draft + growth``.
     """
     t = _positive(target_tps, "target throughput", "tok/s")
     k = check_steps(steps)
     if k is None:
         raise InputError("reach needs the number of draft steps k: the ceiling is k + 1 tokens per cycle")
     fixed = _positive(verify_ms, "verify time", "ms") + overhead_ms
+    g = _non_negative(verify_growth_ms, "verify growth", "ms per drafted token")
+    if verify_ms - (k - 1) * g <= 0:
+        raise InputError(f"a verify of {verify_ms:g} ms at k = {k} growing {g:g} ms per drafted token leaves the verify "
+                         "of one draft at 0 ms or less: lower the growth")
     cycle = fixed + k * draft_ms
     need = needed_accept_length(t, cycle_ms=cycle)
     spare = ((k + 1) * 1000.0 / t - fixed) / k  # the draft cost per step at which k steps just reach it
-    a = t * draft_ms / 1000.0  # tokens a draft step's time is worth at the target rate
-    base = t * fixed / 1000.0 - 1.0
-    if needed_accept_length(t, cycle_ms=fixed + draft_ms) <= 2.0:
+    start, step = fixed - k * g, draft_ms + g  # the cycle at m steps is start + m x step
+    a = t * step / 1000.0  # tokens a step's time (drafting and verify growth) is worth at the target rate
+    base = t * start / 1000.0 - 1.0
+    if needed_accept_length(t, cycle_ms=start + step) <= 2.0:
         m: int | None = 1
     elif a < 1:
         m = max(1, math.ceil(base / (1.0 - a) - 1e-9))
         m = m if m <= MAX_STEPS else None
     else:
         m = None
-    m_need = needed_accept_length(t, cycle_ms=fixed + m * draft_ms) if m is not None else None
+    m_need = needed_accept_length(t, cycle_ms=start + m * step) if m is not None else None
     return Reach(t, k, float(draft_ms), fixed, need, _alpha_within(need, k), spare if spare >= 0 else None, m, m_need,
-                 _alpha_within(m_need, m) if m is not None else None)
+                 _alpha_within(m_need, m) if m is not None else None, g)
 
 
 # -- records ------------------------------------------------------------------------------------
@@ -343,10 +361,16 @@ class Scenario:
     draft_ms: float = 0.0
     steps: int | None = None
     overhead_ms: float = 0.0
+    verify_growth_ms: float = 0.0  # the verify's growth per drafted token away from ``steps`` (0: held constant)
 
     def __post_init__(self) -> None:
         _positive(self.baseline_tps, "baseline throughput", "tok/s")
         cycle_ms(self.verify_ms, draft_ms=self.draft_ms, steps=self.steps, overhead_ms=self.overhead_ms)
+        _non_negative(self.verify_growth_ms, "verify growth", "ms per drafted token")
+
+    def verify_at(self, k: int) -> float:
+        """The verify of ``k`` drafts: ``verify_ms`` at the scenario's steps, moved by the growth per step."""
+        return self.verify_ms + (k - (self.steps or k)) * self.verify_growth_ms
 
     @classmethod
     def seed(cls) -> Scenario:
@@ -418,7 +442,7 @@ class Estimate:
             if s.steps is not None:
 
                 r = reach(t.tokens_per_s, verify_ms=s.verify_ms, steps=s.steps, draft_ms=s.draft_ms,
-                          overhead_ms=s.overhead_ms)
+                          overhead_ms=s.overhead_ms, verify_growth_ms=s.verify_growth_ms)
                 rows.append(("target", r.headline()))
                 if not r.reachable:
                     rows.append(("to reach it", r.remedy()))

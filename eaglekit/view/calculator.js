@@ -2,12 +2,15 @@
 // Everything is computed here, in the browser, with the same formulas as eaglekit.core.specmath and
 // eaglekit.core.account (Leviathan et al. 2023; the accept length counts the bonus token), so the
 // calculator works the same with a kernel (JupyterLab) and without one (the rendered report).
-// tests/test_browser.py checks compute() against the Python functions for a grid of scenarios.
+// tests/view/test_browser.py checks compute() against the Python functions for a grid of scenarios. With a verify
+// growth g (ms per drafted token, the slope of eaglekit.core.costmodel's verify), the verify of j drafts is the
+// verify at k plus (j - k) g.
 
 const CONTROLS = [
   // name, label, min, max, step
   ["baseline_tps", "baseline tok/s", 1, 400, 1],
   ["verify_ms", "verify ms / cycle", 1, 200, 0.5],
+  ["verify_growth_ms", "verify growth ms / step", 0, 50, 0.01],
   ["draft_ms", "draft ms / step", 0, 20, 0.01],
   ["steps", "draft steps k", 1, 10, 1],
   ["overhead_ms", "overhead ms / cycle", 0, 50, 0.5],
@@ -38,15 +41,17 @@ export function alphaForAcceptLength(L, k) {
   return (lo + hi) / 2;
 }
 
-function reach(T, fixed, k, d) {
-  // eaglekit.core.account.reach: the draft cost at which k steps just reach T, and the fewest steps at d
-  const need = (m) => T * (fixed + m * d) / 1000;
+function reach(T, fixed, k, d, g) {
+  // eaglekit.core.specmath.reach: the draft cost at which k steps just reach T, and the fewest steps at d when
+  // the verify grows g ms per drafted token (the cycle at m steps is fixed - k g + m (d + g))
+  const start = fixed - k * g, step = d + g;
+  const need = (m) => T * (start + m * step) / 1000;
   const spare = ((k + 1) * 1000 / T - fixed) / k;
-  const a = T * d / 1000;
+  const a = T * step / 1000;
   let m = null;
   if (need(1) <= 2) m = 1;
   else if (a < 1) {
-    m = Math.max(1, Math.ceil((T * fixed / 1000 - 1) / (1 - a) - 1e-9));
+    m = Math.max(1, Math.ceil((T * start / 1000 - 1) / (1 - a) - 1e-9));
     if (m > 1000) m = null;
   }
   const mNeed = m === null ? null : need(m);
@@ -59,6 +64,11 @@ function reach(T, fixed, k, d) {
 export function compute(p) {
   const k = p.unbounded ? null : Math.round(p.steps);
   const draft = p.unbounded ? 0 : p.draft_ms;
+  let growth = k === null ? 0 : (p.verify_growth_ms || 0), growthCapped = null;
+  if (k !== null && k > 1 && growth > 0.9 * p.verify_ms / (k - 1)) {
+    growthCapped = {asked: growth, used: 0.9 * p.verify_ms / (k - 1)};
+    growth = growthCapped.used;
+  }
   const fixed = p.verify_ms + p.overhead_ms;
   const cycle = fixed + (k === null ? 0 : k * draft);
   let L, alpha, clamped = null;
@@ -79,13 +89,13 @@ export function compute(p) {
     break_even_accept_length: cycle * p.baseline_tps / 1000, clamped: clamped,
     target_accept_length: p.target_tps * cycle / 1000, target_alpha: null,
     target_max_draft_ms: null, target_min_steps: null, target_min_steps_accept_length: null,
-    target_min_steps_alpha: null,
+    target_min_steps_alpha: null, growth_capped: growthCapped,
   };
   const need = out.target_accept_length;
   if (k === null || need <= k + 1 + 1e-9) {
     out.target_alpha = need <= 1 ? 0 : alphaForAcceptLength(k === null ? need : Math.min(need, k + 1), k);
   } else {
-    const r = reach(p.target_tps, fixed, k, draft);
+    const r = reach(p.target_tps, fixed, k, draft, growth);
     out.target_max_draft_ms = r.max_draft_ms;
     out.target_min_steps = r.min_steps;
     out.target_min_steps_accept_length = r.min_steps_accept_length;
@@ -109,6 +119,13 @@ export function describe(p, r) {
   const k = p.unbounded ? null : Math.round(p.steps);
   lines.push(["cycle", `${f2(r.cycle_ms)} ms = verify ${g(p.verify_ms)}` +
     (k === null ? "" : ` + ${k} x draft ${f2(p.draft_ms)}`) + ` + overhead ${g(p.overhead_ms)} (${steps(p)})`]);
+  if (k !== null && p.verify_growth_ms) {
+    const gr = r.growth_capped ? r.growth_capped.used : p.verify_growth_ms;
+    lines.push(["verify growth", `${f2(gr)} ms per drafted token away from k = ${k} ` +
+      "(a verify of more drafts reads more experts)" +
+      (r.growth_capped ? `; ${f2(p.verify_growth_ms)} asked, capped so one draft's verify keeps a tenth of ` +
+        `the verify at k = ${k}` : "")]);
+  }
   lines.push(["accept length", `${f2(r.accept_length)} tokens per cycle (alpha ${r.alpha.toFixed(3)})`]);
   lines.push(["throughput", `${r.tokens_per_s.toFixed(1)} tok/s`]);
   const change = r.speedup - 1;
@@ -124,8 +141,10 @@ export function describe(p, r) {
       `at most ${k + 1} tokens per cycle give ${((k + 1) * 1000 / r.cycle_ms).toFixed(0)} tok/s.`;
     s += r.target_max_draft_ms === null ? ` No draft cost fixes that at k = ${k}.`
       : ` At k = ${k} a draft step would have to cost at most ${f2(r.target_max_draft_ms)} ms.`;
-    s += r.target_min_steps === null ? ` No number of steps reaches it at ${f2(p.draft_ms)} ms per step.`
-      : ` At ${f2(p.draft_ms)} ms per step it takes k = ${r.target_min_steps} and accept length ` +
+    const gr = r.growth_capped ? r.growth_capped.used : p.verify_growth_ms;
+    const grows = gr ? ` and a verify growing ${f2(gr)} ms per drafted token` : "";
+    s += r.target_min_steps === null ? ` No number of steps reaches it at ${f2(p.draft_ms)} ms per step${grows}.`
+      : ` At ${f2(p.draft_ms)} ms per step${grows} it takes k = ${r.target_min_steps} and accept length ` +
         `${f2(r.target_min_steps_accept_length)} (alpha ${r.target_min_steps_alpha.toFixed(3)}).`;
     lines.push(["target", s]);
   }
@@ -249,8 +268,9 @@ function render({model, el: root}) {
       const {range, number, row} = inputs[name];
       if (document.activeElement !== range) range.value = p[name];
       if (document.activeElement !== number) number.value = shown(p[name], inputs[name].step);
-      row.classList.toggle("disabled", p.unbounded && (name === "steps" || name === "draft_ms"));
-      range.disabled = number.disabled = p.unbounded && (name === "steps" || name === "draft_ms");
+      const off = p.unbounded && (name === "steps" || name === "draft_ms" || name === "verify_growth_ms");
+      row.classList.toggle("disabled", off);
+      range.disabled = number.disabled = off;
     }
     inputs.alpha.row.hidden = p.mode !== "alpha";
     inputs.accept_length.row.hidden = p.mode === "alpha";

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from eaglekit.core.account import Account
-from eaglekit.core.specmath import reach
 from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import (
     Estimate,
@@ -26,6 +26,7 @@ from eaglekit.core.specmath import (
     cycle_ms,
     estimate,
     expected_accept_length,
+    reach,
     throughput,
 )
 
@@ -35,9 +36,13 @@ __all__ = ["Calculator", "chart_traces", "numbers", "throughput_figure", "whatif
 K_CURVES = (1, 2, 3, 4, 6, 8)
 #: Named scenarios for :meth:`Calculator.preset`: scenario, accept length, target tok/s. "seed" is the seed's
 #: measured deployment (k = 2 draft steps of 1.67 ms: 60 tok/s at accept length 2.0, see
-#: :meth:`eaglekit.core.account.Account.seed`); "seed-verify-only" its 30 ms verify-only arithmetic.
+#: :meth:`eaglekit.core.account.Account.seed`) with the verify growing with k as K2.5's cost model predicts (its
+#: mean slope, :attr:`~eaglekit.core.account.GrowingVerify.slope_ms`); "seed-constant-verify" the same with the
+#: verify held at 30 ms; "seed-verify-only" the 30 ms verify-only arithmetic.
+_SEED = Account.seed()
 PRESETS: dict[str, tuple[Scenario, float, float]] = {
-    "seed": (Account.seed().scenario, 2.0, 150.0),
+    "seed": (replace(_SEED.scenario, verify_growth_ms=round(_SEED.growing[0].slope_ms, 2)), 2.0, 150.0),
+    "seed-constant-verify": (_SEED.scenario, 2.0, 150.0),
     "seed-verify-only": (Scenario.seed(), 2.0, 150.0),
 }
 _CURRENT, _NEEDED = "current", "needed for target"
@@ -83,7 +88,7 @@ def chart_traces(est: Estimate, *, k_curves: Sequence[int] = K_CURVES, x_max: fl
     k_curves = _drawn(s, k_curves)
     others = "other chains: k = " + ", ".join(str(j) for j in k_curves)  # one legend entry for all
     for j in k_curves:
-        cycle = cycle_ms(s.verify_ms, draft_ms=s.draft_ms, steps=j, overhead_ms=s.overhead_ms)
+        cycle = cycle_ms(s.verify_at(j), draft_ms=s.draft_ms, steps=j, overhead_ms=s.overhead_ms)
         traces.append({"name": others, "x": [1.0, j + 1.0],
                        "y": [throughput(1.0, cycle_ms=cycle), throughput(j + 1.0, cycle_ms=cycle)],
                        "hovertemplate": f"k = {j}, cycle {cycle:.1f} ms<br>%{{x:.2f}} tokens/cycle: "
@@ -190,7 +195,8 @@ def whatif_figure(
 FRONT_END = Path(__file__).resolve().parent / "calculator.js"
 STYLE = Path(__file__).resolve().parent / "calculator.css"
 #: The calculator's controls and their ranges (the front end's CONTROLS): name -> (min, max).
-RANGES = {"baseline_tps": (1, 400), "verify_ms": (1, 200), "draft_ms": (0, 20), "steps": (1, 10),
+RANGES = {"baseline_tps": (1, 400), "verify_ms": (1, 200), "verify_growth_ms": (0, 50), "draft_ms": (0, 20),
+          "steps": (1, 10),
           "overhead_ms": (0, 50), "accept_length": (1, 11), "alpha": (0, 0.99), "target_tps": (1, 600)}
 
 
@@ -198,8 +204,14 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
     """One scenario's numbers from the calculator's control values ``p`` (the keys of :data:`RANGES`, plus
     ``unbounded`` and ``mode``), computed with :mod:`eaglekit.core.specmath`: the Python twin of the front
     end's ``compute()``, key for key. An accept length above k + 1 is computed at k + 1 and reported in
-    ``clamped`` (``{"asked": L, "ceiling": k + 1}``), never silently."""
+    ``clamped`` (``{"asked": L, "ceiling": k + 1}``), never silently. A verify growth that would leave the
+    verify of one draft under a tenth of the verify at k is computed at that bound and reported in
+    ``growth_capped`` (``{"asked": g, "used": bound}``)."""
     k = None if p["unbounded"] else int(round(p["steps"]))
+    growth, growth_capped = (0.0 if k is None else float(p.get("verify_growth_ms", 0.0))), None
+    if k is not None and k > 1 and growth > 0.9 * p["verify_ms"] / (k - 1):
+        growth_capped = {"asked": growth, "used": 0.9 * p["verify_ms"] / (k - 1)}
+        growth = growth_capped["used"]
     draft = 0.0 if k is None else float(p["draft_ms"])
     cycle = cycle_ms(p["verify_ms"], draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"])
     clamped = None
@@ -218,10 +230,11 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
         "speedup": est.speedup, "break_even_accept_length": est.break_even_accept_length, "clamped": clamped,
         "target_accept_length": est.target.accept_length, "target_alpha": est.target.alpha,
         "target_max_draft_ms": None, "target_min_steps": None, "target_min_steps_accept_length": None,
-        "target_min_steps_alpha": None,
+        "target_min_steps_alpha": None, "growth_capped": growth_capped,
     }
     if k is not None and est.target.alpha is None:
-        r = reach(p["target_tps"], verify_ms=p["verify_ms"], steps=k, draft_ms=draft, overhead_ms=p["overhead_ms"])
+        r = reach(p["target_tps"], verify_ms=p["verify_ms"], steps=k, draft_ms=draft, overhead_ms=p["overhead_ms"],
+                  verify_growth_ms=growth)
         out.update(target_max_draft_ms=r.max_draft_ms, target_min_steps=r.min_steps,
                    target_min_steps_accept_length=r.min_steps_accept_length, target_min_steps_alpha=r.min_steps_alpha)
     return out
@@ -237,6 +250,7 @@ def _widget_class() -> type:
         _css = STYLE.read_text(encoding="utf-8")
         baseline_tps = t.Float(82.0).tag(sync=True)
         verify_ms = t.Float(30.0).tag(sync=True)
+        verify_growth_ms = t.Float(0.0).tag(sync=True)
         draft_ms = t.Float(0.0).tag(sync=True)
         steps = t.Int(2).tag(sync=True)
         unbounded = t.Bool(True).tag(sync=True)
@@ -274,6 +288,7 @@ class Calculator:
     def apply(self, scenario: Scenario, *, accept_length: float, target_tps: float) -> None:
         """Set every control from ``scenario`` at once."""
         values = {"baseline_tps": scenario.baseline_tps, "verify_ms": scenario.verify_ms,
+                  "verify_growth_ms": scenario.verify_growth_ms,
                   "draft_ms": scenario.draft_ms, "steps": scenario.steps or 2, "unbounded": scenario.steps is None,
                   "overhead_ms": scenario.overhead_ms, "mode": "accept_length", "accept_length": accept_length,
                   "alpha": alpha_for_accept_length(min(accept_length, (scenario.steps or 100) + 1), k=scenario.steps),
@@ -302,7 +317,7 @@ class Calculator:
         p, r = self.values, self.readouts
         k = None if p["unbounded"] else p["steps"]
         s = Scenario(p["baseline_tps"], p["verify_ms"], draft_ms=0.0 if k is None else p["draft_ms"], steps=k,
-                     overhead_ms=p["overhead_ms"])
+                     overhead_ms=p["overhead_ms"], verify_growth_ms=0.0 if k is None else p["verify_growth_ms"])
         return estimate(s, accept_length=r["accept_length"], target_tps=p["target_tps"])
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

@@ -152,9 +152,11 @@ def test_candidate_accept_lengths_print_the_libraries_account(capsys):
     from eaglekit.core.account import Account
 
     assert main([*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--target-tps", "150",
-                 "--target-tps", "200", "--candidate-accept-length", "3.2", "--candidate-accept-length", "3.5"]) == 0
+                 "--target-tps", "200", "--candidate-accept-length", "3.2", "--candidate-accept-length", "3.5",
+                 "--verify-grows-for", "kimi-k25-int4", "--verify-grows-for", "kimi-k2-fp8"]) == 0
     out = capsys.readouterr().out
     assert out == f"{Account.seed()}\n"
+    assert "With a verify that grows with k (K2.5, INT4 experts" in out
     assert "Accept length 3.2 needs at least 3 draft steps; there it gives 91 tok/s" in out and "11% faster" in out
     assert main([*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60",
                  "--candidate-accept-length", "3.2", "--json"]) == 0

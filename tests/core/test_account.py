@@ -31,7 +31,30 @@ def test_seed_sentences_state_steps_draft_cost_and_the_difference():
     assert "break-even 2.46; 150 tok/s needs 4.5 (78% per-token acceptance), 200 tok/s needs 6.0 (83%" in text
     assert "150 tok/s is out of reach at k = 2" in text and "No draft cost fixes that at k = 2" in text
     assert "Accept length 3.2 needs at least 3 draft steps; there it gives 91 tok/s at k = 3 (cycle 35.0 ms" in text
-    assert "96 tok/s" not in text  # 3.2 tokens per 33.3 ms cycle: impossible at k = 2
+    assert "gives 96 tok/s at k = 2" not in text  # 3.2 tokens per 33.3 ms cycle: impossible at k = 2
+
+
+def test_seed_targets_priced_again_with_a_verify_that_grows_with_k():
+    """The constant-verify "k = 5 reaches 150 tok/s" sentence, recomputed for K2.5's INT4 experts and K2's FP8:
+    the verify of k drafts from a cost model calibrated to the 12.2 ms decode and the 30 ms verify at k = 2."""
+    a = Account.seed()
+    assert [g.label for g in a.growing] == ["K2.5, INT4 experts", "K2, FP8"]
+    for g in a.growing:
+        assert g.verify_ms[1] == 30.0 and all(b > a_ for a_, b in zip(g.verify_ms, g.verify_ms[1:]))
+        assert g.cycle_ms(5) > a.verify_ms + 5 * a.draft_ms + 15  # far from the constant-verify 38.3 ms
+        assert g.steps_for(150) is None and g.steps_for(200) is None  # out of reach at every k up to 8
+        assert g.steps_for(70) is not None
+        assert g.tokens_per_s(3.2, 3) < a.baseline_tps  # the public K2 drafter's 3.2 no longer pays at k = 3
+    text = " ".join(a.sentences())
+    assert "with the verify held at 30 ms whatever it verifies, it takes k = 5 (cycle 38.3 ms)" in text
+    assert "With a verify that grows with k (K2.5, INT4 experts" in text and "(K2, FP8:" in text
+    assert "150 tok/s (k = 5 with the verify held constant) and 200 tok/s (k = 8 with the verify held constant) are " \
+           "out of reach at every k up to 8" in text
+    assert "accept length 3.2 gives 73 tok/s at k = 3 (11% slower than 82 tok/s)" in text
+    j = a.to_json()["growing_verify"]
+    assert j[0]["targets"][0] == {"tokens_per_s": 150.0, "steps": None, "constant_verify_steps": 5}
+    plain = Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=2, targets=(150,))
+    assert plain.growing == () and "grows with k" not in str(plain)
 
 
 def test_reach_at_the_steps_solves_draft_cost_and_steps():

@@ -35,6 +35,7 @@ def test_runs_and_shows_one_account_and_the_calculator(executed):
     assert "33.33 ms = verify 30 + 2 x draft 1.67" in text and "accept length 2.73 on the measured cycle" in text
     assert "2.46 on verify alone" in text and "why two figures" in text
     assert "150 tok/s is out of reach at k = 2 draft steps of 1.67 ms" in text
+    assert "verify grows with k (K2.5, INT4 experts)" in text  # the same targets on a verify that grows with k
     widgets = [o for o in outputs if WIDGET in o.get("data", {})]
     assert len(widgets) == 1, "the Calculator is displayed once"
     assert not [o for o in outputs if PLOTLY in o.get("data", {})]  # the calculator draws its own chart

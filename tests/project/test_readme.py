@@ -28,6 +28,11 @@ def test_readme_tells_the_same_account_as_the_library():
     assert f"150 tok/s takes at least {t150.min_steps} steps" in readme
     (p32, _) = a.projections
     assert f"3.2 would give {p32.tokens_per_s:.0f} tok/s, {p32.speedup - 1:.0%} faster" in readme
+    k25 = a.growing[0]  # the same targets with a verify that grows with k (K2.5's INT4 experts)
+    assert f"{k25.verify_ms[2]:.1f} ms for k = 3 and {k25.verify_ms[4]:.1f} ms for k = 5" in readme
+    assert k25.steps_for(150) is None and f"({max(k25.ceiling_tps(k) for k in range(1, 9)):.0f} tok/s at most)" in readme
+    assert f"3.2 would give {k25.tokens_per_s(3.2, 3):.0f} tok/s, {1 - k25.tokens_per_s(3.2, 3) / a.baseline_tps:.0%} " \
+           "slower" in readme
 
 
 def test_domain_notes_hold_the_seed_figures_and_the_difference():

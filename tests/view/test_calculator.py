@@ -31,7 +31,11 @@ def test_seed_preset_is_the_measured_deployment(calc):
     assert round(r["break_even_accept_length"], 2) == 2.73
     assert calc.values["steps"] == 2 and not calc.values["unbounded"]
     assert calc.values["draft_ms"] == pytest.approx(Account.seed().draft_ms)
-    assert r["target_alpha"] is None and r["target_min_steps"] == 5  # 150 tok/s: out of reach at k = 2
+    # the verify grows with k as K2.5's cost model says (its mean slope): 150 tok/s is out of reach at any k
+    assert calc.values["verify_growth_ms"] == pytest.approx(Account.seed().growing[0].slope_ms, abs=0.005)
+    assert r["target_alpha"] is None and r["target_min_steps"] is None and r["growth_capped"] is None
+    constant = Calculator.preset("seed-constant-verify").readouts  # the verify held at 30 ms: k = 5 would do
+    assert constant["tokens_per_s"] == pytest.approx(60.0) and constant["target_min_steps"] == 5
     verify_only = Calculator.preset("seed-verify-only").readouts
     assert verify_only["cycle_ms"] == 30.0 and verify_only["tokens_per_s"] == pytest.approx(66.67, abs=0.01)
     assert (verify_only["target_accept_length"], round(verify_only["target_alpha"], 2)) == (4.5, 0.78)
@@ -72,7 +76,8 @@ def test_displays_as_an_anywidget_with_its_front_end_inline(calc):
 
 
 def test_unknown_preset_and_out_of_range_values():
-    with pytest.raises(InputError, match=r"unknown preset 'nope': choose one of \['seed', 'seed-verify-only'\]"):
+    with pytest.raises(InputError,
+                       match=r"unknown preset 'nope': choose one of \['seed', 'seed-constant-verify', 'seed-verify-only'\]"):
         Calculator.preset("nope")
     with pytest.raises(InputError, match="verify_ms = 500 is outside the calculator's range 1 to 200"):
         Calculator(Scenario(82, 500))
@@ -134,3 +139,25 @@ def test_whatif_bounded_chain_and_custom_grid():
         whatif_figure(Scenario(82, 30, steps=3), accept_lengths=[5])
     with pytest.raises(InputError, match="accept_lengths is empty"):
         whatif_figure(Scenario.seed(), accept_lengths=[])
+
+
+def test_verify_growth_moves_the_other_chains_and_the_steps_a_target_needs():
+    from eaglekit.core.specmath import reach
+
+    base = {"baseline_tps": 82.0, "verify_ms": 30.0, "verify_growth_ms": 0.0, "draft_ms": 1.0, "steps": 2,
+            "unbounded": False, "overhead_ms": 0.0, "mode": "accept_length", "accept_length": 2.0, "alpha": 0.5,
+            "target_tps": 120.0}
+    flat, grown = numbers(base), numbers({**base, "verify_growth_ms": 3.0})
+    assert flat["cycle_ms"] == grown["cycle_ms"] == 32.0  # the verify at the deployment's own k is as measured
+    m = grown["target_min_steps"]
+    assert m > flat["target_min_steps"]
+    def need(j):  # accept length 120 tok/s needs at j steps: the verify grows 3 ms per step from k = 2
+        return 120 * (30 + (j - 2) * 3 + j * 1) / 1000
+
+    assert (flat["target_min_steps"], m) == (3, 4) and need(m) <= m + 1 and need(m - 1) > m
+    assert reach(120, verify_ms=30, steps=2, draft_ms=1, verify_growth_ms=3).cycle_at(m) == 30 + (m - 2) * 3 + m
+    capped = numbers({**base, "verify_growth_ms": 40.0})
+    assert capped["growth_capped"] == {"asked": 40.0, "used": pytest.approx(27.0)}
+    s = Scenario(82.0, 30.0, draft_ms=1.0, steps=2, verify_growth_ms=3.0)
+    k4 = next(t for t in chart_traces(estimate(s, accept_length=2.0)) if t.get("hovertemplate", "").startswith("k = 4"))
+    assert k4["hovertemplate"].startswith("k = 4, cycle 40.0 ms")  # 30 + 2 x 3 growth + 4 x 1 drafting

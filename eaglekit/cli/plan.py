@@ -1,0 +1,108 @@
+"""``eaglekit plan``: the best draft steps per batch size, where speculation stops paying, and the engines' configs.
+
+    eaglekit plan --per-step 0.72,0.61,0.55 --costs costs.csv [--draft-costs draft.csv] [--batch 1,2,4,8] \
+        [--max-steps 8] [--json]
+    eaglekit plan --acceptance result.json --target moonshotai/Kimi-K2-Instruct --gpu H200 --tp 8 \
+        [--context 4096] [--calibrate 1,1,12.2 --calibrate 1,3,30]
+
+COSTS.csv: ``batch,tokens,ms``, one target forward per row (tokens 1: a decode step; k + 1: a verify of k
+drafts). DRAFT.csv: ``batch,ms``, one draft step. The maths: :mod:`eaglekit.core.costmodel` and
+:mod:`eaglekit.core.servingplan`; bad input is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from eaglekit.cli.common import add_json_option, add_remote_options, emit
+
+_EPILOG = ("Accept length at k steps = 1 + sum over j <= k of the product of the first j per-step acceptances "
+           "(bonus token included); cycle = target forward at k + 1 tokens + k draft steps; k = 0 is a decode "
+           "step. Without --costs the target's forward is estimated from its config (and checkpoint header) on "
+           "--gpu x --tp: a roofline lower bound, calibrated by --calibrate B,N,MS.")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "plan", help="best draft steps per batch size, and vLLM / SGLang configs",
+        description="The serving plan: per batch size and k = 0..max steps, accept length, cycle time and "
+                    "tokens/s; the best k per batch size; vLLM's num_speculative_tokens_per_batch_size schedule; "
+                    "SGLang flags.", epilog=_EPILOG)
+    acc = p.add_mutually_exclusive_group(required=True)
+    acc.add_argument("--per-step", metavar="C1,C2,...", help="per-step acceptances P(step j | steps 1..j-1)")
+    acc.add_argument("--acceptance", metavar="RESULT.json", help="an `eaglekit acceptance --json` result")
+    acc.add_argument("--per-position", metavar="P1,P2,...",
+                     help="vLLM's per-position acceptance rates (accepted at position i / drafts)")
+    acc.add_argument("--vllm-log", metavar="LOG", help="a vLLM log: its last 'Per-position acceptance rate' line")
+    p.add_argument("--costs", metavar="COSTS.csv", help="measured target forwards: batch,tokens,ms (or SGLang "
+                   "bench_one_batch --result-filename lines, .jsonl: decode steps per batch size)")
+    p.add_argument("--draft-costs", metavar="DRAFT.csv", help="measured draft steps: batch,ms (default: drafting free)")
+    p.add_argument("--target", metavar="CONFIG_OR_LOCATION",
+                   help="the target's config.json or checkpoint (its header is read by range for bytes per expert), or "
+                        "a published config: kimi-k25-int4, kimi-k2-fp8, llama-3.1-8b")
+    p.add_argument("--gpu", metavar="NAME", help="GPU table entry (H100-SXM, H200, B200, ...) or custom:TBPS,BF16,FP8")
+    p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default 1)")
+    p.add_argument("--context", type=int, default=4096, metavar="TOKENS", help="context length (default 4096)")
+    p.add_argument("--calibrate", action="append", default=[], metavar="B,N,MS",
+                   help="a measured forward (batch, tokens per request, ms) to calibrate the estimate (repeatable)")
+    p.add_argument("--batch", default="1,2,4,8,16,32,64,128,256", metavar="1,2,4,...", help="batch sizes to plan")
+    p.add_argument("--max-steps", type=int, default=8, metavar="K", help="plan k = 0..K draft steps (default 8)")
+    p.add_argument("--drafter", default=None, metavar="LOCATION",
+                   help="the drafter: named in the engine configs; with --gpu and no --draft-costs its header (read "
+                        "by range) prices the draft step")
+    add_json_option(p)
+    add_remote_options(p)
+    p.set_defaults(func=run)
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    from eaglekit.core.errors import InputError
+
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(int(part.strip()))
+        except ValueError:
+            raise InputError(f"{what}: {part.strip()!r} is not a whole number (give e.g. 1,2,4,8)") from None
+    return tuple(out)
+
+
+def _point(text: str):
+    from eaglekit.core.costmodel import Point
+    from eaglekit.core.errors import InputError
+
+    parts = [s.strip() for s in text.split(",")]
+    if len(parts) != 3:
+        raise InputError(f"--calibrate {text!r}: give B,N,MS (batch, tokens per request, milliseconds)")
+    try:
+        b, n, ms = int(parts[0]), int(parts[1]), float(parts[2])
+    except ValueError:
+        raise InputError(f"--calibrate {text!r}: B and N are whole numbers, MS a number") from None
+    return Point(b, n, ms)
+
+
+def run(args: argparse.Namespace) -> int:
+    from eaglekit.analysis.serving.plan import plan
+    from eaglekit.core.errors import InputError
+    from eaglekit.core.servinginputs import parse_numbers
+    from eaglekit.core.servingplan import Acceptance
+
+    if args.costs is None and (args.target is None or args.gpu is None):
+        raise InputError("give --costs COSTS.csv (batch,tokens,ms), or --target and --gpu (with --tp) for an estimate")
+    if args.costs is not None and args.calibrate:
+        raise InputError("--calibrate goes with the estimate (--target --gpu); with --costs add the points as rows")
+    if args.per_step is not None:
+        acceptance = Acceptance(parse_numbers(args.per_step, "--per-step"), "--per-step")
+    elif args.per_position is not None:
+        acceptance = Acceptance.from_positions(parse_numbers(args.per_position, "--per-position"),
+                                               source="--per-position (vLLM per-position rates)")
+    else:
+        acceptance = args.acceptance or args.vllm_log
+        if args.vllm_log is not None and args.vllm_log.endswith(".json"):
+            raise InputError("--vllm-log takes vLLM's text log; an acceptance result goes to --acceptance")
+    result = plan(acceptance, costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
+                  tp=args.tp, context=args.context, calibrate_points=[_point(c) for c in args.calibrate],
+                  batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,
+                  endpoint=args.endpoint)
+    emit(result, args)
+    return 0

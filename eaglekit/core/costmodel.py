@@ -1,0 +1,558 @@
+"""The cost of one forward of the target: milliseconds as a function of tokens per request n and batch size B.
+
+A decode step is ``n = 1``; a verify of k drafted tokens is ``n = k + 1``. One forward at batch B moves,
+per GPU (tensor-parallel degree ``tp``):
+
+- the weights every token uses (attention, dense MLPs, shared experts, router, norms, lm_head);
+- the routed experts any of the ``B x n`` token rows routes to: under uniform routing
+  ``E (1 - (1 - k/E)**(B n))`` distinct experts per MoE layer (``E`` routed experts, ``k`` per token;
+  Kimi-K2: 8 of 384, so 23.5 for 3 tokens, 38 for 5);
+- the KV cache of ``B`` requests at the context length (MLA's latent cache is replicated across TP
+  ranks; a GQA cache is split over the key-value heads);
+
+and computes ``2 x active parameters`` FLOPs per token row plus attention over the context. Uniform
+routing overestimates distinct experts (real routers favour some experts), so the expert term is an
+upper bound at a given B n; at B = 1 it is close.
+
+:class:`ModelShape` holds those quantities from a target's config, with bytes per expert from the
+checkpoint header's dtypes and quantisation when the header is given (:func:`shape_from_config`).
+:class:`CostModel` turns them into time: from a GPU table alone it is the roofline
+``max(bytes / bandwidth, FLOPs / FLOP rate)``, an estimate and a lower bound; measured points calibrate it
+(:func:`calibrate`): one point sets a fixed cost per forward, two or more fit ``fixed + a x memory + b x compute`` by
+non-negative least squares. A dense target is the special case with no experts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from eaglekit.core.config import TEXT_CONFIG_KEYS
+from eaglekit.core.errors import InputError
+
+__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel", "distinct_experts",
+           "drafter_shape",
+           "estimate_model", "fit_model", "gpu", "shape_from_config"]
+
+
+def distinct_experts(tokens: float, *, experts: int, per_token: int) -> float:
+    """Expected distinct routed experts ``tokens`` token rows touch in one MoE layer under uniform routing.
+
+    Each row picks ``per_token`` of ``experts`` without replacement, so a given expert is missed by one row
+    with probability ``1 - per_token / experts``: ``experts x (1 - (1 - per_token/experts)**tokens)``.
+    Kimi-K2 (8 of 384): 8 for one token, 23.5 for 3, 38.4 for 5, 45.6 for 6.
+    """
+    if experts <= 0:
+        return 0.0
+    return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+
+
+# -- GPUs -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU's HBM bandwidth (TB/s) and dense tensor-core rates (TFLOP/s, no sparsity)."""
+
+    name: str
+    hbm_tb_s: float
+    bf16_tflops: float
+    fp8_tflops: float | None  # None: no FP8 tensor cores (A100): FP8 weights run at the bf16 rate
+    source: str = "custom"
+
+    def tflops(self, compute: str) -> float:
+        return self.fp8_tflops if compute == "fp8" and self.fp8_tflops else self.bf16_tflops
+
+
+_DS = "NVIDIA datasheet (dense: half the with-sparsity figure)"
+#: The common GPUs. Bandwidth and dense rates from each product's NVIDIA datasheet.
+GPUS: dict[str, Gpu] = {g.name: g for g in (
+    Gpu("H100-SXM", 3.35, 989.0, 1979.0, _DS),
+    Gpu("H100-PCIe", 2.0, 756.0, 1513.0, _DS),
+    Gpu("H100-NVL", 3.9, 835.0, 1671.0, _DS),
+    Gpu("H200", 4.8, 989.0, 1979.0, _DS),
+    Gpu("H20", 4.0, 148.0, 296.0, _DS),
+    Gpu("B200", 8.0, 2250.0, 4500.0, _DS),
+    Gpu("A100-SXM", 2.039, 312.0, None, _DS + "; 80 GB"),
+    Gpu("A100-PCIe", 1.935, 312.0, None, _DS + "; 80 GB"),
+    Gpu("L40S", 0.864, 362.0, 733.0, _DS),
+    Gpu("L20", 0.864, 119.5, 239.0, _DS),
+)}
+
+
+def gpu(name: str | Gpu) -> Gpu:
+    """A GPU from :data:`GPUS` by name (case-insensitive), or ``custom:TBPS,BF16[,FP8]`` for your own figures
+    (``custom:3.35,989,1979``: 3.35 TB/s, 989 bf16 and 1979 fp8 dense TFLOP/s)."""
+    if isinstance(name, Gpu):
+        return name
+    text = str(name).strip()
+    if text.lower().startswith("custom:"):
+        parts = text.split(":", 1)[1].split(",")
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if len(values) not in (2, 3) or not all(math.isfinite(v) and v > 0 for v in values):
+            raise InputError(f"custom GPU {text!r}: give custom:TBPS,BF16_TFLOPS[,FP8_TFLOPS], three positive "
+                             "numbers at most (e.g. custom:3.35,989,1979)")
+        return Gpu("custom", values[0], values[1], values[2] if len(values) == 3 else None)
+    for key, g in GPUS.items():
+        if key.lower() == text.lower():
+            return g
+    raise InputError(f"unknown GPU {text!r}: choose one of {', '.join(GPUS)}, or give your own figures as "
+                     "custom:TBPS,BF16_TFLOPS[,FP8_TFLOPS]")
+
+
+# -- the target's shape ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What one forward of a model reads and computes, whole model (divide by TP for one GPU)."""
+
+    name: str
+    layers: int
+    moe_layers: int
+    experts: int  # routed experts per MoE layer; 0 for a dense model
+    experts_per_token: int
+    expert_bytes: float  # one routed expert's weights (bytes)
+    expert_params: float
+    always_bytes: float  # read by every forward: attention, dense MLPs, shared experts, router, norms, lm_head
+    active_params: float  # parameters one token row multiplies (always + experts_per_token routed experts)
+    kv_bytes_per_token: float  # KV cache per context token, all layers
+    kv_heads: int | None  # None: MLA latent cache, replicated across TP ranks
+    attn_flops_per_context_token: float  # FLOPs per (query row x context token), all layers
+    compute: Literal["bf16", "fp8"] = "bf16"
+    bytes_from: Literal["config", "header"] = "config"
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dense(self) -> bool:
+        return self.experts == 0
+
+    def distinct_experts(self, rows: float) -> float:
+        return distinct_experts(rows, experts=self.experts, per_token=self.experts_per_token)
+
+    def weight_bytes(self, rows: float) -> float:
+        """Weights one forward over ``rows`` token rows reads (every expert touched once)."""
+        return self.always_bytes + self.moe_layers * self.distinct_experts(rows) * self.expert_bytes
+
+    def kv_bytes(self, batch: int, context: int) -> float:
+        return batch * context * self.kv_bytes_per_token
+
+    def flops(self, rows: float, context: int) -> float:
+        return rows * (2.0 * self.active_params + context * self.attn_flops_per_context_token)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "layers": self.layers, "moe_layers": self.moe_layers, "experts": self.experts,
+                "experts_per_token": self.experts_per_token, "expert_bytes": self.expert_bytes,
+                "always_bytes": self.always_bytes, "active_params": self.active_params,
+                "kv_bytes_per_token": self.kv_bytes_per_token, "compute": self.compute,
+                "bytes_from": self.bytes_from, "notes": list(self.notes)}
+
+
+def _body(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    for key in TEXT_CONFIG_KEYS:
+        sub = raw.get(key)
+        if isinstance(sub, Mapping) and ("hidden_size" in sub or "num_hidden_layers" in sub):
+            return sub
+    return raw
+
+
+def _int(body: Mapping[str, Any], *keys: str, default: int | None = None, what: str = "") -> int:
+    for key in keys:
+        v = body.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+    if default is None:
+        raise InputError(f"the target config has no {what or keys[0]} ({' / '.join(keys)}): the cost model needs it; "
+                         "give the target's own config.json")
+    return default
+
+
+def _quant(raw: Mapping[str, Any], body: Mapping[str, Any]) -> Mapping[str, Any]:
+    q = raw.get("quantization_config") or body.get("quantization_config")
+    return q if isinstance(q, Mapping) else {}
+
+
+def _ignored(module: str, ignore: Sequence[Any]) -> bool:
+    for item in ignore:
+        if not isinstance(item, str):
+            continue
+        if item.startswith("re:"):
+            try:
+                if re.match(item[3:], module):
+                    return True
+            except re.error:
+                continue
+        elif module == item or module.endswith("." + item) or item == module.split(".")[-1]:
+            return True
+    return False
+
+
+def _bytes_per_param(quant: Mapping[str, Any], module: str) -> tuple[float, str]:
+    """Bytes per weight of ``module`` under the config's quantisation, and the compute dtype it implies."""
+    method = str(quant.get("quant_method", "")).lower()
+    if module == "lm_head" or module.endswith(".mlp.gate"):
+        return 2.0, "bf16"
+    if method == "fp8":
+        block = quant.get("weight_block_size") or [128, 128]
+        cells = block[0] * block[1] if isinstance(block, list) and len(block) == 2 else 16384
+        if _ignored(module, quant.get("modules_to_not_convert") or quant.get("ignored_layers") or []):
+            return 2.0, "bf16"
+        return 1.0 + 4.0 / cells, "fp8"  # e4m3 weights + one fp32 weight_scale_inv per block
+    if method == "compressed-tensors":
+        if _ignored(module, quant.get("ignore") or []):
+            return 2.0, "bf16"
+        groups = quant.get("config_groups") or {}
+        for group in groups.values() if isinstance(groups, Mapping) else ():
+            w = group.get("weights") if isinstance(group, Mapping) else None
+            if isinstance(w, Mapping) and isinstance(w.get("num_bits"), int):
+                bits, size = w["num_bits"], w.get("group_size") or 128
+                return bits / 8.0 + 2.0 / size, "bf16"  # packed weights + one bf16 scale per group (W4A16)
+    return 2.0, "bf16"
+
+
+#: Tensors a language-model forward does not read in full: the embedding (B n rows), vision towers, MTP heads.
+_SKIP = re.compile(r"(embed_tokens|vision|visual|mm_projector|multi_modal|audio)")
+_EXPERT = re.compile(r"layers\.(\d+)\.(?:mlp|block_sparse_moe|feed_forward)\.experts\.(\d+)\.")
+_FUSED_EXPERTS = re.compile(r"layers\.(\d+)\.(?:mlp|block_sparse_moe|feed_forward)\.experts\.[a-z_]+")
+_LAYER = re.compile(r"layers\.(\d+)\.")
+
+
+def shape_from_config(raw: Mapping[str, Any], *, tensors: Iterable[tuple[str, int]] | None = None,
+                      name: str = "target") -> ModelShape:
+    """A target's :class:`ModelShape` from its config.json (a text_config wrapper is looked inside), with
+    bytes from the checkpoint header when ``tensors`` ((name, nbytes) pairs) is given.
+
+    Parameter counts and FLOPs come from the config (DeepSeek-V3/Kimi MLA and GQA attention; routed and
+    shared experts; ``first_k_dense_replace`` dense layers). Bytes come from the header's dtypes and
+    quantisation tensors (FP8 ``weight_scale_inv``, INT4 ``weight_packed`` + ``weight_scale``) when given;
+    otherwise from ``quantization_config`` (fp8 blocks; compressed-tensors groups and their ignore list).
+    """
+    if not isinstance(raw, Mapping):
+        raise InputError("the target config must be a JSON object (config.json)")
+    body = _body(raw)
+    L = _int(body, "num_hidden_layers", what="layer count")
+    H = _int(body, "hidden_size", what="hidden size")
+    V = _int(body, "vocab_size", what="vocabulary size")
+    heads = _int(body, "num_attention_heads", what="attention head count")
+    E = _int(body, "n_routed_experts", "num_experts", "num_local_experts", default=0)
+    k_e = _int(body, "num_experts_per_tok", "num_experts_per_token", default=0) if E else 0
+    if E and not k_e:
+        raise InputError("the target config names routed experts but not num_experts_per_tok: the cost model needs "
+                         "both")
+    inter = _int(body, "intermediate_size", default=0)
+    moe_inter = _int(body, "moe_intermediate_size", default=inter) if E else 0
+    if E and not moe_inter:
+        raise InputError("the target config names routed experts but not their size (moe_intermediate_size)")
+    dense_layers = min(_int(body, "first_k_dense_replace", default=0), L) if E else L
+    moe_layers = L - dense_layers if E else 0
+    shared_inter = _int(body, "n_shared_experts", default=0) * moe_inter
+    shared_inter += _int(body, "shared_expert_intermediate_size", default=0)
+    quant = _quant(raw, body)
+    notes: list[str] = []
+    # attention (per layer) and its KV cache
+    if body.get("kv_lora_rank"):
+        kv_lora = _int(body, "kv_lora_rank")
+        rope = _int(body, "qk_rope_head_dim", default=64)
+        nope = _int(body, "qk_nope_head_dim", default=128)
+        v_dim = _int(body, "v_head_dim", default=nope)
+        q_lora = _int(body, "q_lora_rank", default=0)
+        q = H * q_lora + q_lora * heads * (nope + rope) if q_lora else H * heads * (nope + rope)
+        attn = q + H * (kv_lora + rope) + kv_lora * heads * (nope + v_dim) + heads * v_dim * H
+        kv_per_token = (kv_lora + rope) * 2.0  # bf16 latent + rope key per layer
+        kv_heads: int | None = None
+        attn_ctx = 2.0 * heads * (2 * kv_lora + rope)  # absorbed MLA: scores over kv_lora+rope, values over kv_lora
+    else:
+        hd = _int(body, "head_dim", default=H // max(heads, 1))
+        kv_heads = _int(body, "num_key_value_heads", default=heads)
+        attn = H * heads * hd + 2 * H * kv_heads * hd + heads * hd * H
+        kv_per_token = 2.0 * kv_heads * hd * 2.0
+        attn_ctx = 4.0 * heads * hd
+    mlp_dense = 3 * H * inter  # gated MLP: gate, up, down
+    expert = 3 * H * moe_inter
+    shared = 3 * H * shared_inter
+    router = H * E
+    per_layer_always = [attn + (mlp_dense if i < dense_layers else shared + router) for i in range(L)]
+    always_params = sum(per_layer_always) + V * H  # + lm_head
+    active = always_params + moe_layers * k_e * expert
+    # bytes from the config's quantisation
+    b_attn, c_attn = _bytes_per_param(quant, "model.layers.1.self_attn.o_proj")
+    b_dense, _ = _bytes_per_param(quant, "model.layers.0.mlp.down_proj")
+    b_shared, _ = _bytes_per_param(quant, "model.layers.1.mlp.shared_experts.down_proj")
+    b_expert, c_expert = _bytes_per_param(quant, "model.layers.1.mlp.experts.0.down_proj")
+    always_bytes = (L * attn * b_attn + dense_layers * mlp_dense * b_dense + moe_layers * shared * b_shared
+                    + moe_layers * router * 2.0 + V * H * 2.0)
+    expert_bytes = expert * b_expert
+    compute = "fp8" if (c_expert if E else c_attn) == "fp8" else "bf16"
+    bytes_from: Literal["config", "header"] = "config"
+    if tensors is not None:
+        header = _bytes_from_header(tensors, layers=L, experts=E)
+        if header is not None:
+            always_bytes, expert_bytes, skipped = header
+            bytes_from = "header"
+            if skipped:
+                notes.append(f"not read per forward, left out: {skipped}")
+    kv_dtype = body.get("kv_cache_dtype")
+    if kv_dtype:
+        notes.append(f"config kv_cache_dtype {kv_dtype!r} ignored: KV cache counted in bf16")
+    return ModelShape(name, L, moe_layers, E, k_e, float(expert_bytes), float(expert), float(always_bytes),
+                      float(active), float(L * kv_per_token), kv_heads, float(L * attn_ctx), compute, bytes_from,
+                      tuple(notes))
+
+
+def _bytes_from_header(tensors: Iterable[tuple[str, int]], *, layers: int,
+                       experts: int) -> tuple[float, float, str] | None:
+    """(always bytes, mean bytes per routed expert, what was left out) from header entries, or None when the
+    header holds no decoder layers (a config-only location)."""
+    always = 0.0
+    per_expert: dict[tuple[int, int], float] = {}
+    fused = 0.0
+    fused_layers: set[int] = set()
+    skipped: dict[str, int] = {}
+    seen_layers = False
+    for tname, nbytes in tensors:
+        if _SKIP.search(tname):
+            key = _SKIP.search(tname).group(1)
+            skipped[key] = skipped.get(key, 0) + 1
+            continue
+        layer = _LAYER.search(tname)
+        if layer is not None:
+            if int(layer.group(1)) >= layers:  # a multi-token-prediction layer past the decoder
+                skipped["layers past num_hidden_layers (MTP)"] = skipped.get("layers past num_hidden_layers (MTP)",
+                                                                             0) + 1
+                continue
+            seen_layers = True
+        m = _EXPERT.search(tname)
+        if m is not None and experts:
+            key2 = (int(m.group(1)), int(m.group(2)))
+            per_expert[key2] = per_expert.get(key2, 0.0) + nbytes
+            continue
+        f = _FUSED_EXPERTS.search(tname)
+        if f is not None and experts and "shared" not in tname:
+            fused += nbytes
+            fused_layers.add(int(f.group(1)))
+            continue
+        always += nbytes
+    if not seen_layers:
+        return None
+    if per_expert:
+        expert_bytes = sum(per_expert.values()) / len(per_expert)
+    elif fused_layers:
+        expert_bytes = fused / (len(fused_layers) * experts)
+    else:
+        expert_bytes = 0.0
+    what = ", ".join(f"{k} ({n} tensors)" for k, n in sorted(skipped.items()))
+    return always, expert_bytes, what
+
+
+def drafter_shape(heads: int, kv_heads: int, head_dim: int, layers: int,
+                  tensors: Iterable[tuple[str, str, int, int]], *, name: str = "drafter") -> ModelShape:
+    """An EAGLE-3 drafter's draft step as a dense :class:`ModelShape` from its header ((name, dtype, parameters,
+    nbytes) per tensor): every weight read once per step but the embedding (the target's, B rows read) and the
+    integer vocabulary maps (d2t, t2d: looked up, not multiplied); one token row per request per step; its
+    own KV cache (``layers`` layers of ``kv_heads`` x ``head_dim``, bf16) over the context."""
+    read, params = 0.0, 0.0
+    for tname, dtype, n_params, nbytes in tensors:
+        if "embed_tokens" in tname or dtype.upper() in ("I64", "I32", "BOOL", "U8"):
+            continue
+        read += nbytes
+        params += n_params
+    if read == 0:
+        raise InputError(f"{name}: the header holds no weights to price a draft step with")
+    return ModelShape(name, layers, 0, 0, 0, 0.0, 0.0, read, params, layers * 2.0 * kv_heads * head_dim * 2.0,
+                      kv_heads, layers * 4.0 * heads * head_dim, "bf16", "header")
+
+
+# -- time -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured forward of the target: ``tokens`` per request at batch ``batch`` took ``ms``."""
+
+    batch: int
+    tokens: int
+    ms: float
+
+    def __post_init__(self) -> None:
+        check_point(self.batch, self.tokens, self.ms)
+
+
+def check_point(batch: object, tokens: object, ms: object, *, where: str = "a measurement") -> None:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InputError(f"{where}: batch size must be a whole number >= 1, got {batch!r}")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise InputError(f"{where}: tokens per request must be a whole number >= 1 (1 = a decode step, k + 1 = a "
+                         f"verify of k drafts), got {tokens!r}")
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
+        raise InputError(f"{where}: time must be a positive number of milliseconds, got {ms!r}")
+
+
+Kind = Literal["estimate", "calibrated", "fitted"]
+_UNIT = Gpu("unit", 1.0, 1000.0, 1000.0, "no GPU given: features in GB and TFLOP per GPU")
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Milliseconds for one forward of ``shape`` at batch B with n tokens per request.
+
+    ``combine="max"``: ``fixed + max(mem x memory ms, compute x compute ms)`` (the roofline; with fixed 0 and
+    both factors 1, a lower bound). ``combine="sum"``: ``fixed + mem x memory ms + compute x compute ms`` (a
+    fit, where the overlap of memory and compute is unknown). Memory ms = bytes per GPU / bandwidth,
+    compute ms = FLOPs per GPU / FLOP rate. Without a shape (a measurement table alone) memory ms is 0 and
+    compute ms is the token-row count, so the model is ``fixed + per-token x B n``.
+    """
+
+    shape: ModelShape | None
+    gpu: Gpu | None
+    tp: int = 1
+    context: int = 4096
+    fixed_ms: float = 0.0
+    mem: float = 1.0
+    compute: float = 1.0
+    combine: Literal["max", "sum"] = "max"
+    kind: Kind = "estimate"
+    points: tuple[Point, ...] = ()
+    label: str = field(default="", compare=False)
+
+    def features(self, batch: int, tokens: int) -> tuple[float, float]:
+        """(memory ms, compute ms) at efficiency 1 for one forward per GPU."""
+        rows = batch * tokens
+        if self.shape is None:
+            return 0.0, float(rows)
+        s, g = self.shape, self.gpu or _UNIT
+        kv = s.kv_bytes(batch, self.context)
+        kv_per_gpu = kv if s.kv_heads is None else kv / min(self.tp, max(s.kv_heads, 1))
+        gb = (s.weight_bytes(rows) / self.tp + kv_per_gpu) / 1e9
+        tflop = s.flops(rows, self.context) / self.tp / 1e12
+        return gb / g.hbm_tb_s, tflop * 1000.0 / g.tflops(s.compute)
+
+    def ms(self, batch: int, tokens: int) -> float:
+        m, c = self.features(batch, tokens)
+        if self.combine == "max":
+            return self.fixed_ms + max(self.mem * m, self.compute * c)
+        return self.fixed_ms + self.mem * m + self.compute * c
+
+    def verify_ratio(self, steps: int, *, batch: int = 1) -> float:
+        """Verify of ``steps`` drafts (``steps + 1`` tokens) over a decode step, at ``batch``."""
+        return self.ms(batch, steps + 1) / self.ms(batch, 1)
+
+    def describe(self) -> str:
+        if self.shape is None:
+            return (f"fitted to {len(self.points)} measurements without a target config: {self.fixed_ms:.3g} ms "
+                    f"+ {self.compute:.3g} ms per token row (a dense target's shape)")
+        where = f"{self.gpu.name} x {self.tp}" if self.gpu else f"TP {self.tp}, no GPU table"
+        base = f"{self.shape.name} on {where}, context {self.context} tokens"
+        if self.kind == "estimate":
+            return f"{base}: estimate from config and GPU table (roofline, a lower bound on time)"
+        if self.combine == "max":
+            return (f"{base}: roofline + {self.fixed_ms:.3g} ms fixed per forward, scaled by {self.mem:.3g}, "
+                    f"calibrated to {len(self.points)} measurement")
+        return (f"{base}: {self.kind} to {len(self.points)} measurements: {self.fixed_ms:.3g} ms fixed + "
+                f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "combine": self.combine, "fixed_ms": self.fixed_ms, "memory_factor": self.mem,
+                "compute_factor": self.compute, "tp": self.tp, "context": self.context,
+                "gpu": None if self.gpu is None else {"name": self.gpu.name, "hbm_tb_s": self.gpu.hbm_tb_s,
+                                                      "bf16_tflops": self.gpu.bf16_tflops,
+                                                      "fp8_tflops": self.gpu.fp8_tflops},
+                "shape": None if self.shape is None else self.shape.to_json(),
+                "points": [[p.batch, p.tokens, p.ms] for p in self.points], "description": self.describe()}
+
+
+def check_parallel(tp: object, context: object) -> None:
+    """Tensor-parallel degree >= 1 and a context length >= 0, as whole numbers."""
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise InputError(f"tensor-parallel degree must be a whole number >= 1, got {tp!r}")
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise InputError(f"context length must be a whole number of tokens >= 0, got {context!r}")
+
+
+def estimate_model(shape: ModelShape, gpu_: Gpu | str, *, tp: int = 1, context: int = 4096) -> CostModel:
+    """The roofline estimate from the config and a GPU table: a lower bound on time, uncalibrated."""
+    check_parallel(tp, context)
+    return CostModel(shape, gpu(gpu_), tp, context)
+
+
+def _lstsq(cols: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] | None:
+    """Least squares for a handful of columns via the normal equations (Gauss-Jordan); None when singular."""
+    n = len(cols)
+    a = [[sum(ci * cj for ci, cj in zip(cols[i], cols[j])) for j in range(n)] for i in range(n)]
+    b = [sum(ci * yi for ci, yi in zip(cols[i], y)) for i in range(n)]
+    for i in range(n):
+        piv = max(range(i, n), key=lambda r: abs(a[r][i]))
+        if abs(a[piv][i]) < 1e-12 * max(1.0, max(abs(x) for row in a for x in row)):
+            return None
+        a[i], a[piv], b[i], b[piv] = a[piv], a[i], b[piv], b[i]
+        for r in range(n):
+            if r != i:
+                f = a[r][i] / a[i][i]
+                a[r] = [x - f * z for x, z in zip(a[r], a[i])]
+                b[r] -= f * b[i]
+    return [b[i] / a[i][i] for i in range(n)]
+
+
+#: Which coefficients a fit frees, in order of preference among equally good fits: memory and compute
+#: first (what the shape predicts), a fixed cost only when the points ask for it.
+_SUBSETS = (("fixed", "mem", "compute"), ("mem", "compute"), ("fixed", "mem"), ("fixed", "compute"),
+            ("mem",), ("compute",), ("fixed",))
+
+
+def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted") -> CostModel:
+    """``fixed + a x memory + b x compute`` with ``a, b, fixed >= 0`` fitted to ``points`` (least squares over the
+    coefficient subsets a point set can determine; the best non-negative one, ties to the earlier in
+    :data:`_SUBSETS`)."""
+    pts = tuple(points)
+    distinct = {(p.batch, p.tokens) for p in pts}
+    if len(distinct) < 2:
+        raise InputError(f"a fit needs measurements at two or more (batch, tokens) pairs, got {len(distinct)}: add a "
+                         "decode step (tokens 1) and a verify (tokens k + 1), or use one point to calibrate")
+    feats = [base.features(p.batch, p.tokens) for p in pts]
+    columns = {"fixed": [1.0] * len(pts), "mem": [f[0] for f in feats], "compute": [f[1] for f in feats]}
+    y = [p.ms for p in pts]
+    best: tuple[float, int, dict[str, float]] | None = None
+    for rank, subset in enumerate(_SUBSETS):
+        if len(subset) > len(distinct) or any(not any(columns[c]) for c in subset):
+            continue
+        sol = _lstsq([columns[c] for c in subset], y)
+        if sol is None or any(v < -1e-12 for v in sol):
+            continue
+        coef = dict(zip(subset, (max(v, 0.0) for v in sol)))
+        pred = [sum(coef.get(c, 0.0) * columns[c][i] for c in columns) for i in range(len(pts))]
+        sse = sum((a - b) ** 2 for a, b in zip(pred, y))
+        scale = sum(v * v for v in y)
+        key = (round(sse / scale, 9), rank)
+        if best is None or key < best[:2]:
+            best = (key[0], rank, coef)
+    if best is None:
+        raise InputError("no non-negative fixed + memory + compute model fits these measurements: check that times "
+                         "grow with batch size and tokens")
+    c = best[2]
+    return replace(base, fixed_ms=c.get("fixed", 0.0), mem=c.get("mem", 0.0), compute=c.get("compute", 0.0),
+                   combine="sum", kind=kind, points=pts)
+
+
+def calibrate(base: CostModel, points: Sequence[Point]) -> CostModel:
+    """Calibrate an estimate to measured points. One point: what it takes beyond the roofline is a fixed cost
+    per forward (kernel launches, tensor-parallel collectives, scheduling: what bytes and FLOPs leave out);
+    a point faster than the roofline scales it down instead. Two or more points fit
+    ``fixed + a x memory + b x compute`` (:func:`fit_model`)."""
+    pts = tuple(points)
+    if not pts:
+        return base
+    if len({(p.batch, p.tokens) for p in pts}) == 1:
+        p = pts[0]
+        ms = sum(q.ms for q in pts) / len(pts)
+        roof = max(base.features(p.batch, p.tokens))
+        if ms >= roof:
+            return replace(base, fixed_ms=ms - roof, mem=1.0, compute=1.0, combine="max", kind="calibrated",
+                           points=pts)
+        return replace(base, fixed_ms=0.0, mem=ms / roof, compute=ms / roof, combine="max", kind="calibrated",
+                       points=pts)
+    return fit_model(base, pts, kind="calibrated")

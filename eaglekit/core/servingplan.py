@@ -1,0 +1,314 @@
+"""The serving plan: for each batch size and each number of draft steps k = 0..K, what a cycle costs and
+emits, the best k per batch size, where speculation stops paying, and the engines' configs.
+
+Definitions (the ``eaglekit plan --json`` contract):
+
+- accept length at k steps: ``1 + sum_{j<=k} prod_{i<=j} c_i`` from the per-step acceptances
+  ``c_i = P(step i accepted | steps 1..i-1 accepted)`` (bonus token included, vLLM's convention); k = 0
+  emits one token per step. Steps past the measured ones repeat the last measured acceptance, and the
+  plan marks them as extrapolated.
+- cycle at k steps and batch B: ``target(B, k + 1) + k x draft(B)``; k = 0 is a decode step ``target(B, 1)``.
+- per-request tok/s = accept length / cycle; total tok/s = B x per-request; speedup against k = 0 at the same B.
+- best k at B: the highest total tok/s (ties to the fewer steps); speculation stops paying at the smallest
+  planned batch size whose best k is 0.
+- vLLM's ``num_speculative_tokens_per_batch_size``: inclusive batch-size ranges, gaps inherit the previous
+  range's k, sizes past the last range inherit its k, the first range starts at 1 (vLLM PR #32374,
+  ``vllm/v1/spec_decode/dynamic/utils.py``). Its first form was a dict ``{"1-16": 3}``; current releases
+  take a list ``[[1, 16, 3], ...]`` (``docs/features/speculative_decoding/dynamic_speculative_decoding.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from eaglekit.core.errors import InputError
+from eaglekit.core.render import html_table, text_table
+
+__all__ = ["STEPS_HEADERS", "Acceptance", "BatchPlan", "Cost", "PlanTable", "StepOption", "accept_length",
+           "best_steps", "check_batches", "expand_schedule", "parse_schedule", "plan_batches", "schedule_dict",
+           "schedule_from_steps", "steps_rows", "stops_paying_at"]
+
+MAX_PLAN_STEPS = 16
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Measured per-step acceptance ``c_1..c_m`` and where it came from."""
+
+    per_step: tuple[float, ...]
+    source: str = "typed in"
+
+    def __post_init__(self) -> None:
+        if not self.per_step:
+            raise InputError("the acceptance profile is empty: give at least one per-step acceptance")
+        for j, c in enumerate(self.per_step, 1):
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or not 0 <= c <= 1:
+                raise InputError(f"per-step acceptance {j} is {c!r}: each must be a probability in [0, 1] "
+                                 "(P(step j accepted | steps 1..j-1 accepted))")
+
+    @classmethod
+    def from_positions(cls, rates: Sequence[float], *, source: str = "per-position rates") -> Acceptance:
+        """From vLLM's per-position rates (accepted at position i / drafts): ``c_i = p_i / p_(i-1)``."""
+        prev, out = 1.0, []
+        for i, p in enumerate(rates, 1):
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0 <= p <= 1:
+                raise InputError(f"per-position acceptance rate {i} is {p!r}: each must be in [0, 1]")
+            if p > prev + 1e-9:
+                raise InputError(f"per-position acceptance rate {i} ({p:g}) is above rate {i - 1} ({prev:g}): position i "
+                                 "is reached only when position i-1 was accepted, so the rates cannot rise")
+            if prev == 0:
+                break
+            out.append(min(p / prev, 1.0))
+            prev = p
+        return cls(tuple(out), source)
+
+    @property
+    def measured_steps(self) -> int:
+        return len(self.per_step)
+
+    def at(self, k: int) -> float:
+        """Accept length at ``k`` steps (bonus included)."""
+        return accept_length(self.per_step, k)
+
+    def extrapolated(self, k: int) -> bool:
+        return k > len(self.per_step)
+
+
+def accept_length(per_step: Sequence[float], k: int) -> float:
+    """``1 + sum_{j<=k} prod_{i<=j} c_i``; steps past ``len(per_step)`` repeat the last one."""
+    total, run = 1.0, 1.0
+    for j in range(k):
+        run *= per_step[min(j, len(per_step) - 1)]
+        total += run
+    return total
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A time in ms and whether it was measured (else the fitted or estimated model gave it)."""
+
+    ms: float
+    measured: bool
+
+
+@dataclass(frozen=True)
+class StepOption:
+    """One (batch size, steps) cell of the plan."""
+
+    batch: int
+    steps: int
+    accept_length: float
+    verify: Cost  # the target forward: decode (k = 0) or verify at k + 1 tokens
+    draft: Cost  # one draft step (0 when drafting is counted free)
+    cycle_ms: float
+    per_request_tokens_per_s: float
+    tokens_per_s: float
+    speedup: float
+    extrapolated: bool  # accept length uses acceptance past the measured steps
+
+    def to_json(self) -> dict[str, Any]:
+        return {"steps": self.steps, "accept_length": self.accept_length, "verify_ms": self.verify.ms,
+                "verify_measured": self.verify.measured, "draft_ms": self.draft.ms,
+                "draft_measured": self.draft.measured, "cycle_ms": self.cycle_ms,
+                "tokens_per_s": self.tokens_per_s, "per_request_tokens_per_s": self.per_request_tokens_per_s,
+                "speedup": self.speedup, "extrapolated": self.extrapolated}
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Every k at one batch size, and the best."""
+
+    batch: int
+    options: tuple[StepOption, ...]  # k = 0 .. max steps
+
+    @property
+    def best(self) -> StepOption:
+        return self.options[best_steps([o.tokens_per_s for o in self.options])]
+
+    def to_json(self) -> dict[str, Any]:
+        b = self.best
+        return {"batch": self.batch, "best_steps": b.steps, "accept_length": b.accept_length, "cycle_ms": b.cycle_ms,
+                "tokens_per_s": b.tokens_per_s, "per_request_tokens_per_s": b.per_request_tokens_per_s,
+                "speedup": b.speedup, "fitted": not (b.verify.measured and (b.draft.measured or b.draft.ms == 0)),
+                "extrapolated": b.extrapolated, "steps": [o.to_json() for o in self.options]}
+
+
+def best_steps(tokens_per_s: Sequence[float]) -> int:
+    """Index of the highest throughput; ties go to the fewer steps."""
+    best = 0
+    for k, t in enumerate(tokens_per_s):
+        if t > tokens_per_s[best] * (1 + 1e-12):
+            best = k
+    return best
+
+
+TargetCost = Callable[[int, int], Cost]
+DraftCost = Callable[[int], Cost]
+
+
+def plan_batches(batches: Sequence[int], acceptance: Acceptance, target: TargetCost, draft: DraftCost | None, *,
+                 max_steps: int = 8) -> tuple[BatchPlan, ...]:
+    """The plan for each batch size: k = 0 .. ``max_steps`` (see the module docstring for the definitions)."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 0 <= max_steps <= MAX_PLAN_STEPS:
+        raise InputError(f"max steps must be a whole number from 0 to {MAX_PLAN_STEPS}, got {max_steps!r}")
+    check_batches(batches)
+    out = []
+    for b in batches:
+        d = draft(b) if draft is not None else Cost(0.0, False)
+        options: list[StepOption] = []
+        base = 0.0
+        for k in range(max_steps + 1):
+            v = target(b, k + 1)
+            L = acceptance.at(k)
+            cycle = v.ms + k * d.ms
+            per_request = L * 1000.0 / cycle
+            total = b * per_request
+            if k == 0:
+                base = total
+            options.append(StepOption(b, k, L, v, d if k else Cost(0.0, True), cycle, per_request, total,
+                                      total / base, acceptance.extrapolated(k)))
+        out.append(BatchPlan(b, tuple(options)))
+    return tuple(out)
+
+
+def check_batches(batches: Sequence[int]) -> None:
+    if not batches:
+        raise InputError("no batch sizes to plan: give at least one (e.g. --batch 1,2,4,8)")
+    prev = 0
+    for b in batches:
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise InputError(f"batch sizes must be whole numbers >= 1, got {b!r}")
+        if b <= prev:
+            raise InputError(f"batch sizes must rise: {b} follows {prev}")
+        prev = b
+
+
+def stops_paying_at(plans: Sequence[BatchPlan]) -> int | None:
+    """The smallest planned batch size whose best k is 0, or None."""
+    return next((p.batch for p in plans if p.best.steps == 0), None)
+
+
+# -- the schedule ---------------------------------------------------------------------------------
+
+Ranges = tuple[tuple[int, int, int], ...]  # (first batch, last batch, k), inclusive
+
+
+def schedule_from_steps(batches: Sequence[int], steps: Sequence[int]) -> Ranges:
+    """Ranges of equal best k over the planned batch sizes: each from its first planned size (1 for the first
+    range) to its last; vLLM fills the gaps with the previous range's k."""
+    check_batches(batches)
+    ranges: list[list[int]] = []
+    for b, k in zip(batches, steps):
+        if ranges and ranges[-1][2] == k:
+            ranges[-1][1] = b
+        else:
+            ranges.append([1 if not ranges else b, b, k])
+    return tuple((lo, hi, k) for lo, hi, k in ranges)
+
+
+def schedule_dict(ranges: Ranges) -> dict[str, int]:
+    """vLLM's first form, ``{"1-16": 3, ...}``."""
+    return {f"{lo}-{hi}": k for lo, hi, k in ranges}
+
+
+_RANGE = re.compile(r"^\s*(\d+)(?:\s*-\s*(\d+))?\s*$")
+
+
+def parse_schedule(schedule: Mapping[str, Any] | Sequence[Any]) -> Ranges:
+    """A ``num_speculative_tokens_per_batch_size`` value in either of vLLM's forms, validated as vLLM does
+    (positive, start <= end, sorted without overlap, first range at 1, k >= 0)."""
+    entries: list[tuple[int, int, int]] = []
+    if isinstance(schedule, Mapping):
+        for key, k in schedule.items():
+            m = _RANGE.fullmatch(str(key))
+            if m is None:
+                raise InputError(f"schedule range {key!r}: expected 'N' or 'N-M'")
+            entries.append((int(m.group(1)), int(m.group(2) or m.group(1)), _k(k, key)))
+    elif isinstance(schedule, Sequence) and not isinstance(schedule, str):
+        for item in schedule:
+            if not isinstance(item, Sequence) or isinstance(item, str) or len(item) != 3:
+                raise InputError(f"schedule entry {item!r}: expected [first batch, last batch, k]")
+            lo, hi, k = item
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)):
+                raise InputError(f"schedule entry {item!r}: batch sizes must be whole numbers")
+            entries.append((lo, hi, _k(k, item)))
+    else:
+        raise InputError("a schedule is a JSON object {\"1-16\": 3, ...} or a list [[1, 16, 3], ...]")
+    if not entries:
+        raise InputError("the schedule is empty")
+    entries.sort()
+    prev = 0
+    for lo, hi, _ in entries:
+        if lo < 1 or hi < lo:
+            raise InputError(f"schedule range {lo}-{hi}: batch sizes must be positive with start <= end")
+        if lo <= prev:
+            raise InputError(f"schedule range {lo}-{hi} overlaps the one before it")
+        prev = hi
+    if entries[0][0] != 1:
+        raise InputError("the schedule's first range must start at batch size 1")
+    return tuple(entries)
+
+
+def _k(k: Any, where: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise InputError(f"schedule {where!r}: k must be a whole number >= 0, got {k!r}")
+    return k
+
+
+def expand_schedule(ranges: Ranges, batch: int) -> int:
+    """The k vLLM runs at ``batch``: the range holding it, else the last range that starts below it."""
+    k = ranges[0][2]
+    for lo, hi, steps in ranges:
+        if lo > batch:
+            break
+        k = steps
+    return k
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanTable:
+    """The per-batch rows the record renders (best k at each batch size)."""
+
+    plans: tuple[BatchPlan, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def headers(self) -> list[str]:
+        return ["batch", "best k", "accept length", "cycle ms", "tok/s (all)", "tok/s per request", "speedup"]
+
+    def rows(self) -> list[list[str]]:
+        out = []
+        for p in self.plans:
+            b = p.best
+            mark = "" if b.verify.measured and (b.draft.measured or b.draft.ms == 0) else " *"
+            ext = " ^" if b.extrapolated else ""
+            out.append([str(p.batch), f"{b.steps}{ext}", f"{b.accept_length:.2f}", f"{b.cycle_ms:.1f}{mark}",
+                        f"{b.tokens_per_s:.0f}", f"{b.per_request_tokens_per_s:.1f}", f"{b.speedup:.2f}x"])
+        return out
+
+    def text(self, title: str) -> str:
+        return text_table(self.headers(), self.rows(), align=["right"] * 7, title=title)
+
+    def html(self, caption: str) -> str:
+        return html_table(self.headers(), self.rows(), align=["right"] * 7, caption=caption)
+
+
+def steps_rows(plan: BatchPlan) -> list[list[str]]:
+    """Every k at one batch size: accept length, verify and draft ms (``*``: from the model), cycle, tok/s."""
+    rows = []
+    for o in plan.options:
+        rows.append([str(o.steps) + (" ^" if o.extrapolated else ""), f"{o.accept_length:.2f}",
+                     f"{o.verify.ms:.2f}" + ("" if o.verify.measured else " *"),
+                     f"{o.draft.ms:.2f}" + ("" if o.draft.measured or o.draft.ms == 0 else " *"),
+                     f"{o.cycle_ms:.1f}", f"{o.tokens_per_s:.1f}", f"{o.speedup:.2f}x"])
+    return rows
+
+
+STEPS_HEADERS = ["k", "accept length", "target ms", "draft ms", "cycle ms", "tok/s (all)", "speedup"]
+

@@ -1,0 +1,216 @@
+// eaglekit's serving-plan widget: the front end of eaglekit.view.serving.PlanWidget (an anywidget).
+// Everything is computed here, in the browser, with the cost model of eaglekit.core.costmodel and the plan of
+// eaglekit.core.servingplan, so the sliders work the same with a kernel (JupyterLab) and without one (the
+// rendered report). eaglekit.view.serving.numbers is the Python twin of compute(); the browser tests compare them.
+
+const CONTROLS = [
+  // name, label, min, max, step
+  ["batch_log2", "batch size (2^x)", 0, 12, 1],
+  ["context", "context tokens", 0, 131072, 512],
+  ["tp", "tensor-parallel GPUs", 1, 16, 1],
+  ["hbm_tb_s", "HBM TB/s per GPU", 0.1, 10, 0.01],
+  ["tflops", "dense TFLOP/s per GPU", 10, 5000, 1],
+  ["fixed_ms", "fixed ms per forward", 0, 50, 0.01],
+  ["mem", "memory-time factor", 0, 20, 0.001],
+  ["compute", "compute-time factor", 0, 2000, 0.01],
+  ["draft_fixed_ms", "draft ms per step", 0, 20, 0.01],
+  ["draft_per_request_ms", "draft ms per request", 0, 1, 0.0001],
+];
+
+// eaglekit.core.costmodel.distinct_experts
+export function distinctExperts(rows, experts, perToken) {
+  return experts <= 0 ? 0 : experts * (1 - Math.pow(1 - perToken / experts, rows));
+}
+
+// eaglekit.core.costmodel.CostModel.ms
+export function targetMs(p, batch, tokens) {
+  const rows = batch * tokens;
+  let m, c;
+  if (p.generic) {
+    m = 0; c = rows;
+  } else {
+    const weight = p.always_bytes + p.moe_layers * distinctExperts(rows, p.experts, p.experts_per_token) * p.expert_bytes;
+    const kv = batch * p.context * p.kv_bytes_per_token;
+    const kvGpu = p.kv_heads ? kv / Math.min(p.tp, Math.max(p.kv_heads, 1)) : kv;
+    const gb = (weight / p.tp + kvGpu) / 1e9;
+    const tflop = rows * (2 * p.active_params + p.context * p.attn_flops_per_context_token) / p.tp / 1e12;
+    m = gb / p.hbm_tb_s;
+    c = tflop * 1000 / p.tflops;
+  }
+  return p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
+                             : p.fixed_ms + p.mem * m + p.compute * c;
+}
+
+// eaglekit.core.servingplan.accept_length
+export function acceptLength(perStep, k) {
+  let total = 1, run = 1;
+  for (let j = 0; j < k; j++) {
+    run *= perStep[Math.min(j, perStep.length - 1)];
+    total += run;
+  }
+  return total;
+}
+
+function bestSteps(tps) {
+  let best = 0;
+  for (let k = 0; k < tps.length; k++) if (tps[k] > tps[best] * (1 + 1e-12)) best = k;
+  return best;
+}
+
+function options(p, batch) {
+  const draft = p.draft_free ? 0 : p.draft_fixed_ms + p.draft_per_request_ms * batch;
+  const out = [];
+  let base = 0;
+  for (let k = 0; k <= p.max_steps; k++) {
+    const verify = targetMs(p, batch, k + 1);
+    const L = acceptLength(p.per_step, k);
+    const cycle = verify + k * draft;
+    const perRequest = L * 1000 / cycle;
+    const total = batch * perRequest;
+    if (k === 0) base = total;
+    out.push({steps: k, accept_length: L, verify_ms: verify, draft_ms: k ? draft : 0, cycle_ms: cycle,
+              per_request_tokens_per_s: perRequest, tokens_per_s: total, speedup: total / base});
+  }
+  return out;
+}
+
+// The plan at the chosen batch size, and the schedule over the planned batch sizes.
+export function compute(p) {
+  const batch = Math.pow(2, Math.round(p.batch_log2));
+  const opts = options(p, batch);
+  const best = bestSteps(opts.map((o) => o.tokens_per_s));
+  const schedule = [];
+  let stops = null;
+  for (const b of p.batches) {
+    const o = options(p, b);
+    const k = bestSteps(o.map((x) => x.tokens_per_s));
+    if (k === 0 && stops === null) stops = b;
+    const last = schedule[schedule.length - 1];
+    if (last && last[2] === k) last[1] = b;
+    else schedule.push([schedule.length ? b : 1, b, k]);
+  }
+  const experts = [];
+  for (let k = 0; k <= p.max_steps; k++) {
+    experts.push(p.generic ? null : distinctExperts(batch * (k + 1), p.experts, p.experts_per_token));
+  }
+  return {batch, options: opts, best_steps: best, schedule, stops_paying_at: stops, distinct_experts: experts};
+}
+
+const f = (x, d) => x.toFixed(d);
+
+function el(tag, attrs = {}, text = null) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== null) e.textContent = text;
+  return e;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text = null) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== null) e.textContent = text;
+  return e;
+}
+
+function draw(chart, r) {
+  const W = 640, H = 220, left = 56, right = 16, top = 12, bottom = 40;
+  const n = r.options.length, yMax = 1.15 * Math.max(...r.options.map((o) => o.tokens_per_s));
+  const bw = (W - left - right) / n;
+  const Y = (y) => H - bottom - y / yMax * (H - top - bottom);
+  chart.replaceChildren();
+  chart.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  r.options.forEach((o, k) => {
+    const x = left + k * bw + 4;
+    chart.append(svg("rect", {x, y: Y(o.tokens_per_s), width: bw - 8, height: Y(0) - Y(o.tokens_per_s),
+                              class: k === r.best_steps ? "bar best" : "bar"}),
+                 svg("text", {x: x + (bw - 8) / 2, y: H - bottom + 16, "text-anchor": "middle", class: "tick"}, String(k)),
+                 svg("text", {x: x + (bw - 8) / 2, y: Y(o.tokens_per_s) - 3, "text-anchor": "middle", class: "tick"},
+                     f(o.tokens_per_s, 0)));
+  });
+  chart.append(svg("text", {x: (left + W) / 2, y: H - 4, "text-anchor": "middle", class: "label"},
+                   `draft steps k at batch ${r.batch} (bars: tok/s, all requests)`));
+}
+
+function params(model) {
+  const p = {};
+  for (const name of ["experts", "experts_per_token", "moe_layers", "expert_bytes", "always_bytes", "active_params",
+                      "kv_bytes_per_token", "kv_heads", "attn_flops_per_context_token", "max_steps"]) {
+    p[name] = Number(model.get(name));
+  }
+  for (const [name] of CONTROLS) p[name] = Number(model.get(name));
+  p.generic = !!model.get("generic");
+  p.draft_free = !!model.get("draft_free");
+  p.combine = model.get("combine");
+  p.per_step = model.get("per_step").map(Number);
+  p.batches = model.get("batches").map(Number);
+  return p;
+}
+
+function render({model, el: root}) {
+  root.classList.add("eaglekit-serving");
+  const controls = el("div", {class: "controls"});
+  const inputs = {};
+  for (const [name, label, min, max, step] of CONTROLS) {
+    const row = el("label", {class: "row", "data-name": name});
+    const range = el("input", {type: "range", min, max, step, name});
+    const number = el("input", {type: "number", min, max, step, name: `${name}-value`});
+    const set = (value) => { model.set(name, value); model.save_changes(); update(); };
+    range.addEventListener("input", () => set(Number(range.value)));
+    number.addEventListener("change", () => {
+      const v = Number(number.value);
+      if (Number.isFinite(v)) set(Math.min(max, Math.max(min, v)));
+    });
+    row.append(el("span", {class: "name"}, label), range, number);
+    inputs[name] = {row, range, number};
+    controls.append(row);
+  }
+  const side = el("div", {class: "side"});
+  const summary = el("p", {class: "summary", role: "status"});
+  const table = el("table", {class: "readout"});
+  side.append(summary, table);
+  const chart = svg("svg", {class: "chart", role: "img", "aria-label": "tokens per second by draft steps"});
+  const top = el("div", {class: "top"});
+  top.append(controls, side);
+  root.replaceChildren(top, chart);
+
+  function update() {
+    const p = params(model);
+    for (const [name] of CONTROLS) {
+      const {range, number, row} = inputs[name];
+      if (document.activeElement !== range) range.value = p[name];
+      if (document.activeElement !== number) number.value = p[name];
+      const off = (p.generic && ["context", "tp", "hbm_tb_s", "tflops", "mem"].includes(name))
+        || (p.draft_free && name.startsWith("draft"));
+      row.classList.toggle("disabled", off);
+      range.disabled = number.disabled = off;
+    }
+    const r = compute(p);
+    const b = r.options[r.best_steps];
+    const sched = "{" + r.schedule.map(([lo, hi, k]) => `"${lo}-${hi}": ${k}`).join(", ") + "}";
+    summary.textContent = `Batch ${r.batch}: best k = ${r.best_steps}, ${f(b.tokens_per_s, 0)} tok/s ` +
+      `(${f(b.speedup, 2)}x no speculation). vLLM schedule ${sched}; ` +
+      (r.stops_paying_at === null ? "speculation pays at every planned batch size."
+                                  : `speculation stops paying at batch ${r.stops_paying_at}.`) +
+      (p.draft_free ? " Drafting counted free." : "");
+    const head = el("tr");
+    for (const h of ["k", "experts/layer", "accept length", "target ms", "cycle ms", "tok/s", "per request", "speedup"]) {
+      head.append(el("th", {}, h));
+    }
+    table.replaceChildren(head, ...r.options.map((o, k) => {
+      const tr = el("tr", {class: k === r.best_steps ? "best" : "", "data-steps": String(k)});
+      const e = r.distinct_experts[k];
+      for (const v of [String(k), e === null ? "-" : f(e, 1), f(o.accept_length, 2), f(o.verify_ms, 2),
+                       f(o.cycle_ms, 2), f(o.tokens_per_s, 0), f(o.per_request_tokens_per_s, 1), `${f(o.speedup, 2)}x`]) {
+        tr.append(el("td", {}, v));
+      }
+      return tr;
+    }));
+    draw(chart, r);
+  }
+  model.on("change", update);
+  for (const [name] of CONTROLS) model.on(`change:${name}`, update);
+  update();
+}
+
+export default { render };

@@ -1,0 +1,100 @@
+"""The serving widget's JavaScript computes what its Python twin computes (Debian's headless Chromium)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+
+import eaglekit
+from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
+
+pytestmark = [pytest.mark.browser]
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.access(CHROMIUM, os.X_OK):
+        message = f"no {CHROMIUM}: install Debian's chromium package (.ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield browser
+        browser.close()
+
+
+def _close(py, js, path=()):
+    if isinstance(py, dict):
+        assert set(py) == set(js), path
+        for k in py:
+            _close(py[k], js[k], (*path, k))
+    elif isinstance(py, list):
+        assert len(py) == len(js), path
+        for i, (a, b) in enumerate(zip(py, js)):
+            _close(a, b, (*path, i))
+    elif isinstance(py, float):
+        assert js is not None and abs(js - py) <= 1e-9 * max(1.0, abs(py)), (path, js, py)
+    else:
+        assert js == py, (path, js, py)
+
+
+def test_serving_javascript_computes_what_python_computes(chromium):
+    plans = [
+        eaglekit.plan((0.8, 0.7, 0.6), target="kimi-k25-int4", gpu="H20", tp=8, context=2048,
+                      calibrate_points=[(1, 1, 12.2)], draft_costs={1: 0.4, 256: 1.2}),
+        eaglekit.plan((0.618034, 0.618034), costs=[(1, 1, 12.2), (1, 3, 30.0)], target="kimi-k2-fp8", tp=8,
+                      batches=(1,), draft_costs={1: 5 / 3}),
+        eaglekit.plan((0.9,), costs=[(1, 1, 12.2), (1, 3, 30.0), (4, 1, 15.0)], max_steps=5),
+        eaglekit.plan((0.8, 0.5), target="llama-3.1-8b", gpu="H100-SXM", tp=2, context=512),
+    ]
+    grid = []
+    for p in plans:
+        for b, ctx in itertools.product((0, 3, 6, 9), (0, 4096, 65536)):
+            grid.append({**values_from_plan(p), "batch_log2": b, "context": ctx})
+    page = chromium.new_page()
+    page.set_content("<html><body></body></html>")
+    got = page.evaluate("""async ([src, grid]) => {
+        const mod = await import(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+        return grid.map((p) => mod.compute(p));
+    }""", [FRONT_END.read_text(encoding="utf-8"), grid])
+    page.close()
+    assert len(got) == len(grid)
+    for p, js in zip(grid, got):
+        _close(numbers(p), js)
+
+
+@pytest.mark.notebook
+def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_path):
+    """Notebook 08 rendered on its own: the widget's batch and context controls recompute the plan offline."""
+    from eaglekit.view.report import build_report
+
+    build_report(tmp_path / "report", demo=demo.root, only=["08_serving_plan"])
+    problems: list[str] = []
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file://", "data:", "blob:"))
+               else (problems.append(r.request.url), r.abort()))
+    page.goto((tmp_path / "report" / "08_serving_plan.html").as_uri())
+    widget = page.locator(".eaglekit-serving").first
+    summary = widget.locator("p.summary")
+    summary.wait_for(timeout=20_000)
+    assert summary.text_content().startswith("Batch 1: best k = 4,") and "stops paying at batch 1024" in summary.text_content()
+
+    def set_value(name: str, value: str) -> None:
+        box = widget.locator(f'input[name="{name}-value"]')
+        box.fill(value)
+        box.press("Enter")
+
+    set_value("batch_log2", "8")
+    assert summary.text_content().startswith("Batch 256: best k = 1,")
+    set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute
+    assert summary.text_content().startswith("Batch 256: best k = 2,")
+    assert widget.locator("table.readout tr").count() == 10 and widget.locator("table.readout tr.best").count() == 1
+    assert problems == []
+    page.close()

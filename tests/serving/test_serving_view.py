@@ -1,0 +1,51 @@
+"""The plan's figures and widget: the widget's Python twin agrees with the plan, its front end ships inline."""
+
+from __future__ import annotations
+
+import pytest
+
+import eaglekit
+from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return eaglekit.plan((0.8, 0.72, 0.66, 0.6, 0.55), target="kimi-k25-int4", gpu="H20", tp=8, context=2048,
+                         calibrate_points=[(1, 1, 12.2)], batches=(1, 4, 16, 64, 256, 1024),
+                         draft_costs={1: 0.4, 256: 1.2})
+
+
+def test_widget_numbers_are_the_plan_s_at_every_planned_batch(plan):
+    for i, row in enumerate(plan.plans):
+        values = values_from_plan(plan, batch=row.batch)
+        got = numbers(values)
+        assert got["batch"] == row.batch and got["best_steps"] == row.best.steps
+        assert [o["tokens_per_s"] for o in got["options"]] == pytest.approx([o.tokens_per_s for o in row.options])
+        assert got["schedule"] == [list(r) for r in plan.ranges] and got["stops_paying_at"] == plan.stops_paying_at
+    moved = numbers({**values_from_plan(plan), "context": 65536})
+    assert moved["options"][0]["verify_ms"] > numbers(values_from_plan(plan))["options"][0]["verify_ms"]
+
+
+def test_widget_displays_with_its_front_end_inline(plan):
+    w = eaglekit.PlanWidget(plan, batch=16)
+    assert w.values["batch_log2"] == 4 and w.readouts["batch"] == 16
+    bundle = w._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert w.widget._esm == FRONT_END.read_text(encoding="utf-8") and "export function compute" in w.widget._esm
+
+
+def test_a_table_without_a_target_gives_a_generic_widget():
+    p = eaglekit.plan((0.9, 0.8), costs=[(1, 1, 10.0), (8, 1, 12.0), (1, 3, 14.0)], batches=(1, 8, 64))
+    got = numbers(values_from_plan(p, batch=8))
+    assert got["distinct_experts"] == [None] * 9
+    assert [o["verify_ms"] for o in got["options"][:3]] == pytest.approx([p.model.ms(8, n) for n in (1, 2, 3)])
+
+
+def test_figures_draw_every_k_and_the_best(plan):
+    fig = eaglekit.plan_throughput_figure(plan)
+    assert len(fig.data) == plan.max_steps + 2 and fig.data[-1].name == "best k"
+    assert list(fig.data[-1].y) == pytest.approx([p.best.tokens_per_s for p in plan.plans])
+    steps = eaglekit.plan_steps_figure(plan)
+    assert list(steps.data[0].y) == list(plan.best_steps)
+    assert f"stops paying at batch {plan.stops_paying_at}" in steps.layout.title.text
