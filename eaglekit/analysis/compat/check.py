@@ -286,11 +286,13 @@ def _vocab_map(cfg: DrafterConfig, maps, name: str, add) -> None:
     for rule, problem in zip(c.rules, c.problems):
         text = problem.removeprefix(f"{name}: ")
         if rule == "d2t-present":
-            add("vocab map", "error", text + "; without it vLLM reads draft ids as target ids.",
+            add("vocab map", "error", text + f"; without it vLLM reads draft ids as target ids (SGLang too): draft id i "
+                f"becomes target id i, so the drafter proposes only target ids 0..{cfg.draft_vocab_size - 1} "
+                "(eaglekit acceptance measures what it gets).",
                 "Add the d2t the trainer wrote (SpecForge vocab_mapping), or export with --vocab-map FILE.")
         elif rule == "identity-needs-full-vocab":
-            add("vocab map", "error", text + ": every draft token would be read as the target token of the same "
-                "id.", "Restore the real d2t offsets (the trainer's vocab mapping file): eaglekit export "
+            add("vocab map", "error", text + ": engines read draft id i as target id i, so the drafter proposes only "
+                f"target ids 0..{cfg.draft_vocab_size - 1} (eaglekit acceptance measures what it gets).", "Restore the real d2t offsets (the trainer's vocab mapping file): eaglekit export "
                 "--vocab-map FILE.")
         else:
             add("vocab map", "error", text + ".", "Rebuild d2t/t2d from the trainer's vocab mapping "

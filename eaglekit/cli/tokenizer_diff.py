@@ -1,0 +1,48 @@
+"""``eaglekit tokenizer-diff A B [--drafter D] [--json]``: two targets' tokenizers and chat templates.
+
+A and B are target locations (folders, hf://, https://, ssh://); only their tokenizer files are read (small
+GETs). Exit 0 when tokenizers and templates are the same, 4 when they differ (each difference named), 2 on
+bad input (including vocabularies of different sizes). Code a tokenizer names in ``auto_map`` is never run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from eaglekit.cli.common import add_hub_options
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tokenizer-diff", help="compare two targets' tokenizers and chat templates (exit 0 same / 4 differ)",
+                       description="Read two targets' tokenizer files (tokenizer.json, tokenizer_config.json, "
+                                   "special_tokens_map.json, tiktoken.model, chat_template.jinja) and name every "
+                                   "difference: token ids that hold other tokens, special and added tokens, BOS/EOS/pad, "
+                                   "the chat template lines. Exit 0 same, 4 different, 2 error.")
+    p.add_argument("a", metavar="A", help="target location (folder, hf://, https://, ssh://)")
+    p.add_argument("b", metavar="B", help="target location (folder, hf://, https://, ssh://)")
+    p.add_argument("--drafter", metavar="D", help="also say what this drafter's checkpoint says it was trained with")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="accepted for symmetry with loading commands; tokenizer-diff only reads files and never runs "
+                        "a tokenizer's code either way")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_hub_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from eaglekit.core.tokendiff import diff_tokenizers
+    from eaglekit.io.tokenizer import drafter_claims, read_tokenizer
+
+    diff = diff_tokenizers(read_tokenizer(args.a, endpoint=args.endpoint), read_tokenizer(args.b, endpoint=args.endpoint))
+    claims = drafter_claims(args.drafter, endpoint=args.endpoint) if args.drafter else None
+    if args.json:
+        out = diff.to_json()
+        if claims is not None:
+            out["drafter"] = claims.to_json()
+        print(json.dumps(out, indent=2))
+    else:
+        print(diff)
+        if claims is not None:
+            print("\n" + str(claims))
+    return diff.exit_code
