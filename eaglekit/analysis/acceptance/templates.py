@@ -21,7 +21,7 @@ import difflib
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -230,9 +230,9 @@ def compare_templates(drafter, *, target, prompts, a, b, max_new_tokens: int = 6
         rendered, text = render_prompts(t, plist, tmodel.tokenizer, vocab_size=tmodel.vocab_size)
         texts.append(text)
         ids.append([list(p.value) for p in rendered])
-        results.append(measure_acceptance(model, target=tmodel, prompts=rendered, max_new_tokens=max_new_tokens,
-                                          steps=steps, device=device, dtype=dtype, progress=progress,
-                                          keep_samples=True))
+        results.append(_stamped(measure_acceptance(model, target=tmodel, prompts=rendered,
+                                                   max_new_tokens=max_new_tokens, steps=steps, device=device,
+                                                   dtype=dtype, progress=progress, keep_samples=True), t))
     opens, closes = _think_ids(tmodel.tokenizer)
     pa, sa = _segments(results[0].samples, ids[0], steps, opens, closes)
     pb, sb = _segments(results[1].samples, ids[1], steps, opens, closes)
@@ -260,4 +260,11 @@ def measure_with_template(drafter, *, target, prompts, template, **kwargs):
         raise InputError(f"{tmodel.name} has no tokenizer: a chat template renders text, which needs one.")
     plist, _ = read_prompts(prompts) if isinstance(prompts, (str, os.PathLike, Path)) else (tuple(prompts), "prompts")
     rendered, _ = render_prompts(t, plist, tmodel.tokenizer, vocab_size=tmodel.vocab_size)
-    return measure_acceptance(drafter, target=tmodel, prompts=rendered, **kwargs)
+    return _stamped(measure_acceptance(drafter, target=tmodel, prompts=rendered, **kwargs), t)
+
+
+def _stamped(result, template: Template):
+    """The result with the template it was measured under recorded."""
+    what = "no template (raw completion)" if template.text is None else f"the chat template {template.name}"
+    return replace(result, chat_template_sha256=template.sha256,
+                   notes=(*result.notes, f"prompts rendered with {what} in the bounded sandbox"))
