@@ -13,7 +13,7 @@ Built beside the trained demo world (:mod:`eaglekit.demo.trained`), from its ``k
 * ``prompts-chat-k25.jsonl``: held-out chats in the k25 language.
 
 The drafters of the trained world were trained on the old token stream. Deterministic, a few seconds of
-training on 2 cores, cached by :data:`TOKENS_VERSION`.
+training on 2 cores, cached by :data:`TOKENS_VERSION` (and rebuilt when the trained world's version changes).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.demo.trained import (COMMON, LABEL, NOISE, SEQ, VOCAB, TrainedWorld, _grammar, _target_model,
-                                   _train_target, sample_language)
+from eaglekit.demo.trained import (COMMON, LABEL, NOISE, SEQ, TRAINED_VERSION, VOCAB, TrainedWorld, _grammar,
+                                   _target_model, _train_target, sample_language)
 
 TOKENS_VERSION = 1  # bump whenever this build changes: the cache is keyed on it
 MARKERS = ("<|im_end|>", "<|assistant|>", "<think>", "</think>")
@@ -130,7 +130,8 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
 
     root = Path(path) if path is not None else trained.root / "tokens"
     manifest = _manifest(root)
-    if manifest is not None and manifest.get("version") == TOKENS_VERSION and not force:
+    if manifest is not None and manifest.get("version") == TOKENS_VERSION and not force \
+            and manifest.get("trained_version") == trained.manifest.get("version", TRAINED_VERSION):
         return TokenWorld(root, trained, manifest)
     if root.exists() and any(root.iterdir()) and manifest is None:
         from eaglekit.core.errors import InputError
@@ -170,7 +171,7 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
     finally:
         torch.set_num_threads(threads)
         bar.close()
-    manifest = {"version": TOKENS_VERSION, "label": LABEL, "markers": {m: int(i) for m, i in zip(MARKERS, mark)},
+    manifest = {"version": TOKENS_VERSION, "trained_version": trained.manifest.get("version", TRAINED_VERSION), "label": LABEL, "markers": {m: int(i) for m, i in zip(MARKERS, mark)},
                 "think_tokens": [int(i) for i in think["think"]], "draft_vocab": COMMON,
                 "what": {"targets/k25-think": "k25 continued on chats with a thinking block (new template, renamed "
                                               "special tokens)",

@@ -41,7 +41,7 @@ def _read_files(location, *, endpoint, token, required: bool) -> dict[str, bytes
     source, loc = open_source(loc, endpoint=endpoint, token=token)
     raw: dict[str, bytes] = {}
     with source:
-        listing = source.list() if source.kind in ("local", "ssh") else None
+        listing = source.list() if source.kind == "ssh" else None  # local reads refuse FIFOs and links out
         for name in (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, CHAT_TEMPLATE_FILE, TOKENIZER_JSON, *TIKTOKEN_NAMES):
             if name in TIKTOKEN_NAMES and (TOKENIZER_JSON in raw or any(n in raw for n in TIKTOKEN_NAMES)):
                 continue
