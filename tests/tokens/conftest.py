@@ -14,3 +14,27 @@ def tokenizers_pair(tmp_path):
                         template="{% for m in messages %}{{ m['content'] }} {% endfor %}"
                                  "{% if add_generation_prompt %}<think> {% endif %}")
     return a, b
+
+
+@pytest.fixture(scope="session")
+def tokens_world(trained, tmp_path_factory):
+    """The token-level demo (a k25 version with a thinking template), built once beside the trained world."""
+    import fcntl
+
+    from eaglekit.demo.tokens import build_token_demo
+
+    shared = tmp_path_factory.getbasetemp().parent
+    with open(shared / "eaglekit-tokens.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return build_token_demo(trained, path=shared / "eaglekit-token-demo", progress=False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one torch thread (two on two shared cores starve)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
