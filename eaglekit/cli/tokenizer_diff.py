@@ -31,10 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.core.tokendiff import diff_tokenizers
-    from eaglekit.io.tokenizer import drafter_claims, read_tokenizer
+    from eaglekit.io.tokenizer import drafter_claims, tokenizer_diff
 
-    diff = diff_tokenizers(read_tokenizer(args.a, endpoint=args.endpoint), read_tokenizer(args.b, endpoint=args.endpoint))
+    diff = tokenizer_diff(args.a, args.b, endpoint=args.endpoint)
     claims = drafter_claims(args.drafter, endpoint=args.endpoint) if args.drafter else None
     if args.json:
         out = diff.to_json()

@@ -16,6 +16,7 @@ from typing import Any
 from eaglekit.core.chat_template import MAX_TEMPLATE_BYTES
 from eaglekit.core.errors import ConfigError, InputError, LocationError
 from eaglekit.core.safejson import loads
+from eaglekit.core.tokendiff import TokenizerDiff, diff_tokenizers
 from eaglekit.core.tokenizer_files import (CHAT_TEMPLATE_FILE, SPECIAL_TOKENS_MAP, TIKTOKEN_NAMES, TOKENIZER_CONFIG,
                                            TOKENIZER_JSON, TokenizerFiles, parse_tokenizer_files)
 from eaglekit.io.location import Location, parse_location
@@ -60,6 +61,13 @@ def _read_files(location, *, endpoint, token, required: bool) -> dict[str, bytes
         raise InputError(f"{loc.raw} holds no tokenizer files (tokenizer.json, tokenizer_config.json, tiktoken.model, "
                          "chat_template.jinja): give the target model's folder or repository.")
     return raw
+
+
+def tokenizer_diff(a: str | os.PathLike[str], b: str | os.PathLike[str], *, endpoint: str | None = None,
+                   token: str | bool | None = None) -> TokenizerDiff:
+    """Two targets' tokenizers and chat templates compared (``eaglekit tokenizer-diff A B``)."""
+    return diff_tokenizers(read_tokenizer(a, endpoint=endpoint, token=token),
+                           read_tokenizer(b, endpoint=endpoint, token=token))
 
 
 @dataclass(frozen=True)
