@@ -99,11 +99,11 @@ class DrafterClaims:
                 "tokenizer": self.tokenizer.to_json() if self.tokenizer is not None else None}
 
 
-def drafter_claims(drafter: str | os.PathLike[str], *, endpoint: str | None = None,
+def drafter_claims(drafter: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
                    token: str | bool | None = None) -> DrafterClaims:
     """The verifier a drafter's config names (speculators ``speculators_config.verifier.name_or_path``) and
     the tokenizer files saved beside its weights, if any."""
-    loc = parse_location(drafter)
+    loc = drafter if isinstance(drafter, Location) else parse_location(drafter)
     source, loc = open_source(loc, endpoint=endpoint, token=token)
     with source:
         raw = source.read_small("config.json")
@@ -114,6 +114,6 @@ def drafter_claims(drafter: str | os.PathLike[str], *, endpoint: str | None = No
         ver = spec.get("verifier") if isinstance(spec, dict) else None
         name = ver.get("name_or_path") if isinstance(ver, dict) else None
         verifier = name if isinstance(name, str) else None
-    files = _read_files(drafter, endpoint=endpoint, token=token, required=False)
-    tok = parse_tokenizer_files(files, source=str(drafter)) if files else None
-    return DrafterClaims(str(drafter), verifier, tok)
+    files = _read_files(loc, endpoint=endpoint, token=token, required=False)
+    tok = parse_tokenizer_files(files, source=loc.raw) if files else None
+    return DrafterClaims(loc.raw, verifier, tok)

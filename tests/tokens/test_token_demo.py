@@ -158,3 +158,22 @@ def test_acceptance_measures_what_the_engine_would_get(capsys, broken_maps, toke
             assert any("draft id i as target id i" in n for n in data["notes"])
     assert figures["no-d2t"] == pytest.approx(figures["zero-d2t"])
     assert figures["no-d2t"] < figures["sound"] - 0.3
+
+
+def test_check_compares_the_tokenizer_a_drafter_ships(capsys, tokens_world, tmp_path):
+    import shutil
+
+    w = tokens_world
+    drafter = tmp_path / "drafter"
+    shutil.copytree(w.drafter("k25-warm"), drafter)
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (w.target("k25") / f).exists():
+            shutil.copy(w.target("k25") / f, drafter / f)
+    findings = {}
+    for name in ("k25", "k25-think"):
+        code, out, _ = _run(capsys, "check", str(drafter), "--target", str(w.target(name)), "--json")
+        findings[name] = [f for f in json.loads(out)["findings"] if f["check"] == "tokenizer"]
+    assert [f["severity"] for f in findings["k25"]] == ["ok"]
+    assert findings["k25-think"][0]["severity"] == "warning" and "<think>" in findings["k25-think"][0]["message"]
+    code, out, _ = _run(capsys, "check", str(w.drafter("k25-warm")), "--target", str(w.target("k25")), "--json")
+    assert not [f for f in json.loads(out)["findings"] if f["check"] == "tokenizer"]
