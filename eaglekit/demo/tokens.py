@@ -30,7 +30,7 @@ import numpy as np
 from eaglekit.demo.trained import (COMMON, LABEL, NOISE, SEQ, TRAINED_VERSION, VOCAB, TrainedWorld, _grammar,
                                    _target_model, _train_target, sample_language)
 
-TOKENS_VERSION = 1  # bump whenever this build changes: the cache is keyed on it
+TOKENS_VERSION = 2  # bump whenever this build changes: the cache is keyed on it
 MARKERS = ("<|im_end|>", "<|assistant|>", "<think>", "</think>")
 OLD_TEMPLATE = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
 NEW_TEMPLATE = ("{% for m in messages %}{{ m['content'] }} <|im_end|> {% endfor %}"
@@ -164,7 +164,7 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
         (root / "templates").mkdir(parents=True)
         (root / "templates" / "k25.jinja").write_text(OLD_TEMPLATE + "\n")
         (root / "templates" / "k25-think.jinja").write_text(NEW_TEMPLATE + "\n")
-        held = sample_language(np.random.default_rng(11), gram["k25"], common, 12, 8)
+        held = sample_language(np.random.default_rng(11), gram["k25"], common, 6, 8)
         (root / "prompts-chat-k25.jsonl").write_text("".join(
             json.dumps({"messages": [{"role": "user", "content": " ".join(f"t{i}" for i in p)}]}) + "\n" for p in held))
         bar.update()
@@ -177,7 +177,7 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
                                               "special tokens)",
                          "templates/k25.jinja": "the old chat template (the drafters' training stream)",
                          "templates/k25-think.jinja": "the new template: <|im_end|>, then <|assistant|> <think>",
-                         "prompts-chat-k25.jsonl": "12 held-out chats in the k25 language"}}
+                         "prompts-chat-k25.jsonl": "6 held-out chats in the k25 language"}}
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return TokenWorld(root, trained, manifest)
 

@@ -26,7 +26,7 @@ def tokens_world(trained, tmp_path_factory):
     shared = tmp_path_factory.getbasetemp().parent
     with open(shared / "eaglekit-tokens.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return build_token_demo(trained, path=shared / "eaglekit-token-demo", progress=False)
+        return build_token_demo(trained, progress=False)  # where notebook 09 finds it too
 
 
 @pytest.fixture(autouse=True, scope="module")
