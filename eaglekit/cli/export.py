@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder to create (empty or new)")
     p.add_argument("--target", metavar="T", help="target location with weights (lm_head rows for new tokens, "
                                                   "--embed-from-target)")
-    p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors a trainer wrote, or another drafter")
+    p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors, SpecForge's .pt map (loaded weights_only), or another drafter")
     p.add_argument("--format", default="specforge", help="specforge (default) or speculators")
     p.add_argument("--engine", default=None, help="rewrite aux ids so this engine (vllm or sglang) feeds the "
                                                    "tensors training used (default: keep them)")

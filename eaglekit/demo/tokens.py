@@ -152,7 +152,7 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
         chats = _chat_sequences(rng, gram["k25"], common, think, mark, 320)
         plain = sample_language(rng, gram["k25"], common, 192, SEQ)
         model = _target_model()
-        model.load_state_dict(LlamaForCausalLM.from_pretrained(str(trained.target("k25"))).state_dict())
+        model.load_state_dict(LlamaForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False).state_dict())
         _train_target(model, np.concatenate([chats, plain]), steps=250, lr=2e-3, seed=6)
         bar.update()
         folder = root / "targets" / "k25-think"

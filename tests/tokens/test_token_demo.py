@@ -177,3 +177,34 @@ def test_check_compares_the_tokenizer_a_drafter_ships(capsys, tokens_world, tmp_
     assert findings["k25-think"][0]["severity"] == "warning" and "<think>" in findings["k25-think"][0]["message"]
     code, out, _ = _run(capsys, "check", str(w.drafter("k25-warm")), "--target", str(w.target("k25")), "--json")
     assert not [f for f in json.loads(out)["findings"] if f["check"] == "tokenizer"]
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_export_reads_specforge_pt_maps_and_never_unpickles_code(capsys, tokens_world, tmp_path):
+    import torch
+    from safetensors.numpy import load_file
+
+    from eaglekit.analysis.acceptance.coverage import write_vocab_map
+
+    w = tokens_world
+    d2t, t2d = recommend_map([np.arange(30, 96)], 48, 96)
+    pt = write_vocab_map(tmp_path / "map.pt", d2t, t2d)
+    code, _, err = _run(capsys, "export", str(w.drafter("k25-warm")), "--out", str(tmp_path / "out"), "--vocab-map",
+                        str(pt), "--target", str(w.target("k25-think")))
+    assert code == 0, err
+    assert np.array_equal(load_file(str(tmp_path / "out" / "model.safetensors"))["d2t"], d2t)
+    marker = tmp_path / "RAN"
+    torch.save({"d2t": _Evil(marker), "t2d": torch.from_numpy(t2d)}, str(tmp_path / "evil.pt"))
+    code, _, err = _run(capsys, "export", str(w.drafter("k25-warm")), "--out", str(tmp_path / "out2"), "--vocab-map",
+                        str(tmp_path / "evil.pt"), "--target", str(w.target("k25-think")))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "weights_only" in err
+    assert not marker.exists()
