@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+
 def write_tokenizer(folder: Path, *, names: dict[int, str] | None = None, template: str | None = None,
                     eos: str | None = None, vocab: int = 12, special: tuple[str, ...] = ()) -> Path:
     """A WordLevel tokenizer of ``vocab`` tokens (``w0``..), some ids renamed, saved by transformers."""

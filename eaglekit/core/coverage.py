@@ -138,7 +138,7 @@ class Coverage:
                 "acceptance_cap": self.acceptance_cap, "note": self.cap_sentence, "notes": list(self.notes)}
 
     def _pairs(self) -> list[tuple[str, Any]]:
-        pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+        pct = lambda x: "-" if x is None else f"{x:.1%}"
         return [("drafter", self.drafter), ("traffic", f"{self.traffic} ({self.tokens:,} target tokens)"),
                 ("draft vocabulary", f"{self.draft_vocab_size:,} of {self.vocab_size:,} target tokens"),
                 ("coverage (current map)", pct(self.coverage)),
@@ -149,7 +149,7 @@ class Coverage:
                 ("cap", self.cap_sentence), *(("note", n) for n in self.notes)]
 
     def _rows(self) -> list[list[str]]:
-        pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+        pct = lambda x: "-" if x is None else f"{x:.1%}"
         n = min(len(self.by_position), SHOWN_POSITIONS)
         return [[str(i), pct(self.by_position[i]), pct(self.recommended_by_position[i])] for i in range(n)]
 

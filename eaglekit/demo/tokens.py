@@ -27,8 +27,19 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.demo.trained import (COMMON, LABEL, NOISE, SEQ, TRAINED_VERSION, VOCAB, TrainedWorld, _grammar,
-                                   _target_model, _train_target, sample_language)
+from eaglekit.demo.trained import (
+    COMMON,
+    LABEL,
+    NOISE,
+    SEQ,
+    TRAINED_VERSION,
+    VOCAB,
+    TrainedWorld,
+    _grammar,
+    _target_model,
+    _train_target,
+    sample_language,
+)
 
 TOKENS_VERSION = 2  # bump whenever this build changes: the cache is keyed on it
 MARKERS = ("<|im_end|>", "<|assistant|>", "<think>", "</think>")

@@ -17,8 +17,15 @@ from eaglekit.core.chat_template import MAX_TEMPLATE_BYTES
 from eaglekit.core.errors import ConfigError, InputError, LocationError
 from eaglekit.core.safejson import loads
 from eaglekit.core.tokendiff import TokenizerDiff, diff_tokenizers
-from eaglekit.core.tokenizer_files import (CHAT_TEMPLATE_FILE, SPECIAL_TOKENS_MAP, TIKTOKEN_NAMES, TOKENIZER_CONFIG,
-                                           TOKENIZER_JSON, TokenizerFiles, parse_tokenizer_files)
+from eaglekit.core.tokenizer_files import (
+    CHAT_TEMPLATE_FILE,
+    SPECIAL_TOKENS_MAP,
+    TIKTOKEN_NAMES,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    TokenizerFiles,
+    parse_tokenizer_files,
+)
 from eaglekit.io.location import Location, parse_location
 from eaglekit.io.sources import open_source
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -141,7 +140,7 @@ class TemplateComparison:
                 "largest_differences_at": list(self.where), "notes": list(self.notes)}
 
     def _pairs(self) -> list[tuple[str, Any]]:
-        f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        f = lambda x: "-" if x is None else f"{x:.2f}"
         ra, rb = self.result_a, self.result_b
         pairs: list[tuple[str, Any]] = [
             ("drafter", ra.drafter), ("target", ra.target),
@@ -160,7 +159,7 @@ class TemplateComparison:
         return pairs
 
     def _rows(self) -> list[list[str]]:
-        f = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        f = lambda x: "-" if x is None else f"{x:.2f}"
         return [[str(i), f(self.by_position[i][0]), f(self.by_position[i][1])] for i in self.where]
 
     def __str__(self) -> str:
@@ -236,7 +235,7 @@ def compare_templates(drafter, *, target, prompts, a, b, max_new_tokens: int = 6
     opens, closes = _think_ids(tmodel.tokenizer)
     pa, sa = _segments(results[0].samples, ids[0], steps, opens, closes)
     pb, sb = _segments(results[1].samples, ids[1], steps, opens, closes)
-    mean = lambda xs: float(np.mean(xs)) if xs else None  # noqa: E731
+    mean = lambda xs: float(np.mean(xs)) if xs else None
     segments = {k: (mean(sa[k]), mean(sb[k]), len(sa[k]), len(sb[k])) for k in ("answer", "thinking")
                 if sa[k] or sb[k]}
     longest = max([*pa, *pb], default=-1) + 1
