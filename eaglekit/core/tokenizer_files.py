@@ -39,6 +39,8 @@ TIKTOKEN_NAMES = ("tiktoken.model", "tokenizer.model")
 SPECIAL_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
 #: Most tokens a vocabulary may hold (the largest real ones hold about 260,000).
 MAX_VOCAB = 1 << 21
+#: Most strings a tokenizer JSON file may hold (vocabulary plus merges: about 600,000 for Qwen's).
+MAX_STRINGS = 1 << 22
 
 # token id -> its text (tiktoken tokens: their bytes, shown as Python bytes literals when not UTF-8)
 Vocab = dict[int, str]
@@ -166,6 +168,10 @@ def parse_tokenizer_files(raw: Mapping[str, bytes], *, source: str) -> Tokenizer
 def _json(raw: Mapping[str, bytes], name: str, source: str) -> dict[str, Any] | None:
     if name not in raw:
         return None
+    # every string costs a Python object: refuse, before parsing, more than any real tokenizer file holds
+    if raw[name].count(b'"') > 2 * MAX_STRINGS:
+        raise InputError(f"{source}/{name} holds more than {MAX_STRINGS:,} strings, more than any real tokenizer "
+                         "file; refusing to parse it.")
     value = loads(raw[name], what=f"{source}/{name}", error=InputError)
     if not isinstance(value, dict):
         raise InputError(f"{source}/{name} must be a JSON object, got {type(value).__name__}.")

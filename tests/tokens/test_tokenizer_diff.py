@@ -118,3 +118,17 @@ def test_drafter_claims(capsys, tokenizers_pair, tmp_path):
     (drafter / "config.json").write_text("{}")
     code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--drafter", str(drafter))
     assert "does not say which tokenizer" in out
+
+
+def test_hub_locations(capsys, tmp_path):
+    from eaglekit.demo.hubserver import HubServer
+
+    write_tokenizer(tmp_path / "org" / "k2", template="{{ messages[0]['content'] }}")
+    write_tokenizer(tmp_path / "org" / "k25", names={11: "<think>"}, special=("<think>",),
+                    template="{{ messages[0]['content'] }}<think>")
+    with HubServer(tmp_path) as server:
+        code, out, err = _run(capsys, "tokenizer-diff", "hf://org/k2", "hf://org/k25", "--endpoint", server.endpoint,
+                              "--json")
+    assert code == 4, err
+    data = json.loads(out)
+    assert data["changed_ids"] == [{"id": 11, "a": "w11", "b": "<think>"}] and data["chat_template_diff"]["default"]

@@ -100,3 +100,9 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(folder / "chat_template.jinja")
     with pytest.raises(EaglekitError, match="is a FIFO, not a regular file"):
         read_tokenizer(folder)
+
+
+def test_a_file_of_millions_of_strings_is_refused_before_parsing():
+    data = b'{"model": {"vocab": {' + b",".join(b'"%d":0' % i for i in range(4_200_001)) + b"}}}"
+    with pytest.raises(InputError, match="more than 4,194,304 strings"):
+        parse_tokenizer_files({"tokenizer.json": data}, source="target")
