@@ -177,6 +177,10 @@ def test_check_compares_the_tokenizer_a_drafter_ships(capsys, tokens_world, tmp_
     assert findings["k25-think"][0]["severity"] == "warning" and "<think>" in findings["k25-think"][0]["message"]
     code, out, _ = _run(capsys, "check", str(w.drafter("k25-warm")), "--target", str(w.target("k25")), "--json")
     assert not [f for f in json.loads(out)["findings"] if f["check"] == "tokenizer"]
+    code, out, _ = _run(capsys, "compat", str(drafter), str(w.drafter("k25-warm")), "--target",
+                        str(w.target("k25-think")), "--json")
+    warnings = [x for x in json.loads(out)["warnings"] if "tokenizer" in x]
+    assert len(warnings) == 1 and warnings[0].startswith("drafter: ") and "<think>" in warnings[0]
 
 
 class _Evil:
