@@ -110,11 +110,11 @@ class TokenizerDiff:
                 "differences": list(self.differences), "notes": list(self.notes)}
 
     def _pairs(self) -> list[tuple[str, Any]]:
-        pairs: list[tuple[str, Any]] = [("A", self.a), ("B", self.b), ("vocabulary", f"{self.vocab_size:,} tokens, "
+        pairs: list[tuple[str, Any]] = [("A", visible(self.a, newlines=False)), ("B", visible(self.b, newlines=False)), ("vocabulary", f"{self.vocab_size:,} tokens, "
                                         + ("equal" if self.vocab_equal else f"{self.changed_count} ids differ")),
                                         ("vocab sha256", f"{self.vocab_sha256[0][:16]} / {self.vocab_sha256[1][:16]}")]
         pairs += [("difference", visible(d, newlines=False)) for d in self.differences]
-        pairs += [("note", n) for n in self.notes]
+        pairs += [("note", visible(n, newlines=False)) for n in self.notes]
         return pairs
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from eaglekit.core.chat_template import MAX_TEMPLATE_BYTES
 from eaglekit.core.errors import ConfigError, InputError, LocationError
+from eaglekit.core.redact import visible
 from eaglekit.core.safejson import loads
 from eaglekit.core.tokendiff import TokenizerDiff, diff_tokenizers
 from eaglekit.core.tokenizer_files import (
@@ -94,12 +95,12 @@ class DrafterClaims:
             return f"{self.drafter} does not say which tokenizer or chat template it was trained with."
         parts = []
         if self.verifier:
-            parts.append(f"its config names the target {self.verifier!r}")
+            parts.append(f"its config names the target {visible(repr(self.verifier), newlines=False)}")
         if self.tokenizer is not None:
             t = self.tokenizer
             parts.append(f"it ships tokenizer files ({', '.join(sorted(t.files))}; {t.vocab_size:,} tokens"
                          + (", a chat template" if t.templates else "") + ")")
-        return f"{self.drafter}: " + "; ".join(parts) + "."
+        return f"{visible(self.drafter, newlines=False)}: " + "; ".join(parts) + "."
 
     def to_json(self) -> dict[str, Any]:
         return {"drafter": self.drafter, "verifier": self.verifier,

@@ -132,3 +132,17 @@ def test_hub_locations(capsys, tmp_path):
     assert code == 4, err
     data = json.loads(out)
     assert data["changed_ids"] == [{"id": 11, "a": "w11", "b": "<think>"}] and data["chat_template_diff"]["default"]
+
+
+def test_terminal_escapes_from_files_are_shown_not_sent(capsys, tokenizers_pair, tmp_path):
+    a, b = tokenizers_pair
+    cfg = json.loads((b / "tokenizer_config.json").read_text())
+    cfg["eos_token"] = "\x1b]52;c;ZXZpbA==\x07"
+    cfg["auto_map"] = {"AutoTokenizer": ["evil\x1b[2J.Tok", None]}
+    (b / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (b / "chat_template.jinja").write_text("{{ messages }}\x1b[2J")
+    drafter = tmp_path / "d"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({"speculators_config": {"verifier": {"name_or_path": "x\x1b[2J"}}}))
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--drafter", str(drafter))
+    assert code == 4 and "\x1b" not in out and "\x07" not in out and "\\x1b" in out
