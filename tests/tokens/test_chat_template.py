@@ -71,3 +71,26 @@ def test_template_files_are_read_with_their_size_checked(tmp_path):
         read_template(tmp_path / "latin.jinja")
     with pytest.raises(InputError, match="larger than"):
         render_bounded("x" * (2 << 20), CHAT)
+
+
+def test_a_targets_own_template_renders_bounded_too(tmp_path):
+    """Messages prompts rendered with the target tokenizer's own template go through the same sandbox."""
+    from transformers import AutoTokenizer
+
+    from eaglekit.analysis.acceptance.target import TargetModel
+    from eaglekit.core.prompts import Prompt
+
+    class Model:  # only what TargetModel reads
+        class config:
+            num_hidden_layers, hidden_size, vocab_size, max_position_embeddings = 1, 4, 12, 64
+
+    folder = write_tokenizer(tmp_path / "t", eos="w11", template=LLAMA_LIKE)
+    tok = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    target = TargetModel(Model(), tok, name="t")
+    chat = Prompt("messages", [{"role": "user", "content": "w1 w2"}], 1)
+    want = tok.apply_chat_template(chat.value, add_generation_prompt=True, tokenize=True)
+    want = list(want["input_ids"] if hasattr(want, "keys") else want)
+    assert target.tokenize_all([chat], source="p", max_new_tokens=4) == [want]
+    tok.chat_template = "{% for i in range(100000) %}{{ 'y' * 100 }}{% endfor %}"
+    with pytest.raises(TemplateLimitError, match="t's chat template renders more than"):
+        target.tokenize_all([chat], source="p", max_new_tokens=4)

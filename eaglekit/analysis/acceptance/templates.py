@@ -28,7 +28,7 @@ import numpy as np
 
 from eaglekit.analysis.acceptance.draft_model import DraftModel
 from eaglekit.analysis.acceptance.measure import measure_acceptance
-from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts, template_variables
 from eaglekit.core.errors import InputError
 from eaglekit.core.prompts import Prompt
 from eaglekit.core.redact import visible
@@ -82,8 +82,7 @@ def render_prompts(template: Template, prompts, tokenizer, *, vocab_size: int) -
         texts = ["\n".join(m.get("content", "") for m in c) for c in convs]
         special = True
     else:
-        variables = {k: v for k, v in getattr(tokenizer, "special_tokens_map", {}).items() if isinstance(v, str)}
-        texts = render_bounded(template.text, convs, add_generation_prompt=True, variables=variables,
+        texts = render_bounded(template.text, convs, add_generation_prompt=True, variables=template_variables(tokenizer),
                                what=f"the chat template {visible(template.name, newlines=False)}")
         special = False
     out = []
