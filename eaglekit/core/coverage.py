@@ -69,12 +69,15 @@ def covered_share(d2t, sequences: Sequence[np.ndarray], vocab_size: int) -> tupl
     in_vocab[ids[(ids >= 0) & (ids < vocab_size)]] = True
     seqs = [np.asarray(s, np.int64).ravel() for s in sequences]
     total = sum(s.size for s in seqs)
-    overall = float(sum(in_vocab[s].sum() for s in seqs) / total) if total else None
     longest = max((s.size for s in seqs), default=0)
-    by_pos = []
-    for i in range(longest):
-        col = [bool(in_vocab[s[i]]) for s in seqs if s.size > i]
-        by_pos.append(sum(col) / len(col) if col else None)
+    hit = np.zeros((len(seqs), longest), np.int64)                  # (prompts, positions)
+    seen = np.zeros((len(seqs), longest), np.int64)
+    for r, s in enumerate(seqs):
+        hit[r, :s.size] = in_vocab[s]
+        seen[r, :s.size] = 1
+    overall = float(hit.sum() / total) if total else None
+    n = seen.sum(0)                                                 # (positions,)
+    by_pos = [float(h / c) if c else None for h, c in zip(hit.sum(0), n)]
     return overall, tuple(by_pos), int(total)
 
 

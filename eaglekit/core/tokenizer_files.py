@@ -86,14 +86,6 @@ class TokenizerFiles:
         """The default chat template (``default`` of several), or None."""
         return self.templates.get("default")
 
-    def id_of(self, token: str | None) -> int | None:
-        if token is None:
-            return None
-        for i, t in self.vocab.items():
-            if t == token:
-                return i
-        return None
-
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "kind": self.kind, "vocab_size": self.vocab_size,
                 "vocab_sha256": self.vocab_sha256, "special": dict(self.special),

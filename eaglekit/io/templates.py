@@ -31,8 +31,10 @@ from eaglekit.io.sources.local import LocalSource
 
 #: Address space the rendering process may map (Python and jinja2 need about 100 MiB of it).
 MEMORY_LIMIT = 768 * 1024 * 1024
-#: Seconds a template may take for all the prompts of one call.
+#: Seconds a template may take for the prompts of one call: this much, plus :data:`TIME_PER_PROMPT` each.
 TIME_LIMIT = 20.0
+#: Real templates render a prompt in well under a millisecond; this leaves a hundredfold margin.
+TIME_PER_PROMPT = 0.05
 
 
 def read_template(path: str | os.PathLike[str], *, limit: int = MAX_TEMPLATE_BYTES) -> str:
@@ -59,8 +61,11 @@ def read_template(path: str | os.PathLike[str], *, limit: int = MAX_TEMPLATE_BYT
 def render_bounded(template: str, conversations: Sequence[Sequence[Mapping[str, Any]]], *,
                    add_generation_prompt: bool = True, variables: Mapping[str, Any] | None = None,
                    what: str = "the chat template", max_chars: int = MAX_RENDERED_CHARS,
-                   timeout: float = TIME_LIMIT, memory: int = MEMORY_LIMIT) -> list[str]:
-    """Every conversation rendered with ``template`` in a bounded child process (see the module docstring)."""
+                   timeout: float | None = None, memory: int = MEMORY_LIMIT) -> list[str]:
+    """Every conversation rendered with ``template`` in a bounded child process (see the module docstring);
+    ``timeout`` defaults to :data:`TIME_LIMIT` plus :data:`TIME_PER_PROMPT` per conversation."""
+    if timeout is None:
+        timeout = TIME_LIMIT + TIME_PER_PROMPT * len(conversations)
     if len(template.encode("utf-8", "surrogatepass")) > MAX_TEMPLATE_BYTES:
         raise InputError(f"{what} is larger than {MAX_TEMPLATE_BYTES:,} bytes; a chat template is a few KiB: "
                          "refusing it.")
