@@ -212,3 +212,20 @@ def test_export_reads_specforge_pt_maps_and_never_unpickles_code(capsys, tokens_
                         str(tmp_path / "evil.pt"), "--target", str(w.target("k25-think")))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "weights_only" in err
     assert not marker.exists()
+
+
+def test_coverage_from_a_dump_equals_coverage_from_the_target(capsys, tokens_world, tmp_path):
+    w = tokens_world
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(w.trained.prompts("k25").read_text().splitlines(keepends=True)[:3]))
+    code, _, err = _run(capsys, "dump-hidden", "--target", str(w.target("k25")), "--prompts", str(prompts), "--out",
+                        str(tmp_path / "dump"), "--layers", "1,2,3", "--max-new-tokens", str(NEW))
+    assert code == 0, err
+    figures = []
+    for source in (("--hidden-states", str(tmp_path / "dump")),
+                   ("--target", str(w.target("k25")), "--prompts", str(prompts), "--max-new-tokens", str(NEW))):
+        code, out, err = _run(capsys, "vocab-coverage", str(w.drafter("k25-warm")), *source, "--json")
+        assert code == 0, err
+        data = json.loads(out)
+        figures.append((data["tokens"], data["coverage"], data["coverage_by_position"], data["tokens_added"]))
+    assert figures[0] == figures[1] and figures[0][0] == 3 * NEW
