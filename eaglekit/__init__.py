@@ -62,6 +62,13 @@ _EXPORTS = {
     "build_trained_demo": "demo.trained",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
+    "read_tokenizer": "io.tokenizer", "tokenizer_diff": "io.tokenizer", "TokenizerDiff": "core.tokendiff",
+    "recommend_map": "core.coverage", "coverage": "core.coverage", "Coverage": "core.coverage",
+    "compare_templates": "analysis.acceptance.templates", "TemplateComparison": "analysis.acceptance.templates",
+    "measure_with_template": "analysis.acceptance.templates",
+    "vocab_coverage": "analysis.acceptance.coverage", "traffic_tokens": "analysis.acceptance.coverage",
+    "write_vocab_map": "analysis.acceptance.coverage",
+    "build_token_demo": "demo.tokens",
 }
 
 __all__ = ["EaglekitError", "__version__", *_EXPORTS]
@@ -113,3 +120,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub
+    from eaglekit.io.tokenizer import read_tokenizer, tokenizer_diff
+    from eaglekit.core.tokendiff import TokenizerDiff
+    from eaglekit.core.coverage import Coverage, coverage, recommend_map
+    from eaglekit.analysis.acceptance.templates import compare_templates, measure_with_template, TemplateComparison
+    from eaglekit.analysis.acceptance.coverage import traffic_tokens, vocab_coverage, write_vocab_map
+    from eaglekit.demo.tokens import build_token_demo

@@ -2,6 +2,8 @@
 
     eaglekit acceptance DRAFTER --target TARGET --prompts prompts.jsonl [--steps 5] [--json]
     eaglekit acceptance DRAFTER --hidden-states DUMP [--embeddings TARGET_CHECKPOINT] [--json]
+    eaglekit acceptance DRAFTER --target TARGET --prompts chats.jsonl --chat-template FILE
+    eaglekit acceptance DRAFTER --target TARGET --prompts chats.jsonl --compare-templates A.jinja B.jinja
 
 The convention is vLLM's mean acceptance length (bonus token counted, the prefill token not); see
 :mod:`eaglekit.analysis.acceptance.measure` and docs/acceptance.md.
@@ -37,6 +39,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     add_json_option(p)
+    tpl = p.add_mutually_exclusive_group()
+    tpl.add_argument("--chat-template", metavar="FILE",
+                     help="render the prompts with this Jinja template (or 'raw': no template), in a bounded sandbox")
+    tpl.add_argument("--compare-templates", nargs=2, metavar=("A", "B"),
+                     help="measure under template A and template B (files, or 'raw'): the accept length of each, "
+                          "the gap, and where it comes from")
     add_remote_options(p)
     p.set_defaults(func=run)
 
@@ -50,12 +58,35 @@ def run(args: argparse.Namespace) -> int:
     if args.hidden_states is not None and args.prompts is not None:
         raise InputError("--prompts goes with --target; a dump already holds its prompts.")
     _check_device(args.device)
+    if args.chat_template is not None or args.compare_templates is not None:
+        return _run_templates(args)
     result = measure_acceptance(
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
         endpoint=args.endpoint)
     emit(result, args)
+    return 0
+
+
+def _run_templates(args: argparse.Namespace) -> int:
+    """``--chat-template`` / ``--compare-templates``: prompts rendered in the bounded sandbox."""
+    from eaglekit.analysis.acceptance.templates import compare_templates, measure_with_template
+    from eaglekit.core.errors import InputError
+
+    if args.target is None:
+        raise InputError("--chat-template and --compare-templates render prompts for a target: give --target T and "
+                         "--prompts FILE (a dump holds prompts already rendered).")
+    if args.temperature > 0 or args.aux_convention is not None:
+        raise InputError("--chat-template / --compare-templates measure at temperature 0 with the drafter's own aux "
+                         "convention; drop --temperature / --aux-convention.")
+    common = dict(target=args.target, prompts=args.prompts, max_new_tokens=args.max_new_tokens, steps=args.steps,
+                  device=args.device, dtype=args.dtype, endpoint=args.endpoint)
+    if args.compare_templates is not None:
+        out = compare_templates(args.drafter, a=args.compare_templates[0], b=args.compare_templates[1], **common)
+    else:
+        out = measure_with_template(args.drafter, template=args.chat_template, **common)
+    emit(out, args)
     return 0
 
 

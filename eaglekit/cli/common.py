@@ -68,9 +68,17 @@ def add_timeout_option(p: argparse.ArgumentParser) -> None:
 
 
 def emit(record: Any, args: argparse.Namespace) -> None:
-    """Print ``record`` as text, or as one JSON object (``record.to_json()``) with ``--json``; a figure
-    that is not a finite number is written as null, never as bare NaN (which is not JSON)."""
-    print(json.dumps(_finite(record.to_json()), indent=2, allow_nan=False) if args.json else record)
+    """Print ``record`` as text, or as one JSON object (``record.to_json()``) with ``--json``."""
+    if args.json:
+        print_json(record.to_json())
+    else:
+        print(record)
+
+
+def print_json(value: Any) -> None:
+    """One JSON object on stdout; a figure that is not a finite number is written as null, never as bare
+    NaN (which is not JSON)."""
+    print(json.dumps(_finite(value), indent=2, allow_nan=False))
 
 
 def write_html(write: Any, path: str) -> None:

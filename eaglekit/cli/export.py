@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder to create (empty or new)")
     p.add_argument("--target", metavar="T", help="target location with weights (lm_head rows for new tokens, "
                                                   "--embed-from-target)")
-    p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors a trainer wrote, or another drafter")
+    p.add_argument("--vocab-map", metavar="FILE", help="d2t/t2d safetensors, SpecForge's .pt map (loaded weights_only), or "
+                                                          "another drafter")
     p.add_argument("--format", choices=("specforge", "speculators"), default="specforge",
                    help="the layout and config to write (default specforge)")
     add_engine_option(p, "rewrite aux ids so this engine feeds the tensors training used: vllm, sglang (its newest "

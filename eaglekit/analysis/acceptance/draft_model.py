@@ -65,6 +65,26 @@ def hidden_state_indices(aux_ids, convention: AuxConvention) -> tuple[int, ...]:
     return tuple(int(i) + (1 if convention == "outputs" else 0) for i in aux_ids)
 
 
+def engine_reading(d2t, t2d, *, vocab_size: int, draft_vocab_size: int, where: str) -> tuple[str, ...]:
+    """Check a drafter's map before drafting with it. A map that is broken beyond what an engine would
+    serve is refused (:class:`VocabMapError`); a MISSING d2t, or an ALL-ZERO one, is what engines serve as
+    the identity (SGLang ``d2t + arange``, vLLM's offsets: draft id i read as target id i, ids 0..N-1 only;
+    NeMo Automodel #2447): it is measured that way, with a note saying so."""
+    d2t_np = None if d2t is None else d2t.numpy() if hasattr(d2t, "numpy") else d2t
+    if d2t_np is None and draft_vocab_size < vocab_size:
+        return (f"{where} has no d2t: engines read draft id i as target id i, so it can propose only target ids "
+                f"0..{draft_vocab_size - 1}; measured as the engine would serve it (fix: eaglekit export --vocab-map).",)
+    if d2t_np is None or t2d is None:
+        return ()
+    c = check_vocab_map(d2t_np, t2d, vocab_size=vocab_size, draft_vocab_size=draft_vocab_size, name=f"of {where}")
+    if c.identity and set(c.rules) <= {"identity-needs-full-vocab", "t2d-matches-d2t", "t2d-count"}:
+        return (f"{where}'s d2t is all zeros: engines read draft id i as target id i, so it can propose only target "
+                f"ids 0..{draft_vocab_size - 1}; measured as the engine would serve it (fix: eaglekit export "
+                "--vocab-map).",)
+    require_valid(c)
+    return ()
+
+
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """RMSNorm as Llama computes it: in float32, scaled, cast back."""
     x32 = x.float()
@@ -132,6 +152,8 @@ class DraftModel:
         self.head_dim = self.q.shape[0] // self.heads
         self.eps = config.rms_norm_eps or 1e-6
         self.norm_before_residual = config.norm_before_residual
+        #: what the engines make of a missing or all-zero d2t (set by :meth:`load`); empty when the map is sound
+        self.vocab_notes: tuple[str, ...] = ()
         d2t = tensors.get("d2t")
         n = self.lm_head.shape[0]
         offsets = torch.zeros(n, dtype=torch.int64) if d2t is None else d2t.to(torch.int64).cpu()
@@ -167,10 +189,9 @@ class DraftModel:
             own = next((n for n in ("embed_tokens.weight", "model.embed_tokens.weight") if n in names), None)
             if own is not None:
                 embed = ckpt.read_tensor(own)
-            if "d2t" in tensors and "t2d" in names:
-                require_valid(check_vocab_map(tensors["d2t"].numpy(), ckpt.read_numpy("t2d"),
-                                              vocab_size=config.vocab_size,
-                                              draft_vocab_size=tensors["lm_head.weight"].shape[0], name=f"of {where}"))
+            notes = engine_reading(tensors.get("d2t"), ckpt.read_numpy("t2d") if "t2d" in names else None,
+                                   vocab_size=config.vocab_size, draft_vocab_size=tensors["lm_head.weight"].shape[0],
+                                   where=where)
         finally:
             if not isinstance(location, Checkpoint):
                 ckpt.close()
@@ -185,7 +206,9 @@ class DraftModel:
         if embed.shape[0] != config.vocab_size:
             raise VocabMapError(f"vocabulary mismatch: the embedding has {embed.shape[0]} rows but {where}'s config "
                                 f"says the target vocabulary has {config.vocab_size} tokens.")
-        return cls(config, tensors, layout=layout, embed=embed, device=device, dtype=torch_dtype, source=where)
+        model = cls(config, tensors, layout=layout, embed=embed, device=device, dtype=torch_dtype, source=where)
+        model.vocab_notes = notes
+        return model
 
     @classmethod
     def from_tensors(cls, config: Mapping[str, Any] | DrafterConfig, tensors: Mapping[str, torch.Tensor], *,

@@ -137,6 +137,8 @@ class AcceptanceResult:
     chat_template_sha256: str | None = None
     positions: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
+    samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def accept_length_prefill_included(self) -> float:
@@ -278,7 +280,8 @@ def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
 def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
-                       endpoint: str | None = None, progress: bool | None = None) -> AcceptanceResult:
+                       endpoint: str | None = None, progress: bool | None = None,
+                       keep_samples: bool = False) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -371,6 +374,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         total, sha = len(dump), m.chat_template_sha256
 
     stats: dict[str, list[SampleStats]] = {c: [] for c in conventions if available[c]}
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
     pos = {k: i for i, k in enumerate(layers)}
     for ids, hs, tgt, plen, logits in tqdm(samples(), total=total, desc="acceptance", unit="prompt",
                                             disable=progress is False, leave=False):
@@ -381,6 +385,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             aux = hs[[pos[k] for k in indices[c]]]
             stats[c].append(sample_stats(model, aux, ids, tgt, plen, steps=steps,
                                          temperature=temperature if c == primary else 0.0, target_logits=logits))
+        if keep_samples:
+            kept.append((np.asarray(ids[plen:].cpu()), stats[primary][-1].matches))
     main = summarise(stats[primary], steps=steps)
     by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}
     return AcceptanceResult(
@@ -390,7 +396,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         per_step_acceptance=main["per_step_acceptance"], accept_length_by_steps=main["accept_length_by_steps"],
         aux_convention=primary, aux_indices=tuple(indices[primary]), accept_length_by_convention=by_conv,
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes))
+        chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
+        samples=tuple(kept))
 
 
 def _check_fit(model, *, hidden: int, vocab: int, target: str) -> None:

@@ -17,6 +17,7 @@ import torch
 
 from eaglekit.core.errors import InputError, LocationError, NotFoundError
 from eaglekit.core.prompts import Prompt
+from eaglekit.io.templates import render_bounded
 from eaglekit.core.prompts import parse_prompts
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
 
@@ -54,7 +55,7 @@ class TargetModel:
     def embedding(self) -> torch.Tensor:
         return self.model.get_input_embeddings().weight.detach()
 
-    def tokenize(self, prompt: Prompt, *, source: str = "prompts") -> list[int]:
+    def tokenize(self, prompt: Prompt, *, source: str = "prompts", rendered: str | None = None) -> list[int]:
         """Token ids of one prompt: as given, tokenized text, or the chat template applied."""
         if prompt.kind == "input_ids":
             ids = list(prompt.value)
@@ -64,11 +65,8 @@ class TargetModel:
         elif prompt.kind == "text":
             ids = list(self.tokenizer(prompt.value, add_special_tokens=True)["input_ids"])
         else:
-            if not getattr(self.tokenizer, "chat_template", None):
-                raise InputError(f"{source} line {prompt.line}: {self.name}'s tokenizer has no chat template for "
-                                 "messages; give text or input_ids.")
-            out = self.tokenizer.apply_chat_template(prompt.value, add_generation_prompt=True, tokenize=True)
-            ids = list(out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out)
+            text = rendered if rendered is not None else self.render_chats([prompt], source=source)[0]
+            ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         if not ids:
             raise InputError(f"{source} line {prompt.line}: the prompt tokenizes to nothing.")
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
@@ -77,10 +75,26 @@ class TargetModel:
                              f"(0..{self.vocab_size - 1}).")
         return ids
 
+    def render_chats(self, prompts: Sequence[Prompt], *, source: str = "prompts") -> list[str]:
+        """``messages`` prompts rendered with the tokenizer's chat template as ``apply_chat_template`` renders
+        them (generation prompt added, special tokens as variables), in the bounded sandbox of
+        :mod:`eaglekit.io.templates`: a template that loops or explodes ends as one line."""
+        template = getattr(self.tokenizer, "chat_template", None) if self.tokenizer is not None else None
+        if isinstance(template, dict):
+            template = template.get("default")
+        if not isinstance(template, str) or not template:
+            line = prompts[0].line if prompts else 0
+            raise InputError(f"{source} line {line}: {self.name}'s tokenizer has no chat template for messages; give "
+                             "text or input_ids.")
+        return render_bounded(template, [p.value for p in prompts], add_generation_prompt=True,
+                              variables=template_variables(self.tokenizer), what=f"{self.name}'s chat template")
+
     def tokenize_all(self, prompts: Sequence[Prompt], *, source: str, max_new_tokens: int) -> list[list[int]]:
         """Every prompt's ids (:meth:`tokenize`), checked up front to fit the context with
         ``max_new_tokens`` more, so a bad line fails before any prompt runs."""
-        ids_list = [self.tokenize(p, source=source) for p in prompts]
+        chats = [p for p in prompts if p.kind == "messages"]
+        rendered = dict(zip((id(p) for p in chats), self.render_chats(chats, source=source))) if chats else {}
+        ids_list = [self.tokenize(p, source=source, rendered=rendered.get(id(p))) for p in prompts]
         for p, ids in zip(prompts, ids_list):
             if self.max_positions is not None and len(ids) + max_new_tokens > self.max_positions:
                 raise InputError(f"{source} line {p.line}: {len(ids)} prompt tokens + {max_new_tokens} new tokens "
@@ -112,6 +126,14 @@ class TargetModel:
         logits = out.logits[0].float()                                  # (T, V)
         return TargetSample(seq[0].cpu(), hs.float().cpu(), logits.argmax(-1).cpu(), len(ids),
                             logits.cpu() if keep_logits else None)
+
+
+def template_variables(tokenizer) -> dict:
+    """What transformers hands a chat template besides the messages: the tokenizer's special tokens
+    (``bos_token``, ``eos_token``, ..., ``apply_chat_template``'s ``**self.special_tokens_map``)."""
+    tokens = getattr(tokenizer, "special_tokens_map", None) or {}
+    return {k: v for k, v in tokens.items()
+            if isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))}
 
 
 def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", dtype: str = "float32") -> TargetModel:

@@ -21,7 +21,8 @@ and (when the drafter saves embed_tokens) sampled embedding rows of both sides, 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
@@ -36,6 +37,9 @@ from eaglekit.core.vocab import check_vocab_map
 from eaglekit.io.reader import opened
 from eaglekit.io.drafter import embedding_of, open_target, read_maps, read_rows
 from eaglekit.core.redact import location_label
+from eaglekit.core.errors import EaglekitError
+from eaglekit.core.tokendiff import diff_tokenizers
+from eaglekit.io.tokenizer import drafter_claims, read_tokenizer
 
 Severity = Literal["error", "warning", "ok", "info"]
 Engine = Literal["sglang", "vllm"]
@@ -323,11 +327,13 @@ def _vocab_map(cfg: DrafterConfig, maps, name: str, add) -> None:
     for rule, problem in zip(c.rules, c.problems):
         text = problem.removeprefix(f"{name}: ")
         if rule == "d2t-present":
-            add("vocab map", "error", text + "; without it vLLM reads draft ids as target ids.",
+            add("vocab map", "error", text + f"; without it vLLM reads draft ids as target ids (SGLang too): draft id i "
+                f"becomes target id i, so the drafter proposes only target ids 0..{cfg.draft_vocab_size - 1} "
+                "(eaglekit acceptance measures what it gets).",
                 "Add the d2t the trainer wrote (SpecForge vocab_mapping), or export with --vocab-map FILE.")
         elif rule == "identity-needs-full-vocab":
-            add("vocab map", "error", text + ": every draft token would be read as the target token of the same "
-                "id.", "Restore the real d2t offsets (the trainer's vocab mapping file): eaglekit export "
+            add("vocab map", "error", text + ": engines read draft id i as target id i, so the drafter proposes only "
+                f"target ids 0..{cfg.draft_vocab_size - 1} (eaglekit acceptance measures what it gets).", "Restore the real d2t offsets (the trainer's vocab mapping file): eaglekit export "
                 "--vocab-map FILE.")
         else:
             add("vocab map", "error", text + ".", "Rebuild d2t/t2d from the trainer's vocab mapping "
@@ -510,13 +516,36 @@ def check(drafter, *, target=None, engine: str | None = None, full: bool = False
             embed = None
             if tck is not None and embedding_of(ck.inventory) is not None:
                 embed = compare_embeddings(ck, tck, full=full)
-            return check_drafter(ck.inventory, ck.inventory.config, read_maps(ck), target=tcfg, embed=embed,
-                                 engine=engine, name=name or location_label(ck.location.raw),
-                                 target_name=target_name or (None if target is None
-                                                                          else location_label(str(target))))
+            report = check_drafter(ck.inventory, ck.inventory.config, read_maps(ck), target=tcfg, embed=embed,
+                                   engine=engine, name=name or location_label(ck.location.raw),
+                                   target_name=target_name or (None if target is None
+                                                                            else location_label(str(target))))
+            tokenizer = tokenizer_finding(ck.location, target, endpoint=endpoint, token=token)
+            return report if tokenizer is None else replace(report, findings=(*report.findings, tokenizer))
         finally:
             if tck is not None:
                 tck.close()
+
+
+def tokenizer_finding(drafter_location, target, *, endpoint=None, token=None) -> Finding | None:
+    """When a drafter ships tokenizer files (what it was trained with) and a target is given, whether the
+    target's tokenizer and chat template are the same (``eaglekit tokenizer-diff`` names each difference);
+    None when the drafter says nothing or the target has no tokenizer files."""
+    if target is None or not isinstance(target, (str, os.PathLike)):
+        return None
+    claims = drafter_claims(drafter_location, endpoint=endpoint, token=token)
+    if claims.tokenizer is None:
+        return None
+    try:
+        diff = diff_tokenizers(claims.tokenizer, read_tokenizer(target, endpoint=endpoint, token=token))
+    except EaglekitError as e:
+        return Finding("tokenizer", "warning", f"the drafter ships tokenizer files, the target's could not be compared: {e}",
+                       "Run eaglekit tokenizer-diff DRAFTER TARGET.")
+    if diff.same:
+        return Finding("tokenizer", "ok", "the drafter's tokenizer files and chat template equal the target's.")
+    return Finding("tokenizer", "warning", "the drafter was saved with another tokenizer or chat template than the "
+                   "target's: " + "; ".join(diff.differences)[:400],
+                   "Compare with eaglekit tokenizer-diff and measure with eaglekit acceptance --compare-templates.")
 
 
 __all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings"]

@@ -41,6 +41,7 @@ from eaglekit.core.names import normalize_name
 from eaglekit.core.render import format_bytes, kv_html, kv_text
 from eaglekit.core.safejson import loads
 from eaglekit.io.reader import opened, open_checkpoint
+from eaglekit.io.vocabmap import read_map_file
 from eaglekit.io.drafter import embedding_of, lm_head_of, open_target, read_map, target_rows
 from eaglekit.core.vocab import check_vocab_map, target_ids
 from eaglekit.core.header import encode_header
@@ -223,11 +224,14 @@ def _maps(ck):
 
 def _load_map(location, cfg: DrafterConfig, *, endpoint, token):
 
-    with open_checkpoint(location, endpoint=endpoint, token=token) as mk:
-        maps = _maps(mk)
-        if maps is None or maps[1] is None:
-            raise VocabMapError(f"{location} holds no d2t and t2d tensors: give the vocabulary map file a trainer wrote "
-                                "(d2t int64 [N], t2d bool [vocab]) or a drafter that has them.")
+    if isinstance(location, (str, os.PathLike)) and str(location).endswith(".pt"):
+        maps = read_map_file(location)  # SpecForge's torch.save({"d2t", "t2d"}), weights_only
+    else:
+        with open_checkpoint(location, endpoint=endpoint, token=token) as mk:
+            maps = _maps(mk)
+    if maps is None or maps[1] is None:
+        raise VocabMapError(f"{location} holds no d2t and t2d tensors: give the vocabulary map file a trainer wrote "
+                            "(d2t int64 [N], t2d bool [vocab]) or a drafter that has them.")
     d2t, t2d = maps
     if t2d.shape[0] != cfg.vocab_size:
         raise VocabMapError(f"{location} maps a vocabulary of {t2d.shape[0]:,} tokens but the drafter's target has "

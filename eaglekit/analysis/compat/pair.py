@@ -13,7 +13,7 @@ dimension, or a valid vocabulary map is missing).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
@@ -26,6 +26,7 @@ from eaglekit.core.render import ansi, html_badge, html_table, kv_html, kv_text,
 from eaglekit.core.vocab import check_vocab_map, compare_vocab_maps
 from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import load_config, opened
+from eaglekit.analysis.compat.check import tokenizer_finding
 
 Verdict = Literal["compatible", "compatible-after-remap", "incompatible"]
 Status = Literal["match", "shape-mismatch", "dtype-mismatch", "only-a", "only-b", "expected-absent"]
@@ -306,7 +307,11 @@ def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = 
         maps_a, maps_b = read_maps(ca), read_maps(cb)
         target_cfg = target if isinstance(target, Mapping) or target is None else \
             load_config(target, kind="target", endpoint=endpoint, token=token)
-        return compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
-                       maps_a=maps_a, maps_b=maps_b, target=target_cfg,
-                       a_name=a_name or location_label(ca.location.raw),
-                       b_name=b_name or location_label(cb.location.raw))
+        report = compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
+                         maps_a=maps_a, maps_b=maps_b, target=target_cfg,
+                         a_name=a_name or location_label(ca.location.raw),
+                         b_name=b_name or location_label(cb.location.raw))
+        tokenizer = [f"{name}: {f.message}" for name, ck in ((report.a_name, ca), (report.b_name, cb))
+                     if (f := tokenizer_finding(ck.location, target, endpoint=endpoint, token=token)) is not None
+                     and f.severity != "ok"]
+        return replace(report, warnings=(*report.warnings, *tokenizer)) if tokenizer else report

@@ -1,0 +1,144 @@
+"""The draft vocabulary on your traffic: coverage of the target's output tokens and a recommended map.
+
+Traffic is the target's own output: its greedy continuations of your prompts (a target transformers
+runs, prompts optionally rendered with a chat template in the bounded sandbox), or the continuations
+held in a hidden-state dump (``input_ids`` after ``prompt_len``). SpecForge builds the draft vocabulary
+from the assistant tokens of its training data (``loss_mask == 1``): the continuation is the same part of
+a sequence. The maths is :mod:`eaglekit.core.coverage`; :func:`write_vocab_map` saves a map that
+``eaglekit export --vocab-map`` reads (safetensors) or SpecForge's ``--vocab-mapping-path`` loads (``.pt``,
+``{"d2t", "t2d"}`` as ``generate_vocab_mapping_file`` saves it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+from eaglekit.analysis.acceptance.templates import as_template, render_prompts
+from eaglekit.core.config import normalize_config
+from eaglekit.core.coverage import Coverage, coverage
+from eaglekit.core.errors import ConfigError, InputError, VocabMapError
+from eaglekit.core.vocab import check_vocab_map
+from eaglekit.io.drafter import read_map
+from eaglekit.io.dumps.native import open_dump
+from eaglekit.io.reader import open_checkpoint
+
+
+def drafter_map(drafter, *, endpoint: str | None = None) -> tuple[np.ndarray, int, str, tuple[str, ...]]:
+    """(d2t as an engine reads it, target vocabulary size, label, notes) of a drafter location. A missing
+    d2t is read as engines read it: draft id i = target id i."""
+    with open_checkpoint(drafter, endpoint=endpoint) as ck:
+        if ck.inventory.config is None:
+            raise ConfigError(f"{ck.location.raw} has no config.json: the draft vocabulary size is in it.")
+        cfg = normalize_config(ck.inventory.config, source=f"{ck.location.raw}/config.json")
+        d2t = read_map(ck, "d2t")
+        label = ck.location.raw
+    notes: list[str] = []
+    if d2t is None:
+        d2t = np.zeros(cfg.draft_vocab_size, np.int64)
+        if cfg.draft_vocab_size < cfg.vocab_size:
+            notes.append(f"the drafter has no d2t: engines read draft id i as target id i (ids 0.."
+                         f"{cfg.draft_vocab_size - 1}); coverage counted for that reading")
+    else:
+        c = check_vocab_map(d2t, None, vocab_size=cfg.vocab_size)
+        bad = [p for r, p in zip(c.rules, c.problems) if r in ("d2t-1d", "targets-nonnegative", "targets-in-range")]
+        if bad:
+            raise VocabMapError(f"{label}: {bad[0].removeprefix('A: ')}; coverage needs a d2t an engine could read.")
+        if c.identity and cfg.draft_vocab_size < cfg.vocab_size:
+            notes.append(f"the drafter's d2t is all zeros: engines read draft id i as target id i (ids 0.."
+                         f"{cfg.draft_vocab_size - 1}); coverage counted for that reading")
+    return np.asarray(d2t, np.int64), int(cfg.vocab_size), label, tuple(notes)
+
+
+def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_template=None, max_new_tokens: int = 64,
+                   device: str = "cpu", dtype: str = "float32", progress: bool | None = None) -> list[np.ndarray]:
+    """The target's output tokens, one array per prompt: greedy continuations of ``prompts`` by ``target``
+    (rendered with ``chat_template`` when given: a path or ``"raw"``), or the continuations in the dump
+    ``hidden_states``."""
+    from tqdm.auto import tqdm  # progress bars load with the work that shows them
+
+    if (target is None) == (hidden_states is None):
+        raise InputError("give exactly one of target (with prompts) or hidden_states (a dump folder).")
+    if hidden_states is not None:
+        if chat_template is not None:
+            raise InputError("a dump already holds rendered prompts; --chat-template goes with --target.")
+        dump = open_dump(hidden_states)
+        return [np.asarray(s.input_ids, np.int64)[int(s.prompt_len):] for s in dump]
+    if prompts is None:
+        raise InputError("traffic from a target needs prompts (a JSONL file).")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
+    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype)
+    plist, psource = read_prompts(prompts) if isinstance(prompts, (str, os.PathLike)) else (tuple(prompts), "prompts")
+    if chat_template is not None:
+        if tmodel.tokenizer is None:
+            raise InputError(f"{tmodel.name} has no tokenizer: a chat template renders text, which needs one.")
+        rendered, _ = render_prompts(as_template(chat_template), plist, tmodel.tokenizer, vocab_size=tmodel.vocab_size)
+        ids_list = [list(p.value) for p in rendered]
+    else:
+        ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
+    out = []
+    for p, ids in tqdm(list(zip(plist, ids_list)), desc="traffic", unit="prompt", disable=progress is False,
+                       leave=False):
+        s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=[0], where=f"{psource} line {p.line}")
+        out.append(s.input_ids[len(ids):].numpy().astype(np.int64))
+    return out
+
+
+def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, chat_template=None,
+                   max_new_tokens: int = 64, steps: int = 5, device: str = "cpu", dtype: str = "float32",
+                   endpoint: str | None = None, progress: bool | None = None) -> Coverage:
+    """The drafter's draft vocabulary against the target's output tokens on your traffic, and the map
+    SpecForge's rule would build from that traffic (:class:`~eaglekit.core.coverage.Coverage`)."""
+    d2t, vocab, label, notes = drafter_map(drafter, endpoint=endpoint)
+    seqs = traffic_tokens(target=target, prompts=prompts, hidden_states=hidden_states, chat_template=chat_template,
+                          max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress)
+    where = f"dump {hidden_states}" if hidden_states is not None else \
+        f"{getattr(target, 'name', target)} on {prompts if isinstance(prompts, (str, os.PathLike)) else 'prompts'}" \
+        + (f" rendered with {chat_template}" if chat_template is not None else "")
+    return coverage(d2t, seqs, vocab_size=vocab, drafter=label, traffic=str(where), steps=steps, notes=notes)
+
+
+def check_map_path(path: str | os.PathLike[str]) -> Path:
+    """Refuse, before any work, a map path :func:`write_vocab_map` would refuse."""
+    out = Path(path).expanduser()
+    if out.suffix not in (".safetensors", ".pt"):
+        raise InputError(f"{out}: a vocabulary map is written as .safetensors (eaglekit export --vocab-map) or .pt "
+                         "(SpecForge --vocab-mapping-path).")
+    if out.exists() or out.is_symlink():
+        raise InputError(f"{out} exists; eaglekit writes a vocabulary map only to a new file.")
+    if not out.parent.is_dir():
+        raise InputError(f"{out.parent} does not exist: create it, or write the map elsewhere.")
+    if any((out.parent / n).exists() for n in ("config.json", "model.safetensors", "model.safetensors.index.json")):
+        raise InputError(f"{out.parent} is a model folder; eaglekit never writes into one: write the map elsewhere.")
+    return out
+
+
+def write_vocab_map(path: str | os.PathLike[str], d2t, t2d) -> Path:
+    """Save ``(d2t, t2d)``: ``*.safetensors`` (what ``eaglekit export --vocab-map`` reads) or ``*.pt``
+    (SpecForge's ``{"d2t", "t2d"}``). A new file only, never inside a model folder; written whole, then
+    renamed into place."""
+    out = check_map_path(path)
+    d2t = np.ascontiguousarray(np.asarray(d2t, np.int64))
+    t2d = np.ascontiguousarray(np.asarray(t2d, np.bool_))
+    tmp = out.with_name(f".{out.name}.partial")
+    try:
+        if out.suffix == ".safetensors":
+            from safetensors.numpy import save_file  # serialisation loads only where a map is written
+
+            save_file({"d2t": d2t, "t2d": t2d}, str(tmp), metadata={"format": "pt", "written_by": "eaglekit"})
+        else:
+            import torch  # SpecForge's format is a torch pickle of two tensors
+
+            torch.save({"d2t": torch.from_numpy(d2t), "t2d": torch.from_numpy(t2d)}, str(tmp))
+        os.replace(tmp, out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"cannot write {out}: {e.strerror or e}.") from e
+    return out
+
+
+__all__ = ["check_map_path", "drafter_map", "traffic_tokens", "vocab_coverage", "write_vocab_map"]

@@ -1,0 +1,188 @@
+"""The draft vocabulary on your traffic: how many target tokens it can propose, and a better map.
+
+An EAGLE-3 drafter proposes only the N target tokens of its draft vocabulary (d2t, :mod:`eaglekit.core.vocab`).
+On traffic whose next token is outside it, no draft can be accepted: the share of the target's output
+tokens inside the draft vocabulary (the *coverage*) caps step-1 acceptance, exactly, and each later step's
+too (a chain continues only through covered tokens). The vocabulary was chosen from the trainer's traffic
+(SpecForge ``specforge/data/preprocessing.py`` ``generate_vocab_mapping_file``: the N most frequent
+target ids among the assistant tokens, ``loss_mask == 1``, sorted by id; fewer than N seen tokens are
+topped up with the ids ``0, 1, ...`` not seen); a new target version's traffic may need other tokens.
+
+Pure: token-id arrays and a d2t in, :class:`Coverage` out. :func:`recommend_map` applies SpecForge's rule
+to the given traffic (ties broken by first appearance, as ``Counter.most_common`` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from eaglekit.core.errors import InputError
+from eaglekit.core.render import html_table, kv_html, kv_text, text_table
+from eaglekit.core.vocab import build_vocab_map, compare_vocab_maps, target_ids
+
+#: Positions shown by the by-position table (all are in ``by_position``).
+SHOWN_POSITIONS = 16
+
+
+def _concat(sequences: Sequence[np.ndarray]) -> np.ndarray:
+    parts = [np.asarray(s, dtype=np.int64).ravel() for s in sequences]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)  # (total,)
+
+
+def token_counts(sequences: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
+    """How often each target id occurs in ``sequences`` (int64 [vocab_size])."""
+    flat = _concat(sequences)
+    if flat.size and (flat.min() < 0 or flat.max() >= vocab_size):
+        raise InputError(f"traffic holds token id {int(flat.max() if flat.max() >= vocab_size else flat.min())}, "
+                         f"outside the target vocabulary 0..{vocab_size - 1}.")
+    return np.bincount(flat, minlength=vocab_size).astype(np.int64)
+
+
+def recommend_map(sequences: Sequence[np.ndarray], draft_vocab_size: int, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """SpecForge's rule on ``sequences``: the ``draft_vocab_size`` most frequent ids (ties: first seen),
+    topped up with unseen ids from 0, sorted; returned as ``(d2t, t2d)``."""
+    if not 0 < draft_vocab_size <= vocab_size:
+        raise InputError(f"draft vocabulary size must be in 1..{vocab_size}, got {draft_vocab_size}.")
+    flat = _concat(sequences)
+    counts = token_counts(sequences, vocab_size)
+    first = np.full(vocab_size, flat.size, np.int64)
+    if flat.size:
+        uniq, idx = np.unique(flat, return_index=True)
+        first[uniq] = idx
+    seen = np.flatnonzero(counts)
+    order = seen[np.lexsort((first[seen], -counts[seen]))]       # by count desc, then first appearance
+    chosen = list(order[:draft_vocab_size])
+    if len(chosen) < draft_vocab_size:
+        have = set(int(i) for i in chosen)
+        chosen += [i for i in range(vocab_size) if i not in have][:draft_vocab_size - len(chosen)]
+    return build_vocab_map(np.asarray(chosen, np.int64), vocab_size)
+
+
+def covered_share(d2t, sequences: Sequence[np.ndarray], vocab_size: int) -> tuple[float | None, tuple[float | None, ...], int]:
+    """(overall coverage, coverage at each position of the sequences, tokens counted)."""
+    in_vocab = np.zeros(vocab_size, bool)
+    ids = target_ids(d2t)
+    in_vocab[ids[(ids >= 0) & (ids < vocab_size)]] = True
+    seqs = [np.asarray(s, np.int64).ravel() for s in sequences]
+    total = sum(s.size for s in seqs)
+    longest = max((s.size for s in seqs), default=0)
+    hit = np.zeros((len(seqs), longest), np.int64)                  # (prompts, positions)
+    seen = np.zeros((len(seqs), longest), np.int64)
+    for r, s in enumerate(seqs):
+        hit[r, :s.size] = in_vocab[s]
+        seen[r, :s.size] = 1
+    overall = float(hit.sum() / total) if total else None
+    n = seen.sum(0)                                                 # (positions,)
+    by_pos = [float(h / c) if c else None for h, c in zip(hit.sum(0), n)]
+    return overall, tuple(by_pos), int(total)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The draft vocabulary's coverage of the target's tokens on some traffic, and the recommended map.
+
+    ``coverage``: share of target tokens the current map contains; ``by_position[i]``: the same at output
+    position i; ``recommended_*``: SpecForge's top-N rule on this traffic; ``rows_changed``: lm_head rows
+    whose target token differs between the maps; ``tokens_added``: target ids the recommended map has and
+    the current lacks (their lm_head rows come from the target's lm_head in ``eaglekit export --vocab-map``)."""
+
+    drafter: str
+    traffic: str
+    draft_vocab_size: int
+    vocab_size: int
+    tokens: int
+    coverage: float | None
+    by_position: tuple[float | None, ...]
+    recommended_coverage: float | None
+    recommended_by_position: tuple[float | None, ...]
+    rows_changed: int
+    tokens_added: tuple[int, ...]
+    tokens_dropped: tuple[int, ...]
+    top_missing: tuple[tuple[int, int], ...]
+    recommended_d2t: np.ndarray = field(repr=False, compare=False)
+    recommended_t2d: np.ndarray = field(repr=False, compare=False)
+    steps: int = 5
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def acceptance_cap(self) -> float | None:
+        """Step-1 acceptance can be at most the coverage (a draft equals the target's token only when that
+        token is in the draft vocabulary)."""
+        return self.coverage
+
+    @property
+    def cap_sentence(self) -> str:
+        if self.coverage is None:
+            return "no tokens counted"
+        c, k = self.coverage, self.steps
+        bound = (1 - c ** (k + 1)) / (1 - c) if c < 1 else k + 1
+        return (f"coverage {c:.1%} caps per-step acceptance: at most {c:.1%} of step-1 drafts can be accepted; "
+                f"were misses independent, the accept length at K = {k} could not exceed {bound:.2f}")
+
+    @property
+    def summary(self) -> str:
+        if self.coverage is None or self.recommended_coverage is None:
+            return f"draft vocabulary coverage on {self.traffic}: no tokens"
+        return (f"draft vocabulary covers {self.coverage:.1%} of {self.tokens:,} target tokens on {self.traffic}; "
+                f"the recommended map would cover {self.recommended_coverage:.1%} ({self.rows_changed} rows change)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"drafter": self.drafter, "traffic": self.traffic, "draft_vocab_size": self.draft_vocab_size,
+                "vocab_size": self.vocab_size, "tokens": self.tokens, "coverage": self.coverage,
+                "coverage_by_position": list(self.by_position), "recommended_coverage": self.recommended_coverage,
+                "recommended_coverage_by_position": list(self.recommended_by_position),
+                "rows_changed": self.rows_changed, "tokens_added": list(self.tokens_added),
+                "tokens_dropped": list(self.tokens_dropped),
+                "top_missing": [{"id": i, "count": n} for i, n in self.top_missing],
+                "acceptance_cap": self.acceptance_cap, "note": self.cap_sentence, "notes": list(self.notes)}
+
+    def _pairs(self) -> list[tuple[str, Any]]:
+        pct = lambda x: "-" if x is None else f"{x:.1%}"
+        return [("drafter", self.drafter), ("traffic", f"{self.traffic} ({self.tokens:,} target tokens)"),
+                ("draft vocabulary", f"{self.draft_vocab_size:,} of {self.vocab_size:,} target tokens"),
+                ("coverage (current map)", pct(self.coverage)),
+                ("coverage (recommended map)", pct(self.recommended_coverage)),
+                ("rows that change", f"{self.rows_changed} of {self.draft_vocab_size} "
+                                     f"({len(self.tokens_added)} tokens in, {len(self.tokens_dropped)} out)"),
+                ("most frequent missing ids", ", ".join(f"{i} ({n}x)" for i, n in self.top_missing[:10]) or "-"),
+                ("cap", self.cap_sentence), *(("note", n) for n in self.notes)]
+
+    def _rows(self) -> list[list[str]]:
+        pct = lambda x: "-" if x is None else f"{x:.1%}"
+        n = min(len(self.by_position), SHOWN_POSITIONS)
+        return [[str(i), pct(self.by_position[i]), pct(self.recommended_by_position[i])] for i in range(n)]
+
+    def __str__(self) -> str:
+        return (kv_text(self._pairs(), title=self.summary) + "\n\n"
+                + text_table(["output position", "current map", "recommended map"], self._rows(),
+                             align=["right"] * 3))
+
+    def _repr_html_(self) -> str:
+        return ("<div>" + kv_html(self._pairs(), caption=self.summary)
+                + html_table(["output position", "current map", "recommended map"], self._rows(),
+                             align=["right"] * 3) + "</div>")
+
+
+def coverage(d2t, sequences: Sequence[np.ndarray], *, vocab_size: int, drafter: str = "drafter",
+             traffic: str = "traffic", steps: int = 5, notes: Sequence[str] = ()) -> Coverage:
+    """The current map's coverage of ``sequences`` (target output tokens, one array per prompt) against the
+    map SpecForge's rule would build from them (same draft vocabulary size)."""
+    d2t = np.asarray(d2t, np.int64)
+    n = int(d2t.shape[0])
+    rec_d2t, rec_t2d = recommend_map(sequences, n, vocab_size)
+    cov, by_pos, total = covered_share(d2t, sequences, vocab_size)
+    rcov, rby_pos, _ = covered_share(rec_d2t, sequences, vocab_size)
+    cur, rec = set(target_ids(d2t).tolist()), set(target_ids(rec_d2t).tolist())
+    counts = token_counts(sequences, vocab_size)
+    missing = [i for i in np.argsort(-counts, kind="stable") if counts[i] and int(i) not in cur]
+    cmp = compare_vocab_maps(d2t, rec_d2t)
+    return Coverage(drafter=drafter, traffic=traffic, draft_vocab_size=n, vocab_size=vocab_size, tokens=total,
+                    coverage=cov, by_position=by_pos, recommended_coverage=rcov, recommended_by_position=rby_pos,
+                    rows_changed=cmp.rows_remapped, tokens_added=tuple(sorted(rec - cur)),
+                    tokens_dropped=tuple(sorted(cur - rec)),
+                    top_missing=tuple((int(i), int(counts[i])) for i in missing[:20]),
+                    recommended_d2t=rec_d2t, recommended_t2d=rec_t2d, steps=steps, notes=tuple(notes))

@@ -1,0 +1,148 @@
+"""``eaglekit tokenizer-diff A B``: exit 0 same, 4 different with every difference named, 2 on bad input;
+local, HTTP and Hub locations read alike; no tokenizer code ever runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tokenfixtures import kimi_folder, write_tokenizer
+
+from eaglekit.cli import main
+from eaglekit.core.errors import VocabMapError
+from eaglekit.core.tokendiff import diff_tokenizers
+from eaglekit.io.tokenizer import read_tokenizer
+
+
+def _run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _error(capsys, *args) -> str:
+    code, out, err = _run(capsys, *args)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_same_tokenizer_exits_0(capsys, tokenizers_pair):
+    a, _ = tokenizers_pair
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(a))
+    assert code == 0 and "are the same" in out
+
+
+def test_every_difference_is_named(tokenizers_pair):
+    a, b = tokenizers_pair
+    d = diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert not d.same and d.exit_code == 4
+    assert [(c.id, c.a, c.b) for c in d.changed_ids] == [(10, "w10", "<think>"), (11, "w11", "</think>")]
+    assert d.special == {"eos_token": (None, "</think>")}
+    assert [c.b for c in d.added_only_b] == ["<think>", "</think>"]
+    lines = d.template_diff["default"]
+    assert "+{% for m in messages %}{{ m['content'] }} {% endfor %}{% if add_generation_prompt %}<think> {% endif %}" in lines
+    text = "\n".join(d.differences)
+    assert "id 10: 'w10' -> '<think>'" in text and "eos_token: (none) -> '</think>'" in text
+    assert "chat template 'default' differs: 2 lines changed" in text
+
+
+def test_json_names_the_tokens_and_the_template_lines(capsys, tokenizers_pair):
+    a, b = tokenizers_pair
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--json")
+    data = json.loads(out)
+    assert code == 4 and data["same"] is False
+    assert data["changed_ids"] == [{"id": 10, "a": "w10", "b": "<think>"}, {"id": 11, "a": "w11", "b": "</think>"}]
+    assert data["special_tokens"] == {"eos_token": {"a": None, "b": "</think>"}}
+    assert any(ln.startswith("+") and "<think>" in ln for ln in data["chat_template_diff"]["default"])
+
+
+def test_different_vocab_sizes_are_bad_input(capsys, tmp_path):
+    a = write_tokenizer(tmp_path / "a", vocab=12)
+    b = write_tokenizer(tmp_path / "b", vocab=13)
+    with pytest.raises(VocabMapError, match="different sizes"):
+        diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert "12 tokens in" in _error(capsys, "tokenizer-diff", str(a), str(b))
+
+
+@pytest.mark.parametrize("breakage,message", [
+    (lambda f: (f / "tokenizer.json").write_text("{ not json"), "tokenizer.json is not valid JSON"),
+    (lambda f: (f / "tokenizer.json").write_text("[" * 50_000 + "]" * 50_000), "nests"),
+    (lambda f: open(f / "chat_template.jinja", "wb").truncate(100 << 20), "larger than 1,048,576 bytes"),
+    (lambda f: [p.unlink() for p in f.iterdir()], "holds no tokenizer files"),
+])
+def test_bad_tokenizer_files_are_one_line(capsys, tokenizers_pair, breakage, message):
+    a, b = tokenizers_pair
+    breakage(b)
+    assert message in _error(capsys, "tokenizer-diff", str(a), str(b))
+
+
+def test_a_missing_location_is_one_line(capsys, tokenizers_pair):
+    a, _ = tokenizers_pair
+    assert "no such file or folder" in _error(capsys, "tokenizer-diff", str(a), str(a.parent / "nowhere"))
+
+
+def test_kimi_tokenizers_compare_without_running_their_code(capsys, tmp_path):
+    ranks = [b"a", b"b", b"c"]
+    a = kimi_folder(tmp_path / "k2", ranks, {3: "[BOS]", 4: "[EOS]"}, template="{{ messages[0].content }}")
+    b = kimi_folder(tmp_path / "k25", ranks, {3: "[BOS]", 4: "<|im_end|>"},
+                    template="{{ messages[0].content }}<|im_assistant|>assistant<|im_middle|><think>")
+    for flag in ((), ("--trust-remote-code",)):
+        code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--json", *flag)
+        data = json.loads(out)
+        assert code == 4 and data["changed_ids"] == [{"id": 4, "a": "[EOS]", "b": "<|im_end|>"}]
+        assert data["remote_code"]["b"] == "tokenization_kimi.TikTokenTokenizer"
+        assert any("not run" in n for n in data["notes"])
+    assert not (a / "RAN").exists() and not (b / "RAN").exists()
+
+
+def test_http_locations_read_by_small_gets(capsys, tokenizers_pair):
+    from eaglekit.demo.fileserver import FileServer
+
+    a, b = tokenizers_pair
+    with FileServer(a.parent) as server:
+        code, out, _ = _run(capsys, "tokenizer-diff", f"{server.endpoint}/files/a", f"{server.endpoint}/files/b", "--json")
+        paths = {r.path for r in server.log}
+    assert code == 4 and json.loads(out)["changed_ids"][0]["b"] == "<think>"
+    assert "/files/b/tokenizer.json" in paths and "/files/b/tiktoken.model" not in paths
+
+
+def test_drafter_claims(capsys, tokenizers_pair, tmp_path):
+    a, b = tokenizers_pair
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({"speculators_config": {"verifier": {"name_or_path": "org/k2"}}}))
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--drafter", str(drafter))
+    assert code == 4 and "its config names the target 'org/k2'" in out
+    (drafter / "config.json").write_text("{}")
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--drafter", str(drafter))
+    assert "does not say which tokenizer" in out
+
+
+def test_hub_locations(capsys, tmp_path):
+    from eaglekit.demo.hubserver import HubServer
+
+    write_tokenizer(tmp_path / "org" / "k2", template="{{ messages[0]['content'] }}")
+    write_tokenizer(tmp_path / "org" / "k25", names={11: "<think>"}, special=("<think>",),
+                    template="{{ messages[0]['content'] }}<think>")
+    with HubServer(tmp_path) as server:
+        code, out, err = _run(capsys, "tokenizer-diff", "hf://org/k2", "hf://org/k25", "--endpoint", server.endpoint,
+                              "--json")
+    assert code == 4, err
+    data = json.loads(out)
+    assert data["changed_ids"] == [{"id": 11, "a": "w11", "b": "<think>"}] and data["chat_template_diff"]["default"]
+
+
+def test_terminal_escapes_from_files_are_shown_not_sent(capsys, tokenizers_pair, tmp_path):
+    a, b = tokenizers_pair
+    cfg = json.loads((b / "tokenizer_config.json").read_text())
+    cfg["eos_token"] = "\x1b]52;c;ZXZpbA==\x07"
+    cfg["auto_map"] = {"AutoTokenizer": ["evil\x1b[2J.Tok", None]}
+    (b / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (b / "chat_template.jinja").write_text("{{ messages }}\x1b[2J")
+    drafter = tmp_path / "d"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps({"speculators_config": {"verifier": {"name_or_path": "x\x1b[2J"}}}))
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--drafter", str(drafter))
+    assert code == 4 and "\x1b" not in out and "\x07" not in out and "\\x1b" in out
