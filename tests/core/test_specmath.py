@@ -112,6 +112,7 @@ def test_estimate_renders_aligned_text_and_html():
     html = est._repr_html_()
     assert html.startswith("<table") and "Speculative decoding estimate" in html and "accept length 2.46" in html
     assert list(est.to_json()) == [
+        "baseline_tps", "verify_ms", "draft_ms", "steps", "overhead_ms", "drafting_counted_free",
         "cycle_ms", "tokens_per_s", "speedup", "break_even_accept_length", "alpha", "accept_length", "target"
     ]
 
