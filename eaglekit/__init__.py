@@ -56,6 +56,7 @@ _EXPORTS = {
     "heatmap": "view.figures", "overview": "view.figures",
     "drift_map": "view.drift_figures", "drafter_view": "view.drift_figures",
     "accept_length_vs_steps": "view.acceptance_figures", "per_step_acceptance": "view.acceptance_figures", "per_prompt_spread": "view.acceptance_figures",
+    "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
     "HubServer": "demo.hubserver",
@@ -104,7 +105,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
     from eaglekit.view.drift_figures import drafter_view, drift_map
-    from eaglekit.view.acceptance_figures import accept_length_vs_steps, per_prompt_spread, per_step_acceptance
+    from eaglekit.view.acceptance_figures import (
+        accept_length_vs_steps,
+        break_even_by_steps,
+        per_prompt_spread,
+        per_step_acceptance,
+        steps_table,
+    )
     from eaglekit.demo.world import build_demo
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.hubserver import HubServer
