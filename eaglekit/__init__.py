@@ -50,7 +50,7 @@ _EXPORTS = {
     "measure_acceptance": "analysis.acceptance.measure", "AcceptanceResult": "analysis.acceptance.measure",
     "DraftModel": "analysis.acceptance.draft_model",
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
-    "conclude_acceptance": "analysis.acceptance.conclusion",
+    "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
@@ -100,7 +100,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.measure import AcceptanceResult, measure_acceptance
     from eaglekit.analysis.acceptance.draft_model import DraftModel
     from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
-    from eaglekit.analysis.acceptance.conclusion import conclude_acceptance
+    from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
