@@ -436,7 +436,9 @@ class Estimate:
             ("accept length", f"{self.accept_length:.2f} tokens/cycle (alpha {self.alpha:.3f}, {_steps(s.steps)})"),
             ("throughput", f"{self.tokens_per_s:.1f} tok/s"),
             ("speedup", f"{self.speedup:.2f}x over {s.baseline_tps:g} tok/s baseline ({self.speedup - 1:+.0%})"),
-            ("break-even", f"accept length {self.break_even_accept_length:.2f}"),
+            ("break-even", f"accept length {self.break_even_accept_length:.2f}" + (
+                ": below 1, so any drafter pays (every cycle emits at least the bonus token); a cycle shorter than "
+                "one baseline step: check the verify time" if self.break_even_accept_length < 1 else "")),
         ]
         if s.steps is not None and s.draft_ms == 0:
             rows.append(("drafting", "counted free (no draft time given): break-even and throughput leave out "
