@@ -1,11 +1,15 @@
-# eaglekit: every target bootstraps .venv itself (torch==2.13.0 first: a CPU build; a looser spec
-# would pull a multi-GB CUDA build). A second run reuses the venv: the stamp is newer than pyproject.toml.
+# eaglekit: every target bootstraps .venv itself (torch==2.13.0 first, so the rest installs against it; on
+# Linux PyPI's wheel is the multi-GB CUDA build: TORCH_PIP_ARGS names the CPU index).
+# A second run reuses the venv: the stamp is newer than pyproject.toml.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.eaglekit-installed
 DEMO   := build/demo
 PORT   ?= 8888
+# Where torch comes from: pip's configured indexes unless given, e.g. the CPU build on Linux (README):
+#   make test TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"
+TORCH_PIP_ARGS ?=
 
 .PHONY: venv test report lab demo bench clean
 
@@ -13,7 +17,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_PIP_ARGS) torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[notebooks,test]'
 	@touch $(STAMP)
 

@@ -52,12 +52,13 @@ _EXPORTS = {
     "measure_acceptance": "analysis.acceptance.measure", "AcceptanceResult": "analysis.acceptance.measure",
     "DraftModel": "analysis.acceptance.draft_model",
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
-    "conclude_acceptance": "analysis.acceptance.conclusion",
+    "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
     "drift_map": "view.drift_figures", "drafter_view": "view.drift_figures",
     "accept_length_vs_steps": "view.acceptance_figures", "per_step_acceptance": "view.acceptance_figures", "per_prompt_spread": "view.acceptance_figures",
+    "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
     "HubServer": "demo.hubserver",
@@ -110,12 +111,18 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.measure import AcceptanceResult, measure_acceptance
     from eaglekit.analysis.acceptance.draft_model import DraftModel
     from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
-    from eaglekit.analysis.acceptance.conclusion import conclude_acceptance
+    from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
     from eaglekit.view.drift_figures import drafter_view, drift_map
-    from eaglekit.view.acceptance_figures import accept_length_vs_steps, per_prompt_spread, per_step_acceptance
+    from eaglekit.view.acceptance_figures import (
+        accept_length_vs_steps,
+        break_even_by_steps,
+        per_prompt_spread,
+        per_step_acceptance,
+        steps_table,
+    )
     from eaglekit.demo.world import build_demo
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.hubserver import HubServer

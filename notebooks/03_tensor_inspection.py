@@ -74,8 +74,10 @@ if hub is not None:
 
 # %%
 if hub is not None:
-    plain = eaglekit.read_inventory(f"{hub.endpoint}/files/demo-team/Kimi-K2.5-eagle3-finetuned/model.safetensors")
-    print(plain.summary())
+    path = "files/demo-team/Kimi-K2.5-eagle3-finetuned/model.safetensors"
+    plain = eaglekit.read_inventory(f"{hub.endpoint}/{path}")
+    # the server's address dies with this kernel: show the path it served, not its URL
+    print(f"/{path} over plain HTTP: {plain.summary().removeprefix(plain.source + ': ')}")
 
 # %% [markdown]
 # ## Four drafters side by side

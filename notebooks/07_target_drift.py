@@ -73,18 +73,18 @@ drafter_view(sampled)
 # Each task names the two locations and its row blocks; the worker opens them and reads its ranges
 # itself, so no weight bytes pass through the scheduler. Here the cluster lives in this kernel (threads);
 # `eaglekit drift A B --full --scheduler tcp://HOST:8786` uses a real one, and a task lost with its worker
-# is re-run elsewhere. The dashboard link shows the tasks as they run.
+# is re-run elsewhere.
+#
+# **Watching it run.** A Dask cluster serves a live dashboard (task stream, progress, workers' memory)
+# while it runs. In a running kernel, `client.dashboard_link` is its address: open it in a browser on
+# the same machine (the dashboard's pages need the `bokeh` package). This page shows no link: the
+# cluster stopped when the cell finished.
 
 # %%
 from distributed import Client, LocalCluster
-from IPython.display import Markdown, display
 
 cluster = LocalCluster(n_workers=1, threads_per_worker=WORKERS, processes=False, dashboard_address=":0")
 client = Client(cluster)
-import importlib.util
-
-note = "" if importlib.util.find_spec("bokeh") else " (the dashboard's pages need `pip install bokeh`)"
-display(Markdown(f"Dask dashboard: [{client.dashboard_link}]({client.dashboard_link}){note}"))
 full = eaglekit.drift(a, b, drafter=drafter, full=True, scheduler=client, hidden=dumps)
 client.close()
 cluster.close()

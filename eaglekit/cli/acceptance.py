@@ -12,8 +12,9 @@ The convention is vLLM's mean acceptance length (bonus token counted, the prefil
 from __future__ import annotations
 
 import argparse
+import sys
 
-from eaglekit.cli.common import add_json_option, add_location, add_remote_options, emit
+from eaglekit.cli.common import add_json_option, add_location, add_remote_options, emit, temperature
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -32,8 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "(default: the dump's target when it is a local folder)")
     p.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="greedy continuation length (64)")
     p.add_argument("--steps", type=int, default=5, metavar="K", help="draft steps per cycle (5)")
-    p.add_argument("--temperature", type=float, default=0.0, metavar="T",
-                   help="> 0 adds the expected acceptance per step under sampling (needs --target)")
+    p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
+                   help="> 0 adds the expected acceptance per step and the expected accept length under "
+                        "sampling, on the same cycle basis as the greedy figure (needs --target)")
     p.add_argument("--aux-convention", choices=("outputs", "inputs"), default=None,
                    help="how the drafter's aux layer ids select target layers (default: what it was trained with)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
@@ -65,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
         endpoint=args.endpoint)
+    for note in result.notes:  # what may make the figure measure something else, also where --json hides it
+        if note.startswith("warning: "):
+            print(f"eaglekit acceptance: {note}", file=sys.stderr)
     emit(result, args)
     return 0
 

@@ -89,6 +89,17 @@ def write_html(write: Any, path: str) -> None:
         raise InputError(f"cannot write {path}: {e.strerror or e}; choose a writable path for --html.") from e
 
 
+def temperature(text: str) -> float:
+    """``--temperature``: a finite number >= 0 (0 is greedy), refused at parse time otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite temperature >= 0 (0 is greedy), got {text!r}")
+    return value
+
+
 def check_writable(path: str, option: str) -> None:
     """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
     folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""

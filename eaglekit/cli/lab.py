@@ -1,11 +1,13 @@
-"""``make lab``: JupyterLab on ``notebooks/`` with the demo workspace ready and widgets working.
+"""``make lab``: JupyterLab on a working copy of ``notebooks/`` with the demo workspace ready and widgets working.
 
-``eaglekit lab --demo build/demo --port 8888`` builds the demo on first use, then runs
-JupyterLab bound to 127.0.0.1 with a fresh token and prints the URL to open. The kernels see
-``EAGLEKIT_DEMO`` (the demo, relative to ``notebooks/`` so outputs hold no absolute path) and this
-checkout on ``PYTHONPATH``. Widgets need nothing more: ipywidgets' JupyterLab extension, plotly's and
-anywidget's (for the calculator) ship inside the pip packages. The server never calls home: no
-update check, no news feed.
+``eaglekit lab --demo build/demo --port 8888`` builds the demo on first use, copies the committed notebooks
+into ``build/lab/`` (:func:`working_copy`: outputs and autosaves land there, never in the checkout, and no
+jupytext twin is paired there), then runs JupyterLab on that copy, bound to 127.0.0.1 with a fresh token,
+and prints the URL to open. The kernels see ``EAGLEKIT_DEMO`` (the demo, relative to the copy so outputs
+hold no absolute path) and this checkout on ``PYTHONPATH``. Widgets need nothing more: ipywidgets'
+JupyterLab extension, plotly's and anywidget's (for the calculator) ship inside the pip packages. The
+server never calls home: no update check, no news feed, and no "Jupyter news" question (the announcements
+plugin is disabled through a page config on ``JUPYTER_CONFIG_PATH``, beside the user's own configuration).
 """
 
 from __future__ import annotations
@@ -18,6 +20,58 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
+WORKDIR = ROOT / "build" / "lab"
+#: The JupyterLab plugin that asks "Would you like to get notified about official Jupyter news?"
+#: (jupyterlab docs, user/announcements: "It can be disabled as any plugin").
+ANNOUNCEMENTS = "@jupyterlab/apputils-extension:announcements"
+_COPIED = ".eaglekit-copied.json"  # name -> sha256 of the copy as written: an unedited copy is refreshed
+
+
+def working_copy(source: str | os.PathLike[str], into: str | os.PathLike[str]) -> list[str]:
+    """Copy the notebooks of ``source`` into ``into`` for a lab session; returns what it did, one line each.
+
+    A copy is written when missing, and rewritten when the committed notebook changed while the copy was
+    left as written; a copy the user edited is kept (delete it to get the committed one back). The copies
+    drop jupytext's pairing, so saving one writes no twin and nothing in the checkout changes."""
+    import hashlib
+    import json
+
+    src, dst = Path(source), Path(into)
+    dst.mkdir(parents=True, exist_ok=True)
+    ledger_path = dst / _COPIED
+    try:
+        ledger = json.loads(ledger_path.read_text())
+    except (OSError, ValueError):
+        ledger = {}
+    said = []
+    for nb in sorted(src.glob("*.ipynb")):
+        data = json.loads(nb.read_text(encoding="utf-8"))
+        data.get("metadata", {}).pop("jupytext", None)  # no pairing in the copy: no twin, no version lines
+        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        copy = dst / nb.name
+        if copy.exists():
+            current = hashlib.sha256(copy.read_bytes()).hexdigest()
+            if current == digest or current != ledger.get(nb.name):  # up to date, or the user's edits
+                if current != digest:
+                    said.append(f"kept your edited {copy.name} (delete it to get the committed one)")
+                continue
+        copy.write_text(text, encoding="utf-8")
+        ledger[nb.name] = digest
+        said.append(f"copied {nb.name}")
+    ledger_path.write_text(json.dumps(ledger, indent=1) + "\n")
+    return said
+
+
+def lab_config_dir(into: str | os.PathLike[str]) -> Path:
+    """A Jupyter config folder for ``JUPYTER_CONFIG_PATH`` whose page config disables the news question."""
+    import json
+
+    folder = Path(into) / ".jupyter-config"
+    (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+    (folder / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {ANNOUNCEMENTS: True}}, indent=1) + "\n")
+    return folder
 
 
 def lab_url(port: int, token: str, *, path: str | None = None, host: str = "127.0.0.1") -> str:
@@ -44,11 +98,15 @@ def lab_command(*, root_dir: str | os.PathLike[str], port: int, token: str, host
 
 
 def lab_env(*, demo: str | os.PathLike[str], root_dir: str | os.PathLike[str],
-            base: dict[str, str] | None = None) -> dict[str, str]:
-    """The server's environment: ``EAGLEKIT_DEMO`` relative to ``root_dir``, this checkout on ``PYTHONPATH``."""
+            base: dict[str, str] | None = None, config_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """The server's environment: ``EAGLEKIT_DEMO`` relative to ``root_dir``, this checkout on ``PYTHONPATH``,
+    and ``config_dir`` (:func:`lab_config_dir`) first on ``JUPYTER_CONFIG_PATH`` when given."""
     env = dict(os.environ if base is None else base)
     env["EAGLEKIT_DEMO"] = os.path.relpath(Path(demo).resolve(), Path(root_dir).resolve())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    if config_dir is not None:
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(Path(config_dir).resolve()),
+                                                                   env.get("JUPYTER_CONFIG_PATH")]))
     return env
 
 
@@ -58,7 +116,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                    "token; prints the URL to open.")
     p.add_argument("--demo", default="build/demo", help="demo workspace (built when missing)")
     p.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888)")
-    p.add_argument("--notebooks", default=str(NOTEBOOKS), help="folder JupyterLab opens (default notebooks/)")
+    p.add_argument("--notebooks", default=str(NOTEBOOKS), help="the notebooks to copy (default notebooks/)")
+    p.add_argument("--workdir", default=str(WORKDIR),
+                   help="where the working copy lives and JupyterLab opens (default build/lab/): the checkout's "
+                        "notebooks are never written")
     p.set_defaults(func=run)
 
 
@@ -87,11 +148,16 @@ def run(args: argparse.Namespace) -> int:
 
     check_port_free(args.port)
     build_demo(args.demo)
+    for line in working_copy(args.notebooks, args.workdir):
+        if line.startswith("kept"):
+            print(line)
     token = secrets.token_hex(24)
-    command = lab_command(root_dir=args.notebooks, port=args.port, token=token)
-    print(f"demo workspace ready at {args.demo}\nJupyterLab on {args.notebooks}; open this URL "
-          f"(Ctrl-C stops the server):\n\n    {lab_url(args.port, token)}\n", flush=True)
-    server = subprocess.Popen(command, env=lab_env(demo=args.demo, root_dir=args.notebooks))
+    command = lab_command(root_dir=args.workdir, port=args.port, token=token)
+    print(f"demo workspace ready at {args.demo}\nJupyterLab on a working copy of {args.notebooks} in {args.workdir} "
+          f"(the checkout stays as committed); open this URL (Ctrl-C stops the server):\n\n"
+          f"    {lab_url(args.port, token)}\n", flush=True)
+    server = subprocess.Popen(command, env=lab_env(demo=args.demo, root_dir=args.workdir,
+                                                   config_dir=lab_config_dir(args.workdir)))
     # Ctrl-C reaches the server too (same terminal): it asks to confirm, then stops its kernels and exits.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         check_writable(args.html, "--html")
     report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
                         endpoint=args.endpoint, progress=sys.stderr.isatty())
-    if not report.tensors and not report.buffers:  # an incompatible pair: say why, exit 4 as compat does
+    # An incompatible pair: no weight tensor compared, only d2t/t2d at most. Say why, exit 4 as compat does.
+    if not report.tensors and (not report.buffers or report.mismatched):
         emit(report, args)
         print(f"eaglekit similarity: {_why_nothing(report)}", file=sys.stderr)
         return EXIT_NOT_FIT
@@ -63,12 +64,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _why_nothing(report) -> str:
-    """Why two drafters had no tensor to compare: every shared tensor mismatched, or no tensor shared."""
+    """Why two drafters had no weight tensor to compare: every shared tensor mismatched, or no tensor shared."""
     parts = [f"{m.name} ({m.reason})" for m in report.mismatched[:3]]
     more = f" and {len(report.mismatched) - 3} more" if len(report.mismatched) > 3 else ""
     if parts:
         why = f"every tensor both have differs: {'; '.join(parts)}{more}"
     else:
         why = "they share no tensor name"
-    return (f"nothing compared between {report.a} and {report.b}: {why}. Weights of drafters with different "
+    what = "nothing compared"
+    if report.buffers:
+        what = f"no weight tensor compared (only {' and '.join(b.name for b in report.buffers)})"
+    return (f"{what} between {report.a} and {report.b}: {why}. Weights of drafters with different "
             "shapes cannot be compared; check them with `eaglekit compat A B`.")

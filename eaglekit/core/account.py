@@ -340,11 +340,12 @@ class Account:
         return {
             "baseline_tps": self.baseline_tps, "spec_tps": self.spec_tps, "accept_length": self.accept_length,
             "steps": self.steps, "verify_ms": self.verify_ms, "draft_ms": self.draft_ms, "overhead_ms": self.overhead_ms,
-            "cycle_ms": self.cycle_ms, "break_even_accept_length": self.break_even,
+            "speedup": self.spec_tps / self.baseline_tps,
+            "cycle_ms": self.cycle_ms, "drafting_ms_per_cycle": self.cycle_ms - self.verify_ms,
+            "break_even_accept_length": self.break_even,
             "verify_only_break_even_accept_length": self.verify_only_break_even, "ceiling_tps": self.ceiling_tps,
-            "targets": [{"tokens_per_s": r.target_tps, "accept_length": r.accept_length, "alpha": r.alpha,
-                         "max_draft_ms": r.max_draft_ms, "min_steps": r.min_steps,
-                         "min_steps_accept_length": r.min_steps_accept_length, "min_steps_alpha": r.min_steps_alpha}
+            "targets": [{**r.to_json(), **dict(zip(("verify_only_accept_length", "verify_only_alpha"),
+                                                   self.verify_only_needs(r.target_tps)))}
                         for r in self.targets],
             "projections": [{"accept_length": p.accept_length, "steps": p.steps, "cycle_ms": p.cycle_ms,
                              "tokens_per_s": p.tokens_per_s, "speedup": p.speedup} for p in self.projections],

@@ -268,6 +268,19 @@ class Reach:
     def reachable(self) -> bool:
         return self.alpha is not None
 
+    def to_json(self) -> dict:
+        """Every figure :meth:`headline` and :meth:`remedy` print."""
+        k = self.steps
+        return {"tokens_per_s": self.target_tps, "steps": k, "draft_ms": self.draft_ms, "cycle_ms": self.cycle_ms,
+                "accept_length": self.accept_length, "alpha": self.alpha, "reachable": self.reachable,
+                "tokens_per_cycle_at_most": k + 1, "ceiling_tps": (k + 1) * 1000.0 / self.cycle_ms,
+                "fixed_part_alone_tps": (k + 1) * 1000.0 / self.fixed_ms,
+                "max_draft_ms": self.max_draft_ms, "min_steps": self.min_steps,
+                "min_steps_cycle_ms": (self.fixed_ms + self.min_steps * self.draft_ms
+                                       if self.min_steps is not None else None),
+                "min_steps_accept_length": self.min_steps_accept_length, "min_steps_alpha": self.min_steps_alpha,
+                "min_steps_tokens_per_cycle_at_most": self.min_steps + 1 if self.min_steps is not None else None}
+
     def headline(self) -> str:
         """What the target needs at these steps, or that it is out of reach there."""
         t, k = f"{self.target_tps:g} tok/s", self.steps
@@ -408,13 +421,25 @@ class Estimate:
     break_even_accept_length: float
     target: Target | None = None
 
+    @property
+    def drafting_counted_free(self) -> bool:
+        """True when the cycle holds no drafting time (unbounded chain, or draft_ms 0): break-even is then
+        understated by the drafter's share of the cycle."""
+        return self.scenario.steps is None or self.scenario.draft_ms == 0
+
     def to_json(self) -> dict:
-        """The ``eaglekit speedup --json`` object."""
+        """The ``eaglekit speedup --json`` object: every figure the text prints."""
+        s = self.scenario
         target = None
         if self.target is not None:
             t = self.target
             target = {"tokens_per_s": t.tokens_per_s, "accept_length": t.accept_length, "alpha": t.alpha}
+            if s.steps is not None:
+                target.update(reach(t.tokens_per_s, verify_ms=s.verify_ms, steps=s.steps, draft_ms=s.draft_ms,
+                                    overhead_ms=s.overhead_ms).to_json())
         return {
+            "baseline_tps": s.baseline_tps, "verify_ms": s.verify_ms, "draft_ms": s.draft_ms, "steps": s.steps,
+            "overhead_ms": s.overhead_ms, "drafting_counted_free": self.drafting_counted_free,
             "cycle_ms": self.cycle_ms,
             "tokens_per_s": self.tokens_per_s,
             "speedup": self.speedup,
@@ -435,8 +460,13 @@ class Estimate:
             ("accept length", f"{self.accept_length:.2f} tokens/cycle (alpha {self.alpha:.3f}, {_steps(s.steps)})"),
             ("throughput", f"{self.tokens_per_s:.1f} tok/s"),
             ("speedup", f"{self.speedup:.2f}x over {s.baseline_tps:g} tok/s baseline ({self.speedup - 1:+.0%})"),
-            ("break-even", f"accept length {self.break_even_accept_length:.2f}"),
+            ("break-even", f"accept length {self.break_even_accept_length:.2f}" + (
+                ": below 1, so any drafter pays (every cycle emits at least the bonus token); a cycle shorter than "
+                "one baseline step: check the verify time" if self.break_even_accept_length < 1 else "")),
         ]
+        if s.steps is not None and s.draft_ms == 0:
+            rows.append(("drafting", "counted free (no draft time given): break-even and throughput leave out "
+                                     f"the {s.steps} draft steps per cycle"))
         if self.target is not None:
             t = self.target
             if s.steps is not None:

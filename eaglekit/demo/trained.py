@@ -41,6 +41,9 @@ VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 AUX_IDS = [0, 1, 2]                     # SpecForge ids: outputs of layers 0, 1, 2 = hidden_states 1, 2, 3
 SEQ, NOISE, SHIFT = 48, 0.10, 0.40
 FEW_SAMPLES = 6
+#: Chain steps the drafters are trained for (training-time test): beyond them per-step acceptance collapses.
+#: Every world of TRAINED_VERSION 2 was trained with this many (manifests from version 3 on record it).
+CHAIN_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -59,15 +62,23 @@ class TrainedWorld:
     def prompts(self, name: str) -> Path:
         return self.root / f"prompts-{name}.jsonl"
 
+    @property
+    def chain_steps(self) -> int:
+        """Chain steps the drafters were trained for (training-time test): a K above it drafts steps they
+        never learned, and their per-step acceptance collapses there."""
+        return int(self.manifest.get("drafter_chain_steps", CHAIN_STEPS))
+
     def __str__(self) -> str:
         lines = [f"trained demo world at {self.root}"]
         lines += [f"  {kind}/{name}: {what}" for kind in ("targets", "drafters")
                   for name, what in self.manifest[kind].items()]
+        lines.append(f"  drafters trained for {self.chain_steps} chain steps (training-time test)")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
 
         rows = [(f"{kind}/{name}", what) for kind in ("targets", "drafters") for name, what in self.manifest[kind].items()]
+        rows.append(("drafters/*", f"trained for {self.chain_steps} chain steps (training-time test)"))
         return html_table(["path", "what"], rows, caption=f"trained demo world: {self.root}")
 
 
@@ -155,7 +166,7 @@ def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
 
 
 def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, labels, *, steps: int, lr: float,
-                   seed: int, ttt: int = 3) -> dict[str, Any]:
+                   seed: int, ttt: int = CHAIN_STEPS) -> dict[str, Any]:
     """Training-time test: K chain steps over every position at once, cross-entropy against the target's
     argmax mapped to draft rows (tokens outside the draft vocabulary are skipped)."""
     import torch
@@ -317,7 +328,7 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
                      "k25-scratch": f"trained from scratch on k25 with {FEW_SAMPLES} samples",
                      "k25-warm": f"k2's drafter fine-tuned on the same {FEW_SAMPLES} k25 samples",
                      "random": "untrained (random weights)"},
-        "draft_vocab": COMMON, "vocab": VOCAB,
+        "draft_vocab": COMMON, "vocab": VOCAB, "drafter_chain_steps": CHAIN_STEPS,
     }
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return TrainedWorld(root, manifest)

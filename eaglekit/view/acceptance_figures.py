@@ -7,9 +7,11 @@ plotly is imported inside each function.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Union
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
+from eaglekit.core.specmath import Scenario
 
 Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
 #: one colour per drafter, in the same order on every figure (plotly's default qualitative palette)
@@ -22,9 +24,17 @@ def _named(results: Results) -> dict[str, AcceptanceResult]:
     return dict(results)
 
 
-def accept_length_vs_steps(results: Results, *, break_even: float | None = None):
-    """Accept length for every K from 1 to K_max (one line per drafter); the ceiling K + 1 dotted and,
-    when given, the break-even accept length as a horizontal line."""
+def break_even_by_steps(scenario: Scenario, steps: int) -> tuple[float, ...]:
+    """Break-even accept length at K = 1..``steps`` (the scenario's own steps ignored): each draft step
+    lengthens the cycle, so break-even rises with K (cycle x baseline tok/s / 1000)."""
+    return tuple(replace(scenario, steps=k).break_even_accept_length for k in range(1, steps + 1))
+
+
+def accept_length_vs_steps(results: Results, *, scenario: Scenario | None = None, trained_steps: int | None = None):
+    """Accept length for every K from 1 to K_max (one line per drafter); the ceiling K + 1 dotted; with a
+    serving ``scenario``, the break-even accept length AT EACH K (a marker per K: it rises with K, so a
+    drafter pays at K where its line is above that K's marker); ``trained_steps``: a vertical line where
+    the drafters' training-time test ended (beyond it they draft steps they never learned)."""
     import plotly.graph_objects as go
 
     named = _named(results)
@@ -33,16 +43,40 @@ def accept_length_vs_steps(results: Results, *, break_even: float | None = None)
     ks = list(range(1, kmax + 1))
     fig.add_trace(go.Scatter(x=ks, y=[k + 1 for k in ks], mode="lines", name="ceiling K + 1",
                              line={"dash": "dot", "color": "#98a2b3"}))
+    if scenario is not None:
+        fig.add_trace(go.Scatter(x=ks, y=list(break_even_by_steps(scenario, kmax)), mode="lines+markers",
+                                 name="break-even at K", line={"dash": "dash", "color": "#d92d20"},
+                                 marker={"symbol": "line-ew-open", "size": 18, "color": "#d92d20"},
+                                 hovertemplate="K = %{x}<br>break-even %{y:.2f}<extra></extra>"))
     for i, (label, r) in enumerate(named.items()):
         fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps),
                                  mode="lines+markers", name=label, line={"color": COLOURS[i % len(COLOURS)]},
                                  hovertemplate="K = %{x}<br>accept length %{y:.3f}<extra>" + label + "</extra>"))
-    if break_even is not None:
-        fig.add_hline(y=break_even, line={"dash": "dash", "color": "#d92d20"},
-                      annotation_text=f"break-even {break_even:.2f}", annotation_position="top left")
+    if trained_steps is not None and trained_steps < kmax:
+        fig.add_vline(x=trained_steps + 0.5, line={"dash": "dot", "color": "#667085"},
+                      annotation_text=f"trained for {trained_steps} steps", annotation_position="top left")
     fig.update_layout(title="Accept length vs draft steps K (bonus token counted)", xaxis_title="draft steps K",
                       yaxis_title="accept length", template="plotly_white", height=380, xaxis={"dtick": 1})
     return fig
+
+
+def steps_table(results: Results, scenario: Scenario):
+    """A table (pandas) of the accept length at every K beside that K's break-even, and which drafters pay
+    there: the chart of :func:`accept_length_vs_steps` in numbers."""
+    import pandas as pd
+
+    named = _named(results)
+    kmax = max(r.steps for r in named.values())
+    be = break_even_by_steps(scenario, kmax)
+    rows = []
+    for k in range(1, kmax + 1):
+        row: dict[str, object] = {"K": k, "break-even": round(be[k - 1], 3)}
+        for label, r in named.items():
+            row[label] = round(r.accept_length_by_steps[k - 1], 3) if k <= r.steps else None
+        row["pays at this K"] = ", ".join(label for label, r in named.items()
+                                          if k <= r.steps and r.accept_length_by_steps[k - 1] > be[k - 1]) or "none"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("K")
 
 
 def per_step_acceptance(results: Results):

@@ -131,7 +131,11 @@ export function describe(p, r) {
   const change = r.speedup - 1;
   lines.push(["speedup", `${f2(r.speedup)}x over ${g(p.baseline_tps)} tok/s baseline ` +
     `(${change >= 0 ? "+" : "-"}${pct(Math.abs(change))})`]);
-  lines.push(["break-even", `accept length ${f2(r.break_even_accept_length)}`]);
+  const be = r.break_even_accept_length;
+  lines.push(["break-even", be < 1
+    ? `accept length ${f2(be)}: below 1, so any drafter pays (every cycle emits at least the bonus token); ` +
+      `a ${f2(r.cycle_ms)} ms cycle at ${g(p.baseline_tps)} tok/s is shorter than one baseline step: check the verify time`
+    : `accept length ${f2(be)}`]);
   const T = g(p.target_tps), need = r.target_accept_length;
   if (need <= 1) lines.push(["target", `${T} tok/s is reached by any drafter: one token per cycle gives it`]);
   else if (r.target_alpha !== null) {
@@ -228,6 +232,7 @@ function render({model, el: root}) {
   root.classList.add("eaglekit-calculator");
   const controls = el("div", {class: "controls"});
   const inputs = {};
+  let clamped = null;  // the last typed value that was out of its control's range, shown until the next change
   const mode = el("div", {class: "row mode"});
   for (const [value, label] of [["accept_length", "accept length"], ["alpha", "alpha"]]) {
     const b = el("button", {type: "button", "data-mode": value}, label);
@@ -243,10 +248,22 @@ function render({model, el: root}) {
     const range = el("input", {type: "range", min, max, step, name});
     const number = el("input", {type: "number", min, max, step, name: `${name}-value`});
     const set = (value) => { model.set(name, name === "steps" ? Math.round(value) : value); model.save_changes(); update(); };
-    range.addEventListener("input", () => set(Number(range.value)));
-    number.addEventListener("change", () => {
+    range.addEventListener("input", () => { clamped = null; set(Number(range.value)); });
+    const commit = () => {
       const v = Number(number.value);
-      if (Number.isFinite(v)) set(Math.min(max, Math.max(min, v)));
+      if (number.value.trim() === "" || !Number.isFinite(v)) { update(); return; }  // not a number: show the value again
+      const kept = Math.min(max, Math.max(min, v));
+      clamped = kept === v ? null : {label, asked: v, kept, min, max};
+      if (kept !== v) number.value = shown(kept, step);  // the box keeps focus: show the clamped value here
+      set(kept);
+    };
+    number.addEventListener("change", commit);
+    // JupyterLab takes Enter for its notebook commands before a change event fires: commit here, keep it here.
+    number.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter") return;
+      event.preventDefault();
+      event.stopPropagation();
+      commit();
     });
     row.append(el("span", {class: "name"}, label), range, number);
     inputs[name] = {row, range, number, step};
@@ -255,8 +272,9 @@ function render({model, el: root}) {
   }
   const side = el("div", {class: "side"});
   const note = el("p", {class: "note", role: "status"});
+  const inputNote = el("p", {class: "input-note", role: "status"});
   const table = el("table", {class: "readout"});
-  side.append(note, table);
+  side.append(inputNote, note, table);
   const chart = svg("svg", {class: "chart", role: "img", "aria-label": "throughput against accept length"});
   const top = el("div", {class: "top"});
   top.append(controls, side);
@@ -282,6 +300,11 @@ function render({model, el: root}) {
         `(${r.clamped.ceiling} tokens per cycle): computed at ${f2(r.accept_length)}. Raise k or tick "unbounded chain".`
       : "";
     note.hidden = !r.clamped;
+    inputNote.textContent = clamped
+      ? `${clamped.label} ${g(clamped.asked)} is outside this control's range (${g(clamped.min)} to ${g(clamped.max)}): ` +
+        `set to ${g(clamped.kept)}.`
+      : "";
+    inputNote.hidden = !clamped;
     table.replaceChildren(...describe(p, r).map(([k, v]) => {
       const tr = el("tr", {"data-field": k});
       tr.append(el("th", {}, k), el("td", {}, v));

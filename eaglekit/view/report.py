@@ -365,18 +365,33 @@ _REMOTE = re.compile(
     re.IGNORECASE)
 _TOKENS = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b|[?&]token=[0-9a-f]{16,}")
 _TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "JUPYTER_TOKEN")
+#: A machine's own address with a port or a scheme: a server that stopped with the kernel, or one only the
+#: rendering machine reaches (loopback, any-address, in-process, private networks).
+_ADDRESS = re.compile(
+    r"\binproc://[^\s\"'<]*"
+    r"|\b(?:localhost|127(?:\.\d{1,3}){3}|0\.0\.0\.0|\[::1?\]|10(?:\.\d{1,3}){3}|192\.168(?:\.\d{1,3}){2}"
+    r"|172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2}):\d{2,5}\b",
+    re.IGNORECASE)
+
+
+def machine_addresses(text: str) -> list[str]:
+    """The machine-specific addresses in ``text`` (``127.0.0.1:8888``, ``localhost:...``, ``inproc://...``,
+    private-network ``host:port``), each once: links that die with the kernel or work on one machine only."""
+    return list(dict.fromkeys(m.group(0) for m in _ADDRESS.finditer(text)))
 
 
 def check_page(html: str, *, paths: Iterable[str | os.PathLike[str]] = (), plotly_js: str | None = None,
                inlined: Iterable[str] = ()) -> list[str]:
     """What would break the report's promise in one page: a request to another host, an absolute path
-    from ``paths`` (allowed only after ``..``, as the relative demo path spells it), or a token. Inlined
+    from ``paths`` (allowed only after ``..``, as the relative demo path spells it), a machine address
+    (:func:`machine_addresses`), or a token. Inlined
     library code (``plotly_js``, whose code names map-tile servers, and ``inlined``) is skipped. Returns
     the problems found."""
     for js in (plotly_js, *inlined):
         if js:
             html = html.replace(js, "")
     problems = [f"loads {m.group(0)!r}..." for m in _REMOTE.finditer(html)]
+    problems += [f"holds the machine address {a!r} (dead once the kernel stops)" for a in machine_addresses(html)[:3]]
     for path in dict.fromkeys(str(p).rstrip("/") for p in paths):
         if len(path) > 1 and re.search(r"(?<!\.\.)" + re.escape(path) + r"(?![\w.-])", html):
             problems.append(f"holds the absolute path {path}")
@@ -451,8 +466,11 @@ def _index(pages: list[RenderedNotebook]) -> str:
                       f"<small>({escape(p.name)}.ipynb{figures(p)}{single(p)})</small></li>" for p in pages)
     return ("<!doctype html><html><head><meta charset='utf-8'><title>eaglekit report</title>"
             "<style>body{font-family:system-ui,sans-serif;max-width:48em;margin:2em auto}</style></head>"
-            "<body><h1>eaglekit report</h1><p>Rendered on the synthetic demo workspace "
-            "(random weights in real EAGLE-3 layout). Every page opens offline.</p>"
+            "<body><h1>eaglekit report</h1><p>Rendered on the synthetic demo workspace: drafters with random "
+            "weights in the real EAGLE-3 layout wherever files, shapes and weights are inspected (01 to 04, 07 "
+            "and the first sections of 00), and a tiny trained world (a small target and drafters trained on a "
+            "token language) wherever an accept length is measured (00 and 06; random weights accept nothing). "
+            "Every page opens offline.</p>"
             "<p><b>Two forms.</b> The pages linked by title are the <b>folder form</b>: they share one copy of "
             "plotly.js and of the widget front end in <code>assets/</code>, so keep this folder together when you "
             f"move it. The <b>single file</b> links (in <code>{SINGLE}/</code>) are self-contained pages, each with "

@@ -132,6 +132,7 @@ def test_sampling_adds_expected_acceptance(trained, k2):
     assert 1 <= r.expected_accept_length <= 4
     d = r.to_json()
     assert d["temperature"] == 0.8 and d["expected_acceptance"] == list(r.expected_acceptance)
+    assert d["expected_accept_length"] == r.expected_accept_length
 
 
 def test_chat_and_text_prompts(trained, k2, tmp_path):
@@ -157,7 +158,7 @@ def test_result_renders_and_feeds_the_calculator(k2_result):
 def test_figures(k2_result):
     from eaglekit.view.acceptance_figures import accept_length_vs_steps, per_prompt_spread, per_step_acceptance
 
-    fig = accept_length_vs_steps({"k2": k2_result}, break_even=2.46)
+    fig = accept_length_vs_steps({"k2": k2_result})
     assert list(fig.data[1].y) == list(k2_result.accept_length_by_steps)
     assert len(per_step_acceptance(k2_result).data) == 1
     assert len(per_prompt_spread(k2_result).data[0].y) == 12

@@ -22,9 +22,11 @@ def _json(capsys, *args: str) -> dict:
 def test_json_schema_and_seed_figures(capsys):
     out = _json(capsys, "--accept-length", "2.0", "--target-tps", "150")
     assert list(out) == [
+        "baseline_tps", "verify_ms", "draft_ms", "steps", "overhead_ms", "drafting_counted_free",
         "cycle_ms", "tokens_per_s", "speedup", "break_even_accept_length", "alpha", "accept_length", "target"
     ]
-    assert list(out["target"]) == ["tokens_per_s", "accept_length", "alpha"]
+    assert list(out["target"]) == ["tokens_per_s", "accept_length", "alpha"]  # unbounded chain: no reach figures
+    assert out["drafting_counted_free"] is True and out["steps"] is None
     assert out["cycle_ms"] == 30.0 and out["accept_length"] == 2.0 and out["alpha"] == 0.5
     assert round(out["break_even_accept_length"], 2) == 2.46
     assert out["tokens_per_s"] == pytest.approx(66.667, abs=0.001)
@@ -32,14 +34,18 @@ def test_json_schema_and_seed_figures(capsys):
     assert out["target"]["tokens_per_s"] == 150.0
     assert out["target"]["accept_length"] == pytest.approx(4.5)
     assert round(out["target"]["alpha"], 2) == 0.78
-    assert all(isinstance(v, float) for k, v in out.items() if k != "target")
+    assert all(isinstance(v, float) for k, v in out.items()
+               if k not in ("target", "steps", "drafting_counted_free"))
 
 
 def test_alpha_with_steps_and_unreachable_target(capsys):
     args = ["--alpha", "0.5", "--steps", "2", "--draft-ms", "1", "--overhead-ms", "2", "--target-tps", "200"]
     out = _json(capsys, *args)
     assert out["cycle_ms"] == 34.0 and out["accept_length"] == 1.75 and out["alpha"] == 0.5
-    assert out["target"] == {"tokens_per_s": 200.0, "accept_length": pytest.approx(6.8), "alpha": None}
+    t = out["target"]
+    assert (t["tokens_per_s"], t["alpha"], t["reachable"]) == (200.0, None, False)
+    assert t["accept_length"] == pytest.approx(6.8)
+    assert t["ceiling_tps"] == pytest.approx(3000 / 34) and t["fixed_part_alone_tps"] == pytest.approx(3000 / 32)
 
 
 def test_no_target_is_null(capsys):
@@ -168,3 +174,49 @@ def test_candidate_accept_length_needs_the_measured_cycle(capsys):
     assert main([*SEED, "--accept-length", "2.0", "--candidate-accept-length", "3.2"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--candidate-accept-length is priced on the measured cycle" in err
+
+
+def _leaves(value) -> list[float]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _unprinted(text: str, obj: dict) -> list[str]:
+    """Numbers of ``text`` that no JSON figure rounds to (at the printed precision; percentages as fractions)."""
+    import re
+
+    leaves = _leaves(obj)
+    missing = []
+    for m in re.finditer(r"(?<![\w.])([+-]?\d+(?:\.(\d+))?)(%?)", text):
+        shown, places, pct = float(m.group(1)), len(m.group(2) or ""), m.group(3) == "%"
+        candidates = [abs(v) * 100 if pct else v for v in leaves] + ([abs(v - 1) * 100 for v in leaves] if pct else [])
+        if not any(abs(round(c, places) - (abs(shown) if pct else shown)) < 10 ** -places / 2 + 1e-9 for c in candidates):
+            missing.append(m.group(0))
+    return missing
+
+
+@pytest.mark.parametrize("args", [
+    ["--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--target-tps", "150", "--target-tps", "200",
+     "--candidate-accept-length", "3.2"],
+    ["--accept-length", "2.0", "--steps", "2", "--draft-ms", "1.5", "--target-tps", "150"],
+    ["--accept-length", "2.0", "--steps", "2", "--target-tps", "150"],
+])
+def test_json_carries_every_figure_the_text_prints(capsys, args):
+    """Issue 24: the text printed the verify-only 4.5 and 6.0 that --json left out."""
+    assert main([*SEED, *args]) == 0
+    text = capsys.readouterr().out
+    out = _json(capsys, *args)
+    assert _unprinted(text, out) == []
+    if "--spec-tps" in args:
+        needs = [t["verify_only_accept_length"] for t in out["targets"]]
+        assert needs == [pytest.approx(4.5), pytest.approx(6.0)]
+
+
+def test_json_and_text_say_when_drafting_is_counted_free(capsys):
+    assert main([*SEED, "--accept-length", "2.0", "--steps", "2"]) == 0
+    assert "counted free" in capsys.readouterr().out
+    assert _json(capsys, "--accept-length", "2.0", "--steps", "2")["drafting_counted_free"] is True
+    assert _json(capsys, "--accept-length", "2.0", "--steps", "2", "--draft-ms", "1")["drafting_counted_free"] is False

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from eaglekit.cli import main
-from eaglekit.cli.lab import ROOT, lab_command, lab_env, lab_url
+from eaglekit.cli.lab import ANNOUNCEMENTS, ROOT, lab_command, lab_config_dir, lab_env, lab_url, working_copy
 
 
 def test_command_serves_loopback_with_the_token_and_no_browser(tmp_path):
@@ -55,3 +55,61 @@ def test_a_taken_port_fails_before_any_url_is_printed(tmp_path, capsys):
     assert code == 2 and "token=" not in out and out == ""
     assert f"port {port} on 127.0.0.1 is already in use" in err and f"make lab PORT={port + 1}" in err
     assert not (tmp_path / "demo").exists()  # nothing built either
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_the_lab_works_on_a_copy_and_never_writes_the_checkout(tmp_path):
+    """Issue 24: one lab session saved outputs into the committed notebooks and jupytext version lines into
+    their twins (git status dirty)."""
+    import json
+
+    committed = _digests(ROOT / "notebooks")
+    work = tmp_path / "lab"
+    said = working_copy(ROOT / "notebooks", work)
+    names = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert said == [f"copied {n}" for n in names]
+    assert sorted(p.name for p in work.glob("*.ipynb")) == names and not list(work.glob("*.py"))
+    copy = json.loads((work / names[0]).read_text())
+    assert "jupytext" not in copy["metadata"]  # unpaired: saving the copy writes no twin
+    # the session saves outputs into a copy: kept on the next start, the checkout untouched
+    copy["cells"][0]["metadata"]["edited"] = True
+    (work / names[0]).write_text(json.dumps(copy))
+    assert working_copy(ROOT / "notebooks", work) == [f"kept your edited {names[0]} (delete it to get the committed one)"]
+    assert _digests(ROOT / "notebooks") == committed
+
+
+def test_an_unedited_copy_follows_the_committed_notebook(tmp_path):
+    import json
+    import shutil
+
+    src, work = tmp_path / "nbs", tmp_path / "lab"
+    src.mkdir()
+    shutil.copy(ROOT / "notebooks" / "05_accept_length.ipynb", src)
+    assert working_copy(src, work) == ["copied 05_accept_length.ipynb"]
+    assert working_copy(src, work) == []  # up to date: nothing written
+    nb = json.loads((src / "05_accept_length.ipynb").read_text())
+    nb["cells"][0]["source"] = ["# changed upstream"]
+    (src / "05_accept_length.ipynb").write_text(json.dumps(nb))
+    assert working_copy(src, work) == ["copied 05_accept_length.ipynb"]
+    assert json.loads((work / "05_accept_length.ipynb").read_text())["cells"][0]["source"] == ["# changed upstream"]
+
+
+def test_no_news_question_jupyterlab_reads_the_page_config(tmp_path):
+    """The "Would you like to get notified about official Jupyter news?" prompt: its plugin is disabled in a page
+    config that JupyterLab's own reader finds on JUPYTER_CONFIG_PATH."""
+    import json
+    import subprocess
+
+    folder = lab_config_dir(tmp_path)
+    env = lab_env(demo=tmp_path / "demo", root_dir=tmp_path, config_dir=folder, base={"JUPYTER_CONFIG_PATH": "/mine"})
+    assert env["JUPYTER_CONFIG_PATH"] == os.pathsep.join([str(folder.resolve()), "/mine"])  # the user's kept
+    code = ("import json; from jupyterlab_server.config import get_page_config; "
+            "print(json.dumps(get_page_config([], None)['disabledExtensions']))")
+    env = {**os.environ, "JUPYTER_CONFIG_PATH": env["JUPYTER_CONFIG_PATH"], "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert ANNOUNCEMENTS in json.loads(out.stdout)

@@ -112,6 +112,7 @@ def test_estimate_renders_aligned_text_and_html():
     html = est._repr_html_()
     assert html.startswith("<table") and "Speculative decoding estimate" in html and "accept length 2.46" in html
     assert list(est.to_json()) == [
+        "baseline_tps", "verify_ms", "draft_ms", "steps", "overhead_ms", "drafting_counted_free",
         "cycle_ms", "tokens_per_s", "speedup", "break_even_accept_length", "alpha", "accept_length", "target"
     ]
 
@@ -191,3 +192,10 @@ def test_bad_input_raises_input_error(call, message):
     with pytest.raises(InputError) as info:
         call()
     assert message in str(info.value)
+
+
+def test_break_even_below_one_is_flagged():
+    """Issue 24: a 1 ms verify at 82 tok/s gave break-even 0.08, printed as is."""
+    low = dict(estimate(Scenario(82.0, 1.0, steps=2), accept_length=2.0).rows())["break-even"]
+    assert low.startswith("accept length 0.08: below 1, so any drafter pays") and "check the verify time" in low
+    assert dict(estimate(Scenario.seed(), accept_length=2.0).rows())["break-even"] == "accept length 2.46"

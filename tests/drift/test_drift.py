@@ -113,6 +113,10 @@ def test_drafters_view(full_report, drafter):
     assert full_report.only_b == ("vision_tower.patch_embed.proj.weight",)
     text, page = str(full_report), full_report._repr_html_()
     assert "embedding: rows moved" in text and "layer 60 routed experts" in text and "<table" in page
+    # issue 24: "0.0293 of 10240 rows" mixed a fraction with a count
+    n = len(full_report.embedding_moved)
+    assert f"{n} of 10240 rows (fraction {n / 10240:.4f})" in text and "of 10240 rows;" not in text
+    assert "fraction " in text.split("lm_head, draft rows moved", 1)[1].splitlines()[0]
 
 
 def test_sampled_intervals_cover_the_full_pass(pair):
@@ -164,12 +168,13 @@ def test_dask_equals_single_process_and_survives_a_killed_worker(pair, full_repo
                       memory_limit="1GiB") as cluster, Client(cluster) as client:
         r = drift(*pair, drafter=drafter[0], full=True, scheduler=client, task_bytes=1 << 20, progress=False)
         same(r)
-        assert r.where.startswith("Dask tcp://")
+        assert r.where == "a Dask cluster (2 workers)"  # no machine address on a page
         marker = tmp_path / "killed"
         r = drift(*pair, drafter=drafter[0], scheduler=cluster.scheduler_address, task_bytes=1 << 20,
                   progress=False, _task_hook=partial(_kill_once, str(marker)))  # an address, as --scheduler gives
         assert marker.exists()  # a worker did die mid-run ...
         same(r)  # ... and Dask re-ran its task elsewhere: the same figures
+        assert r.where.startswith(f"a Dask cluster at {cluster.scheduler_address} (")  # the address the user gave
 
 
 def test_parse_size():

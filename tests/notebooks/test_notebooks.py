@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from eaglekit.view.report import machine_addresses
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 IDS = [p.stem for p in NOTEBOOKS]
 
@@ -42,3 +44,4 @@ def test_executes(path, demo, executed_notebook):
     # the demo is handed over as a relative path ("../../tmp/..." here, "../build/demo" in make report)
     assert not re.search(r"(?<!\.\.)" + re.escape(str(demo.root)), text), "outputs leak an absolute path"
     assert "hf_test_token" not in text
+    assert machine_addresses(text) == [], "outputs hold an address that dies with the kernel"  # issue 24

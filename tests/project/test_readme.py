@@ -67,3 +67,18 @@ def test_nothing_points_outside_the_repository():
             for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
             if bad.search(line)]
     assert hits == []
+
+
+def test_readme_and_pyproject_agree_on_python_and_say_how_torch_and_make_test_go():
+    """Issue 24: README said 3.11+ while pyproject said 3.10; nothing said how long `make test` takes or how
+    the CPU torch build is chosen."""
+    import re
+    import tomllib
+
+    readme = (ROOT / "README.md").read_text()
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    low = re.fullmatch(r">=(\d+\.\d+)", requires).group(1)
+    assert f"Python {low} or newer" in readme
+    assert "`make test` takes" in readme and "minutes from a fresh clone" in readme
+    assert 'TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"' in readme
+    assert "$(TORCH_PIP_ARGS) torch==" in (ROOT / "Makefile").read_text()

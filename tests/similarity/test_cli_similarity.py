@@ -159,3 +159,32 @@ def test_an_unwritable_html_is_refused_before_any_work(demo, tmp_path, monkeypat
     assert code == 2 and err.count("\n") == 1 and "cannot write" in err and "writable path for --html" in err
     code, _, err = _run(capsys, k2, k2, "--html", str(tmp_path))
     assert code == 2 and "cannot write" in err
+
+
+def _narrower_copy(src, dst):
+    """``src`` with every weight tensor at half its size (hidden 448 -> 224), d2t and t2d unchanged."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    save_file({k: v if k in ("d2t", "t2d") else torch.zeros([max(1, n // 2) for n in v.shape], dtype=v.dtype)
+               for k, v in tensors.items()}, str(dst / "model.safetensors"))
+    config = json.loads((dst / "config.json").read_text())
+    config["hidden_size"] //= 2
+    (dst / "config.json").write_text(json.dumps(config))
+    return dst
+
+
+def test_different_hidden_sizes_with_equal_maps_exit_4(demo, capsys, tmp_path):
+    """Issue 24: only d2t/t2d compared (equal) between hidden 448 and 224, and the exit code was 0."""
+    narrow = _narrower_copy(demo.drafter("k2"), tmp_path / "narrow")
+    code, out, err = _run(capsys, str(demo.drafter("k2")), str(narrow))
+    assert code == 4 and "d2t (I64 [2000]): equal" in out
+    assert err.startswith("eaglekit similarity: no weight tensor compared (only d2t and t2d) between ")
+    assert "fc.weight (shape [448, 1344] vs [224, 672])" in err and err.count("\n") == 1
+
+
+def test_maps_alone_asked_for_are_not_an_incompatible_pair(demo, capsys):
+    code, out, _ = _run(capsys, str(demo.drafter("k2")), str(demo.drafter("k2")), "--tensors", "d2t")
+    assert code == 0 and "d2t (I64 [2000]): equal" in out

@@ -200,6 +200,66 @@ def test_clamp_is_shown_and_the_layout_holds_at_any_text_length(report, chromium
     assert problems == []
 
 
+def _bare_calculator(chromium, *, notebook_keys: bool = False):
+    """The calculator's front end on a blank page with a stand-in for the widget model (no report, no kernel).
+    ``notebook_keys``: a document listener that takes Enter as JupyterLab's notebook commands do."""
+    from eaglekit.view.calculator import FRONT_END, Calculator
+
+    page = chromium.new_page(viewport={"width": WIDTH, "height": 900})
+    page.set_content("<html><body></body></html>")
+    page.evaluate("""async ([src, values, notebookKeys]) => {
+        if (notebookKeys) document.addEventListener("keydown", (e) => {
+            if (e.key === "Enter") { e.preventDefault(); window.enterTaken = (window.enterTaken || 0) + 1; }
+        });
+        const mod = await import(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+        const state = {...values}, handlers = {};
+        const model = {get: (k) => state[k], save_changes: () => {},
+                       set: (k, v) => { state[k] = v; for (const f of handlers[`change:${k}`] || []) f(); },
+                       on: (event, f) => { (handlers[event] = handlers[event] || []).push(f); }};
+        const root = document.createElement("div");
+        document.body.append(root);
+        mod.default.render({model, el: root});
+    }""", [FRONT_END.read_text(encoding="utf-8"), Calculator.preset("seed").values, notebook_keys])
+    return page, _calculator(page)
+
+
+def test_enter_commits_a_typed_value_even_where_the_notebook_takes_enter(chromium):
+    """Issue 24: Enter in a number box did nothing in JupyterLab (its notebook commands take the key first)."""
+    page, calc = _bare_calculator(chromium, notebook_keys=True)
+    box = calc.locator('input[name="accept_length-value"]')
+    box.fill("2.5")
+    box.press("Enter")
+    assert _row(calc, "throughput") == "75.0 tok/s"  # 2.5 tokens per 33.3 ms, without leaving the box
+    assert page.evaluate("window.enterTaken || 0") == 0  # the key stayed in the box
+    page.close()
+
+
+def test_a_typed_value_out_of_range_is_clamped_with_a_note(chromium):
+    page, calc = _bare_calculator(chromium)
+    note = calc.locator(".input-note")
+    assert not note.is_visible()
+    box = calc.locator('input[name="baseline_tps-value"]')
+    box.fill("5000")
+    box.press("Enter")
+    assert note.is_visible()
+    assert note.text_content() == "baseline tok/s 5000 is outside this control's range (1 to 400): set to 400."
+    assert "over 400 tok/s baseline" in _row(calc, "speedup") and box.input_value() == "400"
+    calc.locator('input[name="verify_ms-value"]').fill("31")
+    calc.locator('input[name="verify_ms-value"]').press("Enter")
+    assert not note.is_visible()  # the next value in range clears it
+    page.close()
+
+
+def test_break_even_below_one_is_flagged(chromium):
+    page, calc = _bare_calculator(chromium)
+    for name, value in (("verify_ms", "1"), ("draft_ms", "0")):
+        calc.locator(f'input[name="{name}-value"]').fill(value)
+        calc.locator(f'input[name="{name}-value"]').press("Enter")
+    be = _row(calc, "break-even")
+    assert be.startswith("accept length 0.08: below 1, so any drafter pays") and "check the verify time" in be
+    page.close()
+
+
 def test_calculator_javascript_computes_what_python_computes(chromium):
     """The front end's compute() against eaglekit.view.calculator.numbers, over a grid of scenarios."""
     import itertools
@@ -340,22 +400,24 @@ class Lab:
 
 @pytest.fixture()
 def lab(demo, tmp_path):
-    """JupyterLab (eaglekit.lab's command) on a copy of 05 with the session demo; yields its URL."""
-    from eaglekit.cli.lab import lab_command, lab_env, lab_url
+    """JupyterLab as ``eaglekit lab`` runs it (its command, a working copy of 05, its page config: no news
+    question) with the session demo; yields its URL and checks the committed notebooks were not written."""
+    from eaglekit.cli.lab import lab_command, lab_config_dir, lab_env, lab_url, working_copy
 
     if CALCULATOR not in NAMES:
         pytest.skip(f"notebooks/{CALCULATOR}.ipynb is not there yet")
-    root = tmp_path / "notebooks"  # a copy: the session saves outputs and checkpoints there, not in the repo
-    root.mkdir()
-    for twin in (ROOT / "notebooks").glob(f"{CALCULATOR}.*"):
-        shutil.copy(twin, root)
+    committed = {p: p.read_bytes() for p in (ROOT / "notebooks").iterdir() if p.is_file()}
+    source = tmp_path / "committed"
+    source.mkdir()
+    shutil.copy(ROOT / "notebooks" / f"{CALCULATOR}.ipynb", source)
+    root = tmp_path / "lab"  # the working copy: the session saves outputs and checkpoints there
+    working_copy(source, root)
     settings = tmp_path / "lab-settings" / "@jupyterlab"
-    for plugin, values in {"apputils-extension/notification": '{"fetchNews": "false"}',  # no news toast
-                           # start the notebook's kernel, never ask (under load it asked, and kept asking)
-                           "notebook-extension/tracker": '{"autoStartDefaultKernel": true}'}.items():
+    for plugin, values in {  # start the notebook's kernel, never ask (under load it asked, and kept asking)
+            "notebook-extension/tracker": '{"autoStartDefaultKernel": true}'}.items():
         (settings / plugin).parent.mkdir(parents=True, exist_ok=True)
         (settings / f"{plugin}.jupyterlab-settings").write_text(values)
-    env = lab_env(demo=demo.root, root_dir=root)
+    env = lab_env(demo=demo.root, root_dir=root, config_dir=lab_config_dir(root))
     env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
                JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"))
@@ -374,6 +436,8 @@ def lab(demo, tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+    assert {p: p.read_bytes() for p in (ROOT / "notebooks").iterdir() if p.is_file()} == committed
+    assert not list(root.glob("*.py"))  # no jupytext twin paired in the copy either
 
 
 def test_live_lab_runs_05_and_a_slider_moves_the_throughput(chromium, lab, tmp_path):
@@ -384,6 +448,7 @@ def test_live_lab_runs_05_and_a_slider_moves_the_throughput(chromium, lab, tmp_p
         page.on("request", lambda r: None if local.match(r.url) else problems.append(r.url))
         try:
             cell = _run_and_move_the_slider(page, lab.url)
+            _type_and_press_enter(cell)
             break
         except AssertionError as e:  # say what the page and the server showed
             page.screenshot(path=str(tmp_path / f"lab-{attempt}.png"))
@@ -393,9 +458,22 @@ def test_live_lab_runs_05_and_a_slider_moves_the_throughput(chromium, lab, tmp_p
             page.close()
             _restart_kernels(lab)
     assert problems == [], "JupyterLab reached beyond 127.0.0.1"
+    assert page.get_by_text("official Jupyter news").count() == 0  # the news question was never asked
     if SCREENSHOTS:
         _shot(cell.locator(".jp-Cell-outputArea"), "calculator.png")
     page.close()
+
+
+def _type_and_press_enter(cell) -> None:
+    """Issue 24: Enter in a number box did nothing in JupyterLab. Type 2.5, press Enter, the readout follows."""
+    from playwright.sync_api import expect
+
+    box = cell.locator('.eaglekit-calculator input[name="accept_length-value"]')
+    box.click()
+    box.fill("2.5")
+    box.press("Enter")
+    expect(cell.locator('.eaglekit-calculator tr[data-field="throughput"] td')).to_have_text("75.0 tok/s",
+                                                                                           timeout=30_000)
 
 
 def _restart_kernels(lab) -> None:

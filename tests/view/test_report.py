@@ -19,6 +19,7 @@ from eaglekit.view.report import (
     ReportError,
     build_report,
     check_page,
+    machine_addresses,
     static_figures,
     static_widgets,
 )
@@ -101,6 +102,17 @@ def test_page_holds_no_absolute_path_or_token(report, name):  # noqa: F811
     private = [ROOT, report.demo.resolve(), report.out.resolve(), Path.home()]
     assert check_page(html, paths=private) == []
     assert "hf_test_token" not in html
+
+
+@pytest.mark.notebook
+def test_no_page_holds_a_machine_address_and_the_index_tells_the_truth(report):  # noqa: F811
+    """Issue 24: 07 linked the Dask dashboard at this machine's address, 03 a loopback server that stopped
+    with the kernel; the index said "random weights" while 00 and 06 measure on the trained world."""
+    pages = sorted(report.out.glob("*.html")) + sorted((report.out / "single").glob("*.html"))
+    found = {p.name: machine_addresses(p.read_text(encoding="utf-8")) for p in pages}
+    assert {name: a for name, a in found.items() if a} == {}
+    index = (report.out / "index.html").read_text(encoding="utf-8")
+    assert "a tiny trained world" in index and "(00 and 06;" in index
 
 
 @pytest.mark.notebook
@@ -203,7 +215,27 @@ def test_static_widgets_render_eaglekit_anywidgets_and_leave_out_controls_that_n
     ("http://127.0.0.1:8888/lab?token=" + "0123456789abcdef" * 3, "holds a token"),
 ])
 def test_check_page_names_what_would_break_offline_or_leak(html, problem):
-    assert check_page(html) == [problem]
+    assert problem in check_page(html)
+
+
+@pytest.mark.parametrize("text, address", [
+    ("<pre>http://127.0.0.1:35383/files/demo-team/x/model.safetensors: 15 tensors</pre>", "127.0.0.1:35383"),
+    ('<a href="http://localhost:8787/status">dashboard</a>', "localhost:8787"),
+    ("<pre>read 2 GB on Dask inproc://10.0.0.5/1234/1 in 3 s</pre>", "inproc://10.0.0.5/1234/1"),
+    ("<p>Dask dashboard: http://192.168.1.20:8787/status</p>", "192.168.1.20:8787"),
+    ("<pre>tcp://10.1.2.3:8786</pre>", "10.1.2.3:8786"),
+    ("<pre>http://0.0.0.0:8888/</pre>", "0.0.0.0:8888"),
+])
+def test_check_page_refuses_a_machine_address(text, address):
+    """Issue 24: page 07 linked the rendering machine's dashboard, page 03 a loopback server that had stopped."""
+    assert machine_addresses(text) == [address]
+    assert check_page(text) == [f"holds the machine address {address!r} (dead once the kernel stops)"]
+
+
+def test_check_page_allows_words_about_addresses():
+    text = ("<pre>ENDPOINT = None  # None serves the demo's Hub server on 127.0.0.1\n"
+            "eaglekit drift A B --full --scheduler tcp://HOST:8786\nversion 10.0.0.1, torch 2.13.0</pre>")
+    assert machine_addresses(text) == [] and check_page(text) == []
 
 
 def test_check_page_allows_links_relative_paths_and_the_inlined_plotlyjs():

@@ -13,7 +13,9 @@ The convention (vLLM's "mean acceptance length"; docs/acceptance.md):
 * ``accept_length_by_steps[k-1]``: the same simulation with ``K = k``, from the same match counts.
 * temperature > 0 adds ``expected_acceptance[j-1]``: the mean over positions whose steps 1..j-1 matched
   of ``sum_v min(p(v), q(v))`` (Leviathan et al. 2023, arXiv 2211.17192), p the target's and q the
-  draft's softmax at that temperature, q mapped to target ids through d2t.
+  draft's softmax at that temperature, q mapped to target ids through d2t; and ``expected_accept_length``:
+  the same cycles as the greedy figure, each step accepted with that probability at its position
+  (:func:`expected_cycles`), so the two compare (at T -> 0 they are equal).
 
 Drafting runs all positions of a sequence at once (one pass per chain step, the training-time-test
 mask; :meth:`~eaglekit.analysis.acceptance.draft_model.DraftModel.draft`).
@@ -21,6 +23,7 @@ mask; :meth:`~eaglekit.analysis.acceptance.draft_model.DraftModel.draft`).
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +37,7 @@ from eaglekit.core.layers import AuxConvention, other_convention
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.specmath import Estimate, Scenario, estimate
 from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention
+from eaglekit.analysis.acceptance.notes import collapse_note, embeddings_note, unknown_tokens_note
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.io.dumps.native import HiddenStateDump, open_dump
 from eaglekit.core.prompts import Prompt
@@ -49,6 +53,28 @@ def match_lengths(drafts, expected):
 
     eq = (drafts == expected) & (expected >= 0)
     return torch.cumprod(eq.to(torch.int64), 0).sum(0)
+
+
+def expected_cycles(accept: np.ndarray, generated: int, steps: int) -> float:
+    """Expected cycles to emit ``generated`` tokens when the cycle at continuation offset ``i`` accepts its
+    draft step ``j`` with probability ``accept[j-1, i]`` once steps 1..j-1 were accepted (then the bonus
+    token): the sampling counterpart of :func:`simulate_cycles`, on the same cycle basis.
+
+    ``accept`` (K, G) holds sum_v min(p(v), q(v)) along the target's greedy continuation (0 where the greedy
+    draft left it); with one-hot p and q it is the greedy match indicator and the result is exactly
+    ``simulate_cycles``. Solved backwards, without sampling: ``C[i] = 1 + sum_a P_i(a) C[i + a + 1]``,
+    ``C[i >= G] = 0``."""
+    G = int(generated)
+    if G == 0:
+        return 0.0
+    a = np.clip(np.asarray(accept, dtype=np.float64)[:steps, :G], 0.0, 1.0)   # (K, G)
+    reach = np.vstack([np.ones((1, G)), np.cumprod(a, axis=0)])              # (K + 1, G): steps 1..j accepted
+    exactly = reach.copy()
+    exactly[:-1] -= reach[1:]                                                # (K + 1, G): P(a = j), j = 0..K
+    cycles = np.zeros(G + steps + 2)
+    for i in range(G - 1, -1, -1):
+        cycles[i] = 1.0 + float(exactly[:, i] @ cycles[i + 1:i + steps + 2])
+    return float(cycles[0])
 
 
 def simulate_cycles(matches: np.ndarray, generated: int, steps: int) -> int:
@@ -71,6 +97,7 @@ class SampleStats:
     conditioned: np.ndarray     # (K,) bases where step j was reached with a token to compare
     accepted: np.ndarray        # (K,)
     soft_sum: np.ndarray | None = None   # (K,) sum over conditioned bases of sum_v min(p, q)
+    soft: np.ndarray | None = None       # (K, G) sum_v min(p, q) at each base (0 where not reached)
 
 
 def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps: int, temperature: float = 0.0,
@@ -83,7 +110,8 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
     G = max(T - P - 1, 0)
     if G == 0:
         z = np.zeros(steps, np.int64)
-        return SampleStats(np.zeros(0, np.int64), 0, z, z.copy(), np.zeros(steps) if temperature > 0 else None)
+        return SampleStats(np.zeros(0, np.int64), 0, z, z.copy(), np.zeros(steps) if temperature > 0 else None,
+                           np.zeros((steps, 0)) if temperature > 0 else None)
     h = drafter.project(aux)                                            # (T, H)
     out = drafter.draft(h[:T - 1], input_ids[1:], steps, start=P - 1, return_logits=temperature > 0)
     bases = torch.arange(P - 1, P - 1 + G)                              # continuation bases t
@@ -97,9 +125,9 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
     reached = (m[None, :] >= j - 1) & avail                             # steps 1..j-1 matched, j comparable
     conditioned = reached.sum(1).numpy()
     accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
-    soft = None
+    soft = by_base = None
     if temperature > 0:
-        soft = np.zeros(steps)
+        soft, by_base = np.zeros(steps), np.zeros((steps, G))
         logits_t = target_logits.float()
         for s in range(steps):
             sel = reached[s].nonzero().flatten()
@@ -108,8 +136,10 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
             p = torch.softmax(logits_t[idx[s, sel]] / temperature, -1)                       # (n, V)
             q = torch.softmax(out.logits[s][sel].float().cpu() / temperature, -1)            # (n, N)
             tids = drafter.draft_to_target.cpu()
-            soft[s] = float(torch.minimum(p[:, tids], q).sum())
-    return SampleStats(m.numpy(), G, conditioned, accepted, soft)
+            overlap = torch.minimum(p[:, tids], q).sum(-1)                                    # (n,)
+            by_base[s, sel.numpy()] = overlap.numpy()
+            soft[s] = float(overlap.sum())
+    return SampleStats(m.numpy(), G, conditioned, accepted, soft, by_base)
 
 
 @dataclass(frozen=True)
@@ -134,6 +164,8 @@ class AcceptanceResult:
     accept_length_by_convention: dict[str, float | None]
     per_prompt_accept_length: tuple[float | None, ...]
     expected_acceptance: tuple[float | None, ...] | None = None
+    #: at temperature > 0: generated tokens / expected cycles, the greedy figure's cycles (:func:`expected_cycles`)
+    expected_accept_length: float | None = None
     chat_template_sha256: str | None = None
     positions: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -144,19 +176,6 @@ class AcceptanceResult:
     def accept_length_prefill_included(self) -> float:
         """SGLang benchmark clients' figure: (generated + each prompt's prefill token) / cycles."""
         return (self.generated_tokens + self.prompts) / self.cycles if self.cycles else float("nan")
-
-    @property
-    def expected_accept_length(self) -> float | None:
-        """1 + sum_k prod_{j<=k} expected_acceptance[j] (chain, steps K), at temperature > 0."""
-        if self.expected_acceptance is None:
-            return None
-        total, run = 1.0, 1.0
-        for a in self.expected_acceptance:
-            if a is None:
-                break
-            run *= a
-            total += run
-        return total
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready figures; an undefined figure (no cycles: every output ended at once) is null."""
@@ -180,22 +199,27 @@ class AcceptanceResult:
         return _null_nan(out)
 
     # -- the calculator --------------------------------------------------------------------------------
-    def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float = 0.0,
+    def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float | None = None,
                 overhead_ms: float = 0.0) -> Estimate:
         """Throughput at the measured accept length with ``steps`` drafts per cycle (the calculator's
-        :class:`~eaglekit.core.specmath.Estimate`)."""
-        return estimate(Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms,
+        :class:`~eaglekit.core.specmath.Estimate`). Without ``draft_ms`` drafting is counted free
+        (the estimate's ``drafting_counted_free`` says so)."""
+        return estimate(Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms,
+                                 draft_ms=0.0 if draft_ms is None else draft_ms,
                                  steps=self.steps, overhead_ms=overhead_ms), accept_length=self.accept_length)
 
-    def go_no_go(self, *, baseline_tps: float, verify_ms: float, draft_ms: float = 0.0,
+    def go_no_go(self, *, baseline_tps: float, verify_ms: float, draft_ms: float | None = None,
                  overhead_ms: float = 0.0) -> str:
-        """One line: the measured accept length against the break-even one, and the verdict."""
+        """One line: the measured accept length against the break-even one, and the verdict. Without
+        ``draft_ms`` the line says that drafting is counted free (break-even is then understated)."""
         e = self.speedup(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, overhead_ms=overhead_ms)
         go = e.accept_length > e.break_even_accept_length
+        free = (" Drafting counted free (no draft_ms given): the real break-even is higher by K x draft ms x "
+                "baseline tok/s / 1000.") if draft_ms is None else ""
         return (f"{'GO' if go else 'NO-GO'}: measured accept length {e.accept_length:.2f} "
                 f"{'>' if go else '<='} break-even {e.break_even_accept_length:.2f} (k = {self.steps}, "
                 f"{e.cycle_ms:.1f} ms per cycle at {baseline_tps:g} tok/s baseline): {e.tokens_per_s:.0f} tok/s, "
-                f"{e.speedup:.2f}x.")
+                f"{e.speedup:.2f}x.{free}")
 
     # -- rendering -----------------------------------------------------------------------------------
     def _pairs(self) -> list[tuple[str, Any]]:
@@ -203,7 +227,8 @@ class AcceptanceResult:
         alt = self.accept_length_by_convention.get(other)
         pairs: list[tuple[str, Any]] = [
             ("drafter", self.drafter), ("target", f"{self.target} ({self.source})"),
-            ("accept length", f"{self.accept_length:.3f} (vLLM convention: bonus token in, prefill token out)"),
+            ("accept length" + (" (greedy)" if self.temperature > 0 else ""),
+             f"{self.accept_length:.3f} (vLLM convention: bonus token in, prefill token out)"),
             ("  prefill token included (SGLang clients)", f"{self.accept_length_prefill_included:.3f}"),
             ("steps K", self.steps), ("temperature", self.temperature),
             ("prompts / generated tokens / cycles", f"{self.prompts} / {self.generated_tokens} / {self.cycles}"),
@@ -211,7 +236,9 @@ class AcceptanceResult:
             (f"  accept length reading them as {other}", "not available" if alt is None else f"{alt:.3f}"),
         ]
         if self.expected_accept_length is not None:
-            pairs.append(("expected accept length (sampling)", f"{self.expected_accept_length:.3f}"))
+            pairs.insert(3, (f"expected accept length at T = {self.temperature:g}",
+                             f"{self.expected_accept_length:.3f} (same cycles as the greedy figure, each step "
+                             "accepted with its expected probability along the greedy continuation)"))
         if self.chat_template_sha256:
             pairs.append(("chat template sha256", self.chat_template_sha256[:16] + "..."))
         pairs.extend(("note", n) for n in self.notes)
@@ -265,11 +292,13 @@ def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
     per_step = tuple(float(a / c) if c else None for a, c in zip(acc, cond))
     per_prompt = tuple((s.generated / c) if (c := simulate_cycles(s.matches, s.generated, steps)) else None
                        for s in stats)
-    expected = None
+    expected = expected_length = None
     if stats and stats[0].soft_sum is not None:
         soft = np.sum([s.soft_sum for s in stats], axis=0)
         expected = tuple(float(x / c) if c else None for x, c in zip(soft, cond))
-    return {"generated_tokens": generated, "cycles": cycles,
+        e_cycles = sum(expected_cycles(s.soft, s.generated, steps) for s in stats)
+        expected_length = generated / e_cycles if e_cycles else float("nan")
+    return {"generated_tokens": generated, "cycles": cycles, "expected_accept_length": expected_length,
             "accept_length": generated / cycles if cycles else float("nan"),
             "per_step_acceptance": per_step, "accept_length_by_steps": tuple(by_steps),
             "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
@@ -298,8 +327,9 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         raise InputError("give exactly one of target (a model transformers loads) or hidden_states (a dump folder).")
     if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 64:
         raise InputError(f"steps must be an integer from 1 to 64, got {steps!r}.")
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise InputError(f"temperature must be >= 0, got {temperature!r}.")
+    if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+            or not math.isfinite(temperature) or temperature < 0):
+        raise InputError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature!r}.")
     if aux_convention not in (None, "inputs", "outputs"):
         raise InputError(f"aux convention must be 'outputs' or 'inputs', got {aux_convention!r}.")
     torch.manual_seed(0)
@@ -345,6 +375,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                 raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.prompts).")
         layers = sorted(set(indices[conventions[0]]) | set(indices[conventions[1]]))
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
+        notes.extend(filter(None, [unknown_tokens_note(*tmodel.unknown_tokens(plist, ids_list), target=tname)]))
 
         def samples():
             for p, ids in zip(plist, ids_list):
@@ -363,6 +394,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                 f"{list(indices[primary])} ({primary} convention): the dump is from other layers. Re-dump with "
                 f"`eaglekit dump-hidden ... --for-drafter DRAFTER`, or pick --aux-convention.")
         available = {c: all(k in layers for k in indices[c]) for c in conventions}
+        if embeddings is not None and 0 not in layers:  # else compared with hidden_states[0] below
+            notes.extend(filter(None, [embeddings_note(embeddings, m.target)]))
         if not available[conventions[1]]:
             notes.append(f"the dump lacks the hidden states the {conventions[1]} reading needs "
                          f"({list(indices[conventions[1]])}); that comparison is not available.")
@@ -376,11 +409,17 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     stats: dict[str, list[SampleStats]] = {c: [] for c in conventions if available[c]}
     kept: list[tuple[np.ndarray, np.ndarray]] = []
     pos = {k: i for i, k in enumerate(layers)}
+    check_embeddings = target is None and embeddings is not None and 0 in pos
     for ids, hs, tgt, plen, logits in tqdm(samples(), total=total, desc="acceptance", unit="prompt",
                                             disable=progress is False, leave=False):
         if int(ids.max()) >= model.embed.shape[0]:
             raise VocabMapError(f"token id {int(ids.max())} is outside the drafter's vocabulary "
                                 f"(0..{model.embed.shape[0] - 1}): vocabulary mismatch with {tname}.")
+        if check_embeddings:  # the given embeddings of the dump's tokens against its hidden_states[0]
+            e = model.embed[ids].float().cpu()                                       # (T, H)
+            cos = float(torch.nn.functional.cosine_similarity(e, hs[pos[0]].float(), dim=-1).mean())
+            notes.extend(filter(None, [embeddings_note(embeddings, m.target, cosine=cos)]))
+            check_embeddings = False
         for c in stats:
             aux = hs[[pos[k] for k in indices[c]]]
             stats[c].append(sample_stats(model, aux, ids, tgt, plen, steps=steps,
@@ -388,6 +427,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         if keep_samples:
             kept.append((np.asarray(ids[plen:].cpu()), stats[primary][-1].matches))
     main = summarise(stats[primary], steps=steps)
+    notes.extend(filter(None, [collapse_note(main["per_step_acceptance"])]))
     by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}
     return AcceptanceResult(
         drafter=model.source, target=tname, source="target" if target is not None else "hidden-states",
@@ -396,6 +436,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         per_step_acceptance=main["per_step_acceptance"], accept_length_by_steps=main["accept_length_by_steps"],
         aux_convention=primary, aux_indices=tuple(indices[primary]), accept_length_by_convention=by_conv,
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
+        expected_accept_length=main["expected_accept_length"],
         chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
         samples=tuple(kept))
 

@@ -101,6 +101,15 @@ class TargetModel:
                                  f"exceed {self.name}'s context of {self.max_positions} positions.")
         return ids_list
 
+    def unknown_tokens(self, prompts: Sequence[Prompt], ids_list: Sequence[Sequence[int]]) -> tuple[int, int]:
+        """(unknown, total): how many tokens of the text and messages prompts are the tokenizer's unknown
+        token (input_ids prompts are taken as given). (0, 0) when the tokenizer has no unknown token."""
+        unk = getattr(self.tokenizer, "unk_token_id", None) if self.tokenizer is not None else None
+        if unk is None:
+            return 0, 0
+        texts = [ids for p, ids in zip(prompts, ids_list) if p.kind != "input_ids"]
+        return sum(i == unk for ids in texts for i in ids), sum(len(ids) for ids in texts)
+
     @torch.no_grad()
     def run(self, ids: Sequence[int], *, max_new_tokens: int, layers: Sequence[int], keep_logits: bool = False,
             where: str = "prompt") -> TargetSample:

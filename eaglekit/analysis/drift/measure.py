@@ -330,7 +330,11 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
             s = futures[fut]
             results[s.index] = fut.result()
             done(s)
-        return f"Dask {client.scheduler.address}"
+        workers = len(client.scheduler_info().get("workers", {}))
+        # The scheduler's address only when the user named it: a Client's or a local cluster's address
+        # (inproc://, a loopback or LAN port) means nothing on a rendered page or another machine.
+        named = f" at {run_on}" if isinstance(run_on, str) and run_on != "local" else ""
+        return f"a Dask cluster{named} ({workers} worker{'s' * (workers != 1)})"
     finally:
         if own_client is not None:
             own_client.close()

@@ -7,7 +7,6 @@ module never imports a plotting library.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -169,13 +168,16 @@ class DriftReport:
             if self.embedding_moved:
                 shown = self.embedding_decoded or tuple(str(i) for i in self.embedding_moved[:50])
                 toks = ": " + ", ".join(shown[:12]) + (" ..." if len(self.embedding_moved) > 12 else "")
+            n = len(self.embedding_moved)
+            moved = (f"{n} of {e.rows} rows (fraction {_show(e.moved, 4, exact)})" if exact else
+                     f"fraction {_show(e.moved, 4, exact)} of the {e.rows} rows (estimated); {n} {seen}")
             out += [("embedding: cosine", _show(e.cosine, exact=exact)),
-                    ("embedding: rows moved", f"{_show(e.moved, 4, exact)} of {e.rows} rows; "
-                                              f"{len(self.embedding_moved)} {seen}{toks}")]
+                    ("embedding: rows moved", moved + toks)]
         if self.draft_lm_head is not None:
             d = self.draft_lm_head
             out += [("lm_head, draft rows: cosine", _show(d.cosine, exact=exact)),
-                    ("lm_head, draft rows moved", f"{_show(d.moved, 4, exact)} of {d.rows} draft tokens")]
+                    ("lm_head, draft rows moved", f"fraction {_show(d.moved, 4, exact)} of the {d.rows} draft "
+                                                  "tokens' rows" + ("" if exact else " (estimated)"))]
         for f in self.feeds:
             if f.own is None:
                 what = "the token embeddings (see embedding)" if f.layer < 0 else \
@@ -236,6 +238,3 @@ def _esc(text: str) -> str:
 
     return escape(text)
 
-
-def dumps(report: DriftReport) -> str:
-    return json.dumps(report.to_json(), indent=2)

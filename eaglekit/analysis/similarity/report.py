@@ -8,7 +8,6 @@ from them: cosine ``ab / sqrt(aa bb)``, relative difference ``||a-b|| / ||a||`` 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -284,7 +283,3 @@ def _escape(text: str) -> str:
 
     return escape(text)
 
-
-def dumps(report: SimilarityReport) -> str:
-    """The report as JSON text (``allow_nan=False``: undefined measures are already null)."""
-    return json.dumps(report.to_json(), indent=2, allow_nan=False)

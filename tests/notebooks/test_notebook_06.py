@@ -1,0 +1,26 @@
+"""Notebook 06 on the trained world: break-even per K on the chart and in the table, the collapse beyond the
+trained chain steps said, and why the other aux reading can come out higher, from the page's own figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.mark.notebook
+def test_accept_length_notebook(executed_notebook):
+    nb = executed_notebook("06_acceptance")
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = json.dumps(outputs)
+    figures = [o["data"]["application/vnd.plotly.v1+json"] for o in outputs
+               if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    by_k = next(f for f in figures if "Accept length vs draft steps K" in json.dumps(f["layout"]["title"]))
+    line = next(t for t in by_k["data"] if t.get("name") == "break-even at K")
+    assert [round(y, 2) for y in line["y"]] == [2.60, 2.73, 2.87, 3.01]  # rises with K: no flat line
+    assert "trained for 3 steps" in json.dumps(by_k["layout"].get("annotations", []))
+    assert "pays at this K" in text and "break-even" in text  # the table beside the chart
+    assert "per-step acceptance collapses at step 4" in text and "trained for 3 chain steps" in text
+    assert "Reading the aux ids as inputs" in text and "The largest gain is at step 4, beyond the 3 chain steps" in text
+    assert "prompt-to-prompt noise" in text
