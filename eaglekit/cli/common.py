@@ -46,3 +46,28 @@ def check_writable(path: str, option: str) -> None:
         raise InputError(f"cannot write {path}: {e.strerror or e}; choose a writable path for {option}.") from e
     if not existed:
         os.remove(path)
+
+
+def add_tls_options(p: argparse.ArgumentParser) -> None:
+    """``--tls-ca-file``, ``--tls-cert``, ``--tls-key``: Dask TLS for a ``--scheduler tls://`` address."""
+    g = p.add_argument_group("Dask TLS (for --scheduler tls://HOST:PORT; default: distributed.comm.tls in your Dask "
+                             "config)")
+    g.add_argument("--tls-ca-file", metavar="PEM", help="the cluster's CA certificate: the scheduler must present "
+                                                        "a certificate it signed")
+    g.add_argument("--tls-cert", metavar="PEM", help="this client's certificate, signed by that CA")
+    g.add_argument("--tls-key", metavar="PEM", help="this client's private key (if not inside --tls-cert)")
+
+
+def scheduler_security(args: argparse.Namespace):
+    """A ``distributed.Security`` from the TLS options, or None when none was given (a tls:// address then
+    takes Dask's config). Options without a tls:// scheduler are an error: they would silently do nothing."""
+    from eaglekit.core.errors import InputError
+
+    given = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if not any(given):
+        return None
+    if not str(getattr(args, "scheduler", "") or "").startswith("tls://"):
+        raise InputError("--tls-ca-file, --tls-cert and --tls-key apply to a --scheduler tls://HOST:PORT address only.")
+    from eaglekit.io.scheduler import tls_security
+
+    return tls_security(ca_file=args.tls_ca_file, cert=args.tls_cert, key=args.tls_key)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_hub_options, add_tls_options
 
 _EPILOG = ("Weights pair by name across wrappers (K2.5's language_model. prefix) and quantisation suffixes. "
            "Sampled figures carry 95% intervals; --full reads every byte (inline below 1 GiB, else on a Dask "
@@ -33,8 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--budget", metavar="SIZE", help="sampled mode: bytes to read, e.g. 4GB (default 4GB)")
     mode.add_argument("--full", action="store_true", default=None, help="read every byte (default for local targets)")
     p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="full mode: a Dask scheduler address, 'local' for a LocalCluster here, 'inline' for this "
-                        "process (implies --full)")
+                   help="full mode: a Dask scheduler address (tcp://HOST:PORT, or tls://HOST:PORT with the TLS "
+                        "options below), 'local' for a LocalCluster here, 'inline' for this process (implies --full). "
+                        "A scheduler can run code in this process: connect only to your own (docs/drift.md)")
     p.add_argument("--drafter", metavar="LOCATION",
                    help="an EAGLE-3 drafter: its d2t and aux layer ids pick what to show first")
     p.add_argument("--tokenizer", metavar="PATH", help="a local tokenizer folder to decode moved embedding rows")
@@ -44,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the drift map")
     add_hub_options(p)
+    add_tls_options(p)
     p.set_defaults(func=run)
 
 
@@ -56,11 +58,14 @@ def run(args: argparse.Namespace) -> int:
         from eaglekit.cli.common import check_writable
 
         check_writable(args.html, "--html")
+    from eaglekit.cli.common import scheduler_security
+
+    security = scheduler_security(args)
     tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
     full = True if args.full else (False if args.budget else None)
     report = drift(args.a, args.b, drafter=args.drafter, tokenizer=tokenizer, full=full, budget=args.budget,
                    scheduler=args.scheduler, seed=args.seed, hidden=tuple(args.hidden) if args.hidden else None,
-                   endpoint=args.endpoint, progress=sys.stderr.isatty())
+                   endpoint=args.endpoint, security=security, progress=sys.stderr.isatty())
     if args.html:
         from eaglekit.view.drift_figures import save_drift_page
 

@@ -46,6 +46,7 @@ from eaglekit.core.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.vocab import target_ids
 from eaglekit.core.layers import ENGINES, READER_NAMES, outputs_read
+from eaglekit.io.scheduler import connect_scheduler
 
 #: Sampled-mode budget when none is given: a laptop maps two 1 TB targets by reading this much.
 DEFAULT_BUDGET = 4 << 30
@@ -86,7 +87,8 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
           full: bool | None = None, budget: str | int | None = None, scheduler: Any = None, seed: int = 0,
           confidence: float = 0.95, tol: float = MOVED_TOL, hidden: tuple[Any, Any] | None = None,
           unit_bytes: int | None = None, task_bytes: int = TASK_BYTES, progress: bool = True,
-          endpoint: str | None = None, _task_hook: Callable[[int], None] | None = None) -> DriftReport:
+          endpoint: str | None = None, security: Any = None,
+          _task_hook: Callable[[int], None] | None = None) -> DriftReport:
     """How far target ``b`` moved from target ``a``: the drafter's view first, then a per-layer map.
 
     ``drafter`` (a location): its d2t picks the lm_head rows of its draft vocabulary and its aux layer
@@ -94,7 +96,9 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
     ``decode``) turns moved embedding rows into text. ``full``: every byte (default: full for local
     locations, sampled for remote ones); ``budget``: bytes read in sampled mode (default 4 GB);
     ``scheduler`` (full mode): ``"inline"``, ``"local"`` (a LocalCluster), an address or a Client
-    (default: inline below 1 GiB of weights, else a LocalCluster). ``seed`` fixes the sample;
+    (default: inline below 1 GiB of weights, else a LocalCluster); an address is checked and connected to
+    by :func:`eaglekit.io.scheduler.connect_scheduler` (a scheduler can run code here: see docs/drift.md),
+    ``security`` (a ``distributed.Security``) for a ``tls://`` one. ``seed`` fixes the sample;
     ``confidence`` the intervals; ``tol`` the relative change that makes a row count as moved.
     ``hidden``: two hidden-state dumps of the same prompts (A's, B's): cosine and linear CKA per layer
     (:func:`~eaglekit.analysis.drift.hidden.hidden_drift`). ``unit_bytes``: stored bytes per side in
@@ -139,7 +143,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         locs = (_location_of(ca), _location_of(cb))
         values, moved_rows, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
                                              readers=REMOTE_READERS if remote and run_on == "inline" else 1,
-                                             task_bytes=task_bytes)
+                                             task_bytes=task_bytes, security=security)
     read = (plan.read_bytes(order, "a"), plan.read_bytes(order, "b"))
     strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
     states = None
@@ -252,7 +256,7 @@ PROGRESS_BYTES = 256 * 1024 * 1024
 
 
 def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint: str | None, tol: float, run_on: Any,
-             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES
+             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES, security: Any = None
              ) -> tuple[np.ndarray, dict[int, np.ndarray], str]:
     """Run the units ``order`` as tasks (inline, in ``readers`` threads, or on Dask); per-unit sums in
     ``order``'s order, moved rows by pair, and where it ran."""
@@ -289,7 +293,7 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
                     src.close()
         else:
             where = _run_dask(specs, run_on, hook, results, lambda s: bar.update(
-                float(sum(plan.nbytes[u] for u, *_ in s.units))))
+                float(sum(plan.nbytes[u] for u, *_ in s.units))), security=security)
     values = np.zeros((len(order), 6))
     pos = {int(u): k for k, u in enumerate(order)}
     moved: dict[int, list[np.ndarray]] = {}
@@ -301,8 +305,10 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
     return values, {p: np.sort(np.concatenate(v)) for p, v in moved.items()}, where
 
 
-def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None]) -> str:
-    """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run)."""
+def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None], *,
+              security: Any = None) -> str:
+    """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run).
+    An address is connected to only through :func:`connect_scheduler` (checked, under one deadline)."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as e:  # pragma: no cover - dask is a dependency
@@ -315,11 +321,7 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
                                    dashboard_address=":0", memory_limit="2GiB")
         client = own_client = Client(own_cluster)
     elif isinstance(run_on, str):
-        try:
-            client = own_client = Client(run_on, timeout="20s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise InputError(f"cannot reach the Dask scheduler at {run_on!r} ({e}); start one with "
-                             "`dask scheduler` and workers with `dask worker ADDRESS`, or omit --scheduler.") from e
+        client = own_client = connect_scheduler(run_on, security=security)
     else:
         raise InputError(f"scheduler must be 'inline', 'local', an address or a distributed.Client, got {run_on!r}.")
     try:
