@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_hub_options, add_trust_remote_code_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_hub_options(p)
+    add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint)
+        endpoint=args.endpoint, trust_remote_code=args.trust_remote_code)
     if args.json:
         print(json.dumps(result.to_json(), allow_nan=False))
     else:

@@ -71,3 +71,10 @@ def scheduler_security(args: argparse.Namespace):
     from eaglekit.io.scheduler import tls_security
 
     return tls_security(ca_file=args.tls_ca_file, cert=args.tls_cert, key=args.tls_key)
+
+
+def add_trust_remote_code_option(p: argparse.ArgumentParser) -> None:
+    """``--trust-remote-code``: the only way a target folder's own Python (``auto_map``) may run."""
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="let transformers run the Python code a target or tokenizer folder ships (its auto_map); "
+                        "off by default: such a folder is refused. Read that code first")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import add_hub_options, add_tls_options
+from eaglekit.cli.common import add_hub_options, add_tls_options, add_trust_remote_code_option
 
 _EPILOG = ("Weights pair by name across wrappers (K2.5's language_model. prefix) and quantisation suffixes. "
            "Sampled figures carry 95% intervals; --full reads every byte (inline below 1 GiB, else on a Dask "
@@ -46,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the drift map")
     add_hub_options(p)
     add_tls_options(p)
+    add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
 
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.cli.common import scheduler_security
 
     security = scheduler_security(args)
-    tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
+    tokenizer = _tokenizer(args.tokenizer, trust_remote_code=args.trust_remote_code) if args.tokenizer else None
     full = True if args.full else (False if args.budget else None)
     report = drift(args.a, args.b, drafter=args.drafter, tokenizer=tokenizer, full=full, budget=args.budget,
                    scheduler=args.scheduler, seed=args.seed, hidden=tuple(args.hidden) if args.hidden else None,
@@ -78,13 +79,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tokenizer(path: str):
+def _tokenizer(path: str, *, trust_remote_code: bool = False):
     from eaglekit.core.errors import InputError
 
+    import os
+
+    from eaglekit.core.errors import ConfigError
+    from eaglekit.core.loadable import remote_code
+    from eaglekit.core.safejson import loads
+    from eaglekit.io.sources.local import LocalSource
+
+    if os.path.isdir(path):  # a folder declaring its own tokenizer class is refused before transformers sees it
+        files = {}
+        for name in ("tokenizer_config.json", "config.json"):
+            data = LocalSource(path).read_small(name)
+            if data is not None:
+                files[name] = loads(data, what=f"{path}/{name}", error=ConfigError)
+        remote_code(files, name=path, trust_remote_code=trust_remote_code)
     try:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+        return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as e:  # transformers raises many types for a folder that is not a tokenizer
         raise InputError(f"cannot load a tokenizer from {path!r} ({type(e).__name__}); give a local folder with "
                          "tokenizer files, or omit --tokenizer.") from e

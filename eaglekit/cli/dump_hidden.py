@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_hub_options
+from eaglekit.cli.common import add_hub_options, add_trust_remote_code_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="stored dtype (bfloat16)")
     p.add_argument("--device", default="cpu")
     add_hub_options(p)
+    add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
 
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check_device(args.device)
     check_new_folder(args.out)
-    target = load_target_model(args.target, device=args.device)
+    target = load_target_model(args.target, device=args.device, trust_remote_code=args.trust_remote_code)
     layers = args.layers
     if args.for_drafter is not None:
         layers = drafter_layers(args.for_drafter, target.num_hidden_layers, endpoint=args.endpoint)
