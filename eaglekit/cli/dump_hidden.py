@@ -45,13 +45,14 @@ def _indices(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
+    from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, read_prompts
     from eaglekit.cli.acceptance import _check_device
 
     from eaglekit.io.dumps.native import check_new_folder
 
     _check_device(args.device)
     check_new_folder(args.out)
+    read_prompts(args.prompts)  # a bad prompts file fails before the target is loaded
     target = load_target_model(args.target, device=args.device, trust_remote_code=args.trust_remote_code)
     layers = args.layers
     if args.for_drafter is not None:

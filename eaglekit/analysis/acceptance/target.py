@@ -21,7 +21,7 @@ from eaglekit.core.loadable import check_fits, remote_code
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.core.prompts import Prompt
-from eaglekit.core.prompts import parse_prompts
+from eaglekit.core.prompts import MAX_FILE_BYTES, parse_prompts
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
 from eaglekit.io.sources.local import LocalSource
 
@@ -213,17 +213,24 @@ def _refused_global(e: BaseException) -> str:
 
 
 def read_prompts(path: str | os.PathLike[str]) -> tuple[tuple[Prompt, ...], str]:
-    """Parse a prompts JSONL file; returns the prompts and the path as messages name it."""
+    """Parse a prompts JSONL file; returns the prompts and the path as messages name it.
 
+    Read as checkpoint files are: a regular file only (a FIFO would block, ``/dev/zero`` never ends),
+    its size checked against :data:`~eaglekit.core.prompts.MAX_FILE_BYTES` before a byte is read."""
     file = Path(path).expanduser()
-    try:
-        data = file.read_bytes()
-    except OSError as e:
-        raise NotFoundError(f"cannot read the prompts file {file}: {e.strerror or e}.") from e
+    name = shown(file)
+    if not file.parent.is_dir():
+        raise NotFoundError(f"cannot read the prompts file {name}: no such folder.")
+    source = LocalSource(str(file.parent), named=file.name)
+    size = source.read(file.name, 0, 0).file_size  # opens and checks the file, reads nothing
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"the prompts file {name} is {size:,} bytes; eaglekit reads prompts files of at most "
+                         f"{MAX_FILE_BYTES:,} bytes (split it).")
+    data = source.read(file.name, 0, size).data
     try:
         return parse_prompts(data, source=str(file)), str(file)
     except UnicodeDecodeError as e:
-        raise InputError(f"{file} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
+        raise InputError(f"{name} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
 
 
 def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: str | os.PathLike[str], out: str | os.PathLike[str], *,
