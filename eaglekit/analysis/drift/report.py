@@ -97,6 +97,21 @@ class DriftReport:
     hidden: HiddenDrift | None = None  # hidden-state drift per layer, when two dumps were given
     #: How the drafter does not fit the targets ("vocab size 8,016 vs the targets' 10,240"); empty when it fits.
     drafter_misfit: tuple[str, ...] = ()
+    #: Weights with rows skipped because they hold NaN or Inf after dequantisation (NaN scales, FP8 NaN
+    #: codes): (weight, rows skipped, in the rows read). Their figures cover the finite rows only.
+    not_finite: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def not_finite_note(self) -> str | None:
+        """A plain sentence when rows were skipped as NaN/Inf, else None."""
+        if not self.not_finite:
+            return None
+        total = sum(n for _, n in self.not_finite)
+        where = ", ".join(f"{name} ({n:,})" for name, n in self.not_finite[:5])
+        more = f" and {len(self.not_finite) - 5} more weights" if len(self.not_finite) > 5 else ""
+        return (f"{total:,} rows hold NaN or Inf after dequantisation (NaN or Inf scales, FP8 NaN codes) and were "
+                f"skipped, not counted as moved: {where}{more}. Figures cover the finite rows; a stratum "
+                "with none shows n/a.")
 
     @property
     def drafter_note(self) -> str | None:
@@ -127,6 +142,8 @@ class DriftReport:
                f"||b-a||/||a|| {_show(self.whole.relative, exact=exact)}."]
         if self.drafter_note:
             out.append(self.drafter_note[0].upper() + self.drafter_note[1:])
+        if self.not_finite_note:
+            out.append(self.not_finite_note)
         if self.embedding is not None:
             n = len(self.embedding_moved)
             out.append(f"Embedding (the drafter's frozen copy): {n} of {self.embedding.rows} rows moved"
@@ -160,6 +177,8 @@ class DriftReport:
     def _view_lines(self) -> list[tuple[str, str]]:
         exact = self.mode == "full"
         out = [("drafter", self.drafter_note)] if self.drafter_note else []
+        if self.not_finite_note:
+            out.append(("not finite", self.not_finite_note))
         out += [("whole target: cosine", _show(self.whole.cosine, exact=exact)),
                 ("whole target: ||b-a||/||a||", _show(self.whole.relative, exact=exact))]
         if self.embedding is not None:
@@ -228,6 +247,7 @@ class DriftReport:
             "bytes_read": list(self.bytes_read), "bytes_total": list(self.bytes_total), "seconds": self.seconds,
             "hidden_states": self.hidden.to_json() if self.hidden is not None else None,
             "drafter_misfit": list(self.drafter_misfit),
+            "not_finite_rows": [{"weight": name, "rows": n} for name, n in self.not_finite],
         }
 
 
@@ -238,4 +258,26 @@ def _esc(text: str) -> str:
 
 
 def dumps(report: DriftReport) -> str:
-    return json.dumps(report.to_json(), indent=2)
+    """``eaglekit drift --json``: strict JSON (a figure that is not a number is null, never a bare NaN)."""
+    return json.dumps(finite(report.to_json()), indent=2, allow_nan=False)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every float that is NaN or infinite replaced by None (JSON null). Iterative."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    root = [value]
+    todo: list[tuple[Any, Any]] = [(root, 0)]
+    while todo:
+        holder, key = todo.pop()
+        item = holder[key]
+        if isinstance(item, float) and not math.isfinite(item):
+            holder[key] = None
+        elif isinstance(item, dict):
+            todo.extend((item, k) for k in item)
+        elif isinstance(item, list):
+            todo.extend((item, i) for i in range(len(item)))
+        elif isinstance(item, tuple):
+            holder[key] = list(item)
+            todo.extend((holder[key], i) for i in range(len(item)))
+    return root[0]
