@@ -81,9 +81,9 @@ class _VisibleWriter:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        from eaglekit.core.redact import visible
+        from eaglekit.core.redact import visible_output
 
-        self._stream.write(visible(text))
+        self._stream.write(visible_output(text))  # eaglekit's own table colours pass
         return len(text)
 
     def __getattr__(self, name: str):

@@ -70,3 +70,12 @@ def test_a_dump_manifest_target_is_shown_escaped_in_drift(folders, tmp_path, cap
     out = capsys.readouterr().out
     _clean(out)
     assert "k2\\x1b]52" in out
+
+
+def test_eaglekit_colours_pass_and_nothing_else_does():
+    from eaglekit.core.redact import visible_output
+    from eaglekit.core.render import ansi
+
+    for colour in ("red", "green", "yellow", "blue", "magenta", "cyan", "grey", "bold"):
+        assert visible_output(ansi("x", colour)) == ansi("x", colour)
+    assert visible_output("a\x1b[8mhidden" + EVIL + "\tb\n") == "a\\x1b[8mhidden\\x1b]52;c;aGVsbG8=\\x07\\x1b[2J\tb\n"
