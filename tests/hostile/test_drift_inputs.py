@@ -144,3 +144,22 @@ def test_drift_hidden_json_has_null_and_a_reason_never_nan(tmp_path, capsys):
 def test_finite_replaces_every_nan_and_inf():
     value = {"a": [1.0, float("nan"), (float("inf"), 2)], "b": {"c": float("-inf")}, "d": "nan"}
     assert finite(value) == {"a": [1.0, None, [None, 2]], "b": {"c": None}, "d": "nan"}
+
+
+def test_a_hostile_weight_name_in_the_not_finite_note_is_escaped_in_html(tmp_path):
+    from safetensors.torch import save_file
+
+    from eaglekit.view.drift_figures import save_drift_page
+
+    name = "model.layers.0.mlp.<img src=x onerror=alert(1)>.weight"
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    a, b = _folder(tmp_path, "a", fp8), _folder(tmp_path, "b", fp8)
+    w = torch.randn(128, 128, generator=torch.Generator().manual_seed(0)).to(torch.float8_e4m3fn)
+    for folder, scale in ((a, 1.0), (b, float("nan"))):
+        save_file({name: w, name + "_scale_inv": torch.tensor([[scale]])}, str(folder / "model.safetensors"))
+    report = drift(a, b, full=True, scheduler="inline", progress=False)
+    assert report.not_finite and "<img" in report.not_finite_note
+    page = tmp_path / "drift.html"
+    save_drift_page(report, str(page))
+    for html in (report._repr_html_(), page.read_text()):
+        assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
