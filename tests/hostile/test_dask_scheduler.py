@@ -53,6 +53,7 @@ def test_distributed_itself_runs_the_pickled_handshake(tmp_path):
     ("random", "does not speak Dask's protocol: its first answer announces"),
     ("bigframe", "announces 3,221,225,472 bytes"),
     ("silent", "did not answer Dask's handshake in time (--timeout)"),
+    ("honest", "did not complete its handshake within 3 s (--timeout)"),  # passes the check, then silent
 ])
 def test_drift_refuses_a_hostile_scheduler_in_one_line(pair, tmp_path, mode, message):
     marker = tmp_path / "ran"
