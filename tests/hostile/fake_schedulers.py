@@ -23,7 +23,6 @@ import pickle
 import socket
 import struct
 import threading
-from pathlib import Path
 
 import msgpack
 
@@ -71,7 +70,7 @@ class FakeScheduler:
         self.connections = 0
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def __enter__(self) -> "FakeScheduler":
+    def __enter__(self) -> FakeScheduler:
         self._thread.start()
         return self
 

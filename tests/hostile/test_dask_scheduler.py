@@ -76,7 +76,7 @@ def test_a_scheduler_that_passes_the_check_then_stays_silent_is_bounded_by_the_d
 
 def test_the_check_reads_at_most_the_handshake_limit(tmp_path):
     with FakeScheduler("bigframe") as s:
-        with pytest.raises(SchedulerError, match=f"a Dask handshake is about 100"):
+        with pytest.raises(SchedulerError, match="a Dask handshake is about 100"):
             probe_scheduler(parse_address(s.address), deadline=time.monotonic() + 5)
     assert HANDSHAKE_LIMIT <= 64 * 1024
 

@@ -17,7 +17,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 from eaglekit.cli.lab import lab_env, token_file
 
