@@ -104,6 +104,7 @@ def test_the_token_is_on_no_command_line_and_reaches_jupyter_by_a_private_file(d
             time.sleep(0.5)
         assert _status(base) == 403 and _status(f"{base}?token=an-inherited-token-jupyter-would-prefer") == 403
         assert printed.count(token) == 1  # shown once, in the URL
+        assert _listening(port) == {"0100007F"}  # 127.0.0.1 only (no 0.0.0.0, no IPv6 wildcard)
 
         tree = _descendants(proc.pid)
         assert len(tree) >= 2  # this command and the Jupyter server
@@ -123,6 +124,18 @@ def test_the_token_is_on_no_command_line_and_reaches_jupyter_by_a_private_file(d
             proc.wait()
     assert not secret.exists() and not secret.parent.exists()
     assert proc.stderr.read().decode().count(token) == 0  # Jupyter's own log masks a token it did not make
+
+
+def _listening(port: int) -> set[str]:
+    """Local addresses (hex, as /proc/net/tcp* write them) with a socket listening on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
 
 
 def _status_or_none(url: str) -> int | None:

@@ -6,6 +6,7 @@ address-space limit."""
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import pickle
@@ -16,7 +17,7 @@ import torch
 from bounded_cli import run_limited
 
 from eaglekit.analysis.acceptance.target import load_target_model
-from eaglekit.core.errors import ConfigError, InputError
+from eaglekit.core.errors import ConfigError, InputError, LocationError
 from eaglekit.core.loadable import check_fits, parameter_count, remote_code
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8, "intermediate_size": 16,
@@ -47,16 +48,23 @@ def _dump_hidden(target: Path, tmp: Path, *extra: str, stdin: str | None = None)
 AUTO_MAP = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModelForCausalLM": "modeling_evil.EvilModel"}
 
 
-@pytest.mark.parametrize("where", ["config", "tokenizer_config"])
-def test_a_folder_with_its_own_code_is_refused_even_when_stdin_says_yes(tmp_path, where):
+def test_a_folder_with_its_own_code_is_refused_even_when_stdin_says_yes(tmp_path):
     marker = tmp_path / "ran"
-    config = {**LLAMA, "model_type": "evil", "auto_map": AUTO_MAP} if where == "config" else LLAMA
-    tok = {"auto_map": {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}} if where != "config" else None
-    target = _folder(tmp_path / "target", config=config, tokenizer_config=tok, marker=marker)
+    target = _folder(tmp_path / "target", config={**LLAMA, "model_type": "evil", "auto_map": AUTO_MAP}, marker=marker)
     r = _dump_hidden(target, tmp_path, stdin="y\ny\ny\n")
     assert r.rc == 2 and len(r.error_lines) == 1, r.stderr
-    assert "ships its own Python code (auto_map in" in r.stderr and "--trust-remote-code" in r.stderr
+    assert "ships its own Python code (auto_map in config.json)" in r.stderr and "--trust-remote-code" in r.stderr
     assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_a_tokenizer_with_its_own_code_is_refused(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    tok = {"auto_map": {"AutoTokenizer": ["tokenization_evil.EvilTokenizer", None]}}
+    target = _folder(tmp_path / "target", config=LLAMA, tokenizer_config=tok, marker=marker)
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    with pytest.raises(InputError, match=r"ships its own Python code \(auto_map in tokenizer_config.json\)"):
+        load_target_model(target)
+    assert not marker.exists()
 
 
 def test_the_flag_is_what_lets_that_code_run(tmp_path):
@@ -69,16 +77,28 @@ def test_the_flag_is_what_lets_that_code_run(tmp_path):
     assert r.rc == 2 and r.error_lines[-1].startswith("eaglekit dump-hidden: error: ") and "Traceback" not in r.stderr
 
 
-@pytest.mark.parametrize("sizes", [{"intermediate_size": 50_000_000}, {"hidden_size": 1_000_000_000},
-                                   {"num_hidden_layers": 100_000, "hidden_size": 4096}])
-def test_configs_that_would_exhaust_memory_are_refused_before_transformers(tmp_path, sizes):
-    target = _folder(tmp_path / "target", config={**LLAMA, **sizes})
+def test_a_config_that_would_exhaust_memory_is_one_line_within_1_gib(tmp_path):
+    target = _folder(tmp_path / "target", config={**LLAMA, "intermediate_size": 50_000_000})
     r = _dump_hidden(target, tmp_path)
     assert r.rc == 2 and len(r.error_lines) == 1, r.stderr
     assert "describes a model of about" in r.stderr and "refusing to load it" in r.stderr, r.stderr
 
 
-def test_a_pickled_pytorch_model_bin_is_one_line_and_never_unpickled(tmp_path):
+@pytest.mark.parametrize("sizes", [{"hidden_size": 1_000_000_000}, {"num_hidden_layers": 100_000, "hidden_size": 4096},
+                                   {"num_local_experts": 1_000_000, "intermediate_size": 4096}])
+def test_other_configs_that_would_exhaust_memory_are_refused_before_transformers(tmp_path, sizes, monkeypatch):
+    import transformers
+
+    def never(*args, **kwargs):
+        raise AssertionError("transformers was asked to build the model")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", never)
+    target = _folder(tmp_path / "target", config={**LLAMA, **sizes})
+    with pytest.raises(ConfigError, match="describes a model of about .* refusing to load it"):
+        load_target_model(target)
+
+
+def test_a_pickled_pytorch_model_bin_is_one_error_and_never_unpickled(tmp_path):
     marker = tmp_path / "ran"
     target = _folder(tmp_path / "target", config=LLAMA)
 
@@ -87,9 +107,9 @@ def test_a_pickled_pytorch_model_bin_is_one_line_and_never_unpickled(tmp_path):
             return (os.makedirs, (str(marker),))
 
     torch.save({"model.embed_tokens.weight": Evil()}, str(target / "pytorch_model.bin"))
-    r = _dump_hidden(target, tmp_path)
-    assert r.rc == 2 and len(r.error_lines) == 1, r.stderr
-    assert "holds more than tensors" in r.stderr and "os.makedirs" in r.stderr, r.stderr
+    with pytest.raises(LocationError, match="holds more than tensors .*os.makedirs") as e:
+        load_target_model(target)
+    assert "\n" not in str(e.value) and "weights_only=False" not in str(e.value)
     assert not marker.exists()
 
 
