@@ -145,3 +145,26 @@ def test_drift_over_tls_with_the_cluster_certificate_and_refusal_of_a_foreign_on
     assert json.loads(ok.stdout)["where"].startswith("Dask tls://")
     assert foreign.rc == 2 and len(foreign.error_lines) == 1 and "certificate verify failed" in foreign.stderr, \
         foreign.stderr
+
+
+def test_tls_settings_come_from_a_dask_config_when_no_option_is_given(tls_files):
+    import dask
+
+    root, _ = tls_files
+    pem, key = str(root / "cluster.pem"), str(root / "cluster.key")
+    with dask.config.set({"distributed.comm.tls.ca-file": pem, "distributed.comm.tls.client.cert": pem,
+                          "distributed.comm.tls.client.key": key}):
+        security = tls_security()
+    assert (security.tls_ca_file, security.tls_client_cert, security.tls_client_key) == (pem, pem, key)
+    assert security.require_encryption
+
+
+def test_tls_options_without_a_tls_scheduler_are_refused(pair, tmp_path, capsys):
+    from eaglekit.cli import main
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    assert main(["drift", str(pair[0]), str(pair[1]), "--full", "--scheduler", "tcp://127.0.0.1:8786",
+                 "--tls-ca-file", str(ca)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "apply to a --scheduler tls://HOST:PORT address only" in err
