@@ -37,7 +37,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgpack  # distributed's wire format (a dependency of dask[distributed]); light, unlike distributed
+
 from eaglekit.core.errors import InputError, LocationError
+from eaglekit.io.sources.http import check_timeout, request_timeout
 
 #: The most bytes a scheduler's handshake answer may take (a real one is about 100 bytes).
 HANDSHAKE_LIMIT = 64 * 1024
@@ -103,8 +106,6 @@ def connect_scheduler(address: str, *, timeout: float | None = None, security: A
     """A ``distributed.Client`` on the scheduler at ``address``, checked by :func:`probe_scheduler`
     first; the whole of it (connect, TLS, both handshakes) within ``timeout`` seconds (default: the
     remote-request deadline, ``--timeout`` / ``EAGLEKIT_TIMEOUT`` / 60 s)."""
-    from eaglekit.io.sources.http import check_timeout, request_timeout
-
     where = parse_address(address)
     seconds = request_timeout() if timeout is None else check_timeout(timeout)
     deadline = time.monotonic() + seconds
@@ -146,8 +147,6 @@ def probe_scheduler(where: SchedulerAddress, *, deadline: float, context: ssl.SS
 
 def _parse_handshake(body: bytes, name: str) -> dict:
     """The handshake map in ``body`` (a frames prelude, then the frames), decoded with no object hooks."""
-    import msgpack  # a dependency of distributed
-
     bad = SchedulerError(f"{name} does not speak Dask's protocol: its handshake is not the frames of a "
                          "msgpack map; check the address.")
     if len(body) < 8:
@@ -175,8 +174,6 @@ def _parse_handshake(body: bytes, name: str) -> dict:
 def _holds_hook(value: Any) -> bool:
     """Whether a decoded msgpack value holds a map key distributed would turn into an object, or an
     extension type. Iterative (msgpack itself bounds nesting)."""
-    import msgpack
-
     todo = [value]
     while todo:
         item = todo.pop()
@@ -193,8 +190,6 @@ def _holds_hook(value: Any) -> bool:
 
 def _handshake_bytes() -> bytes:
     """What distributed's client sends first (``Comm.handshake_info``), framed as ``comm/tcp.py`` does."""
-    import msgpack
-
     frame = msgpack.packb({"compression": None, "python": tuple(sys.version_info)[:3],
                            "pickle-protocol": pickle.HIGHEST_PROTOCOL}, use_bin_type=True)
     prelude = struct.pack("QQ", 1, len(frame))

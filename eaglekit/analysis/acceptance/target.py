@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,8 +195,6 @@ def _local_json(folder: str, name: str) -> dict[str, object]:
 
 def _memory_available() -> int:
     """Bytes this process may hold: physical memory, or less when an address-space limit is set."""
-    import resource
-
     total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return min(total, soft) if soft != resource.RLIM_INFINITY else total
