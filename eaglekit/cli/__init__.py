@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from eaglekit.core.errors import EaglekitError
 
@@ -39,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with _deadline(getattr(args, "timeout", None)):
+        with _deadline(getattr(args, "timeout", None)), _visible_stdout():
             return int(args.func(args) or 0)
     except EaglekitError as e:
         print(f"eaglekit {args.command}: error: {_one_line(str(e))}", file=sys.stderr)
@@ -60,6 +61,36 @@ def _deadline(seconds: float | None):
     from eaglekit.io.sources.http import timeout_override
 
     return timeout_override(seconds)
+
+
+class _VisibleWriter:
+    """A text stream that shows control characters as escapes (TAB and LF pass): whatever a report
+    quotes from a file or a server (a tensor name, a config value, a manifest's target) cannot clear
+    the screen, retitle the terminal or write the clipboard (OSC 52) of whoever reads the output."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from eaglekit.core.redact import visible_output
+
+        self._stream.write(visible_output(text))  # eaglekit's own table colours pass
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextmanager
+def _visible_stdout() -> Iterator[None]:
+    """Everything a command prints to stdout goes through :class:`_VisibleWriter` (JSON escapes control
+    characters already, so ``--json`` output is unchanged)."""
+    saved = sys.stdout
+    sys.stdout = _VisibleWriter(saved)
+    try:
+        yield
+    finally:
+        sys.stdout = saved
 
 
 def _one_line(text: str) -> str:

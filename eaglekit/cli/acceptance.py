@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import add_json_option, add_location, add_remote_options, emit, temperature
+from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, emit,
+                                 temperature)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -48,6 +49,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="measure under template A and template B (files, or 'raw'): the accept length of each, "
                           "the gap, and where it comes from")
     add_remote_options(p)
+    add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
 
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint)
+        endpoint=args.endpoint, trust_remote_code=args.trust_remote_code)
     for note in result.notes:  # what may make the figure measure something else, also where --json hides it
         if note.startswith("warning: "):
             print(f"eaglekit acceptance: {note}", file=sys.stderr)

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from eaglekit.core.errors import InputError
+from eaglekit.core.safejson import finite
 from eaglekit.core.engine_readings import parse_engine
 
 #: Exit codes beside 0 (success) and 2 (bad input, one line on stderr).
@@ -78,7 +79,7 @@ def emit(record: Any, args: argparse.Namespace) -> None:
 def print_json(value: Any) -> None:
     """One JSON object on stdout; a figure that is not a finite number is written as null, never as bare
     NaN (which is not JSON)."""
-    print(json.dumps(_finite(value), indent=2, allow_nan=False))
+    print(json.dumps(finite(value), indent=2, allow_nan=False))
 
 
 def write_html(write: Any, path: str) -> None:
@@ -113,16 +114,6 @@ def check_writable(path: str, option: str) -> None:
         os.remove(path)
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -131,3 +122,35 @@ def _seconds(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
+
+
+def add_tls_options(p: argparse.ArgumentParser) -> None:
+    """``--tls-ca-file``, ``--tls-cert``, ``--tls-key``: Dask TLS for a ``--scheduler tls://`` address."""
+    g = p.add_argument_group("Dask TLS (for --scheduler tls://HOST:PORT; default: distributed.comm.tls in your Dask "
+                             "config)")
+    g.add_argument("--tls-ca-file", metavar="PEM", help="the cluster's CA certificate: the scheduler must present "
+                                                        "a certificate it signed")
+    g.add_argument("--tls-cert", metavar="PEM", help="this client's certificate, signed by that CA")
+    g.add_argument("--tls-key", metavar="PEM", help="this client's private key (if not inside --tls-cert)")
+
+
+def scheduler_security(args: argparse.Namespace):
+    """A ``distributed.Security`` from the TLS options, or None when none was given (a tls:// address then
+    takes Dask's config). Options without a tls:// scheduler are an error: they would silently do nothing."""
+    from eaglekit.core.errors import InputError
+
+    given = [args.tls_ca_file, args.tls_cert, args.tls_key]
+    if not any(given):
+        return None
+    if not str(getattr(args, "scheduler", "") or "").startswith("tls://"):
+        raise InputError("--tls-ca-file, --tls-cert and --tls-key apply to a --scheduler tls://HOST:PORT address only.")
+    from eaglekit.io.scheduler import tls_security
+
+    return tls_security(ca_file=args.tls_ca_file, cert=args.tls_cert, key=args.tls_key)
+
+
+def add_trust_remote_code_option(p: argparse.ArgumentParser) -> None:
+    """``--trust-remote-code``: the only way a target folder's own Python (``auto_map``) may run."""
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="let transformers run the Python code a target or tokenizer folder ships (its auto_map); "
+                        "off by default: such a folder is refused. Read that code first")

@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import add_json_option, add_location, add_remote_options, check_writable, emit, write_html
+from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_tls_options,
+                                 add_trust_remote_code_option, check_writable, emit, scheduler_security, write_html)
 
 _EPILOG = ("Weights pair by name across wrappers (K2.5's language_model. prefix) and quantisation suffixes. "
            "Sampled figures carry 95% intervals; --full reads every byte (inline below 1 GiB, else on a Dask "
@@ -33,8 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--budget", metavar="SIZE", help="sampled mode: bytes to read, e.g. 4GB (default 4GB)")
     mode.add_argument("--full", action="store_true", default=None, help="read every byte (default for local targets)")
     p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="full mode: a Dask scheduler address, 'local' for a LocalCluster here, 'inline' for this "
-                        "process (implies --full)")
+                   help="full mode: a Dask scheduler address (tcp://HOST:PORT, or tls://HOST:PORT with the TLS "
+                        "options below), 'local' for a LocalCluster here, 'inline' for this process (implies --full). "
+                        "A scheduler can run code in this process: connect only to your own (docs/drift.md)")
     p.add_argument("--drafter", metavar="LOCATION",
                    help="an EAGLE-3 drafter: its d2t and aux layer ids pick what to show first")
     p.add_argument("--tokenizer", metavar="PATH", help="a local tokenizer folder to decode moved embedding rows")
@@ -44,6 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_json_option(p)
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the drift map")
     add_remote_options(p)
+    add_tls_options(p)
+    add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
 
@@ -52,11 +56,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.html:
         check_writable(args.html, "--html")
-    tokenizer = _tokenizer(args.tokenizer) if args.tokenizer else None
+    security = scheduler_security(args)
+    tokenizer = _tokenizer(args.tokenizer, trust_remote_code=args.trust_remote_code) if args.tokenizer else None
     full = True if args.full else (False if args.budget else None)
     report = drift(args.a, args.b, drafter=args.drafter, tokenizer=tokenizer, full=full, budget=args.budget,
                    scheduler=args.scheduler, seed=args.seed, hidden=tuple(args.hidden) if args.hidden else None,
-                   endpoint=args.endpoint, progress=sys.stderr.isatty())
+                   endpoint=args.endpoint, security=security, progress=sys.stderr.isatty())
     if args.html:
         from eaglekit.view.drift_figures import save_drift_page
 
@@ -66,13 +71,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tokenizer(path: str):
+def _tokenizer(path: str, *, trust_remote_code: bool = False):
     from eaglekit.core.errors import InputError
 
+    import os
+
+    from eaglekit.core.errors import ConfigError
+    from eaglekit.core.loadable import remote_code
+    from eaglekit.core.safejson import loads
+    from eaglekit.io.sources.local import LocalSource
+
+    if os.path.isdir(path):  # a folder declaring its own tokenizer class is refused before transformers sees it
+        files = {}
+        for name in ("tokenizer_config.json", "config.json"):
+            data = LocalSource(path).read_small(name)
+            if data is not None:
+                files[name] = loads(data, what=f"{path}/{name}", error=ConfigError)
+        remote_code(files, name=path, trust_remote_code=trust_remote_code)
     try:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+        return AutoTokenizer.from_pretrained(path, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as e:  # transformers raises many types for a folder that is not a tokenizer
         raise InputError(f"cannot load a tokenizer from {path!r} ({type(e).__name__}); give a local folder with "
                          "tokenizer files, or omit --tokenizer.") from e

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_remote_options
+from eaglekit.cli.common import add_remote_options, add_trust_remote_code_option
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="stored dtype (bfloat16)")
     p.add_argument("--device", default="cpu")
     add_remote_options(p)
+    add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
 
@@ -44,14 +45,15 @@ def _indices(text: str) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
+    from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, read_prompts
     from eaglekit.cli.acceptance import _check_device
 
     from eaglekit.io.dumps.native import check_new_folder
 
     _check_device(args.device)
     check_new_folder(args.out)
-    target = load_target_model(args.target, device=args.device)
+    read_prompts(args.prompts)  # a bad prompts file fails before the target is loaded
+    target = load_target_model(args.target, device=args.device, trust_remote_code=args.trust_remote_code)
     layers = args.layers
     if args.for_drafter is not None:
         layers = drafter_layers(args.for_drafter, target.num_hidden_layers, endpoint=args.endpoint)

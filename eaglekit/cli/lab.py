@@ -3,7 +3,10 @@
 ``eaglekit lab --demo build/demo --port 8888`` builds the demo on first use, copies the committed notebooks
 into ``build/lab/`` (:func:`working_copy`: outputs and autosaves land there, never in the checkout, and no
 jupytext twin is paired there), then runs JupyterLab on that copy, bound to 127.0.0.1 with a fresh token,
-and prints the URL to open. The kernels see ``EAGLEKIT_DEMO`` (the demo, relative to the copy so outputs
+and prints the URL to open (the only place the token is shown: Jupyter masks a token it did not generate).
+The token never goes on a command line, which every local user can read in /proc/PID/cmdline: Jupyter
+reads it from ``JUPYTER_TOKEN_FILE`` (jupyter_server's ``IdentityProvider``), a file only this user can
+read, in a private folder removed when the server stops. The kernels see ``EAGLEKIT_DEMO`` (the demo, relative to the copy so outputs
 hold no absolute path) and this checkout on ``PYTHONPATH``. Widgets need nothing more: ipywidgets'
 JupyterLab extension, plotly's and anywidget's (for the calculator) ship inside the pip packages. The
 server never calls home: no update check, no news feed, and no "Jupyter news" question (the announcements
@@ -14,7 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -80,8 +87,9 @@ def lab_url(port: int, token: str, *, path: str | None = None, host: str = "127.
     return f"http://{host}:{port}/{where}?token={token}"
 
 
-def lab_command(*, root_dir: str | os.PathLike[str], port: int, token: str, host: str = "127.0.0.1") -> list[str]:
-    """The command that serves JupyterLab on ``host:port`` over ``root_dir``, with ``token``, no browser."""
+def lab_command(*, root_dir: str | os.PathLike[str], port: int, host: str = "127.0.0.1") -> list[str]:
+    """The command that serves JupyterLab on ``host:port`` over ``root_dir``, no browser. It holds no token:
+    the server reads it from the file :func:`lab_env` names."""
     return [
         sys.executable, "-m", "jupyterlab",
         "--no-browser",
@@ -89,7 +97,6 @@ def lab_command(*, root_dir: str | os.PathLike[str], port: int, token: str, host
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",  # a busy port is an error, not a silently different URL
         f"--ServerApp.root_dir={Path(root_dir).resolve()}",
-        f"--IdentityProvider.token={token}",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         "--LabApp.news_url=None",
         "--LabApp.extension_manager=readonly",  # no PyPI queries from the extension manager
@@ -97,11 +104,32 @@ def lab_command(*, root_dir: str | os.PathLike[str], port: int, token: str, host
     ]
 
 
-def lab_env(*, demo: str | os.PathLike[str], root_dir: str | os.PathLike[str],
-            base: dict[str, str] | None = None, config_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
+@contextmanager
+def token_file(token: str) -> Iterator[Path]:
+    """``token`` in a file only this user can read (mode 0600, in a fresh 0700 folder); both removed on exit."""
+    folder = Path(tempfile.mkdtemp(prefix="eaglekit-lab-"))
+    try:
+        path = folder / "token"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token)  # read whole by Jupyter: no newline
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def lab_env(*, demo: str | os.PathLike[str], root_dir: str | os.PathLike[str], base: dict[str, str] | None = None,
+            config_dir: str | os.PathLike[str] | None = None,
+            token: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """The server's environment: ``EAGLEKIT_DEMO`` relative to ``root_dir``, this checkout on ``PYTHONPATH``,
-    and ``config_dir`` (:func:`lab_config_dir`) first on ``JUPYTER_CONFIG_PATH`` when given."""
+    ``config_dir`` (:func:`lab_config_dir`) first on ``JUPYTER_CONFIG_PATH`` when given, and
+    ``JUPYTER_TOKEN_FILE`` = ``token`` (a :func:`token_file`). An inherited ``JUPYTER_TOKEN`` is dropped: Jupyter
+    would prefer it to the file, and the URL printed would not open."""
     env = dict(os.environ if base is None else base)
+    env.pop("JUPYTER_TOKEN", None)
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    if token is not None:
+        env["JUPYTER_TOKEN_FILE"] = str(token)
     env["EAGLEKIT_DEMO"] = os.path.relpath(Path(demo).resolve(), Path(root_dir).resolve())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     if config_dir is not None:
@@ -152,13 +180,14 @@ def run(args: argparse.Namespace) -> int:
         if line.startswith("kept"):
             print(line)
     token = secrets.token_hex(24)
-    command = lab_command(root_dir=args.workdir, port=args.port, token=token)
-    print(f"demo workspace ready at {args.demo}\nJupyterLab on a working copy of {args.notebooks} in {args.workdir} "
-          f"(the checkout stays as committed); open this URL (Ctrl-C stops the server):\n\n"
-          f"    {lab_url(args.port, token)}\n", flush=True)
-    server = subprocess.Popen(command, env=lab_env(demo=args.demo, root_dir=args.workdir,
-                                                   config_dir=lab_config_dir(args.workdir)))
-    # Ctrl-C reaches the server too (same terminal): it asks to confirm, then stops its kernels and exits.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
-    return server.wait()
+    command = lab_command(root_dir=args.workdir, port=args.port)
+    with token_file(token) as secret:
+        print(f"demo workspace ready at {args.demo}\nJupyterLab on a working copy of {args.notebooks} in "
+              f"{args.workdir} (the checkout stays as committed); open this URL (Ctrl-C stops the server):\n\n"
+              f"    {lab_url(args.port, token)}\n", flush=True)
+        server = subprocess.Popen(command, env=lab_env(demo=args.demo, root_dir=args.workdir, token=secret,
+                                                       config_dir=lab_config_dir(args.workdir)))
+        # Ctrl-C reaches the server too (same terminal): it asks to confirm, then stops its kernels and exits.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
+        return server.wait()

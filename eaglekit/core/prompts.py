@@ -8,7 +8,10 @@ Each line is one JSON object with exactly one of:
   chat template (generation prompt added); the template's sha256 is recorded in the result.
 
 Blank lines are skipped. A bad line is an :class:`~eaglekit.core.errors.InputError` naming the file and
-the line number.
+the line number. Prompts files come from anywhere: a line longer than :data:`MAX_LINE_BYTES`, JSON nested
+deeper than :mod:`~eaglekit.core.safejson` allows, an integer longer than Python parses and a token id
+of :data:`MAX_TOKEN_ID` or more are refused with one line (the file's size is checked by its reader,
+against :data:`MAX_FILE_BYTES`, before it is read).
 """
 
 from __future__ import annotations
@@ -19,9 +22,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from eaglekit.core.errors import InputError
+from eaglekit.core.safejson import loads
 
 PromptKind = Literal["input_ids", "text", "messages"]
 _KINDS = ("input_ids", "text", "messages")
+#: The largest prompts file read (64 MiB: millions of prompts' worth of token ids).
+MAX_FILE_BYTES = 64 << 20
+#: The longest line parsed (4 MiB: about a million tokens of text, past any model's context).
+MAX_LINE_BYTES = 4 << 20
+#: Token ids are below this (2^31: the largest vocabularies hold a few hundred thousand).
+MAX_TOKEN_ID = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -50,10 +60,16 @@ def parse_prompts(data: bytes | str, *, source: str = "prompts.jsonl") -> tuple[
 def parse_line(text: str, *, source: str, line: int) -> Prompt:
     """One JSONL line (``line`` is its 1-based number, for messages)."""
     where = f"{source} line {line}"
+    if len(text) > MAX_LINE_BYTES:
+        raise InputError(f"{where} holds {len(text):,} characters; a prompt line may hold at most "
+                         f"{MAX_LINE_BYTES:,}.")
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{where}: not valid JSON ({e.msg} at column {e.colno}).") from e
+        obj = loads(text, what=where, error=InputError)  # bounded: depth, integer length
+    except InputError as e:
+        if isinstance(e.__cause__, json.JSONDecodeError):
+            bad = e.__cause__
+            raise InputError(f"{where}: not valid JSON ({bad.msg} at column {bad.colno}).") from bad
+        raise
     if not isinstance(obj, Mapping):
         raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}.")
     keys = [k for k in _KINDS if k in obj]
@@ -64,8 +80,8 @@ def parse_line(text: str, *, source: str, line: int) -> Prompt:
     value = obj[kind]
     if kind == "input_ids":
         if not isinstance(value, list) or not value or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
-            raise InputError(f"{where}: input_ids must be a non-empty list of non-negative integers.")
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v < MAX_TOKEN_ID for v in value):
+            raise InputError(f"{where}: input_ids must be a non-empty list of integers from 0 to {MAX_TOKEN_ID - 1}.")
         return Prompt("input_ids", tuple(value), line)
     if kind == "text":
         if not isinstance(value, str) or not value:

@@ -44,6 +44,17 @@ def visible(text: str, *, newlines: bool = True) -> str:
     return pattern.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
 
 
+#: The colour escapes eaglekit's own tables use (core.render.ansi): SGR reset, bold, six colours, grey.
+_OWN_COLOUR = re.compile(r"(\x1b\[(?:0|1|3[1-6]|90)m)")
+
+
+def visible_output(text: str) -> str:
+    """:func:`visible` for a command's output, keeping eaglekit's own colour escapes (they only colour
+    text; every other escape, such as a screen clear or an OSC 52 clipboard write, is shown)."""
+    parts = _OWN_COLOUR.split(text)
+    return "".join(p if i % 2 else visible(p) for i, p in enumerate(parts))
+
+
 def shown(text: object) -> str:
     """Text from outside, ready for a one-line message: credentials redacted, controls visible."""
     return visible(redact_text(str(text)), newlines=False)

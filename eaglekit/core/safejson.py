@@ -10,6 +10,7 @@ deeper than :data:`MAX_DEPTH` (real configs, indexes and Hub listings nest a han
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from eaglekit.core.errors import EaglekitError
@@ -52,3 +53,24 @@ def depth(value: Any, *, stop: int | None = None) -> int:
             return deepest
         todo.extend((child, level) for child in children if isinstance(child, (dict, list)))
     return deepest
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every float that is NaN or infinite replaced by None (JSON null), tuples made lists:
+    what ``json.dumps(..., allow_nan=False)`` accepts. Iterative, so no nesting depth overflows it."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    root = [value]
+    todo: list[tuple[Any, Any]] = [(root, 0)]
+    while todo:
+        holder, key = todo.pop()
+        item = holder[key]
+        if isinstance(item, float) and not math.isfinite(item):
+            holder[key] = None
+        elif isinstance(item, dict):
+            item = holder[key] = dict(item)
+            todo.extend((item, k) for k in item)
+        elif isinstance(item, (list, tuple)):
+            item = holder[key] = list(item)
+            todo.extend((item, i) for i in range(len(item)))
+    return root[0]

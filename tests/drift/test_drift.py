@@ -126,7 +126,7 @@ def test_sampled_intervals_cover_the_full_pass(pair):
         pairs, oa, ob, mm = pair_weights(quant_weights(ca.inventory), quant_weights(cb.inventory))
     plan = make_plan(pairs, oa, ob, mm, unit_bytes=512)
     order = np.arange(len(plan))
-    values, _, _ = _execute(plan, order, (str(pair[0]), str(pair[1])), None, 1e-3, "inline", False, None)
+    values, _, _, _ = _execute(plan, order, (str(pair[0]), str(pair[1])), None, 1e-3, "inline", False, None)
     figures = {"whole": list(plan.strata), "embedding": ["embedding"], "lm_head": ["lm_head"]}
     truth = {k: sample_estimate([Stratum(len(plan.strata[s]), values[plan.strata[s]]) for s in v]) for k, v in figures.items()}
     total = plan.nbytes.sum()

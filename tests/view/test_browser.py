@@ -402,7 +402,7 @@ class Lab:
 def lab(demo, tmp_path):
     """JupyterLab as ``eaglekit lab`` runs it (its command, a working copy of 05, its page config: no news
     question) with the session demo; yields its URL and checks the committed notebooks were not written."""
-    from eaglekit.cli.lab import lab_command, lab_config_dir, lab_env, lab_url, working_copy
+    from eaglekit.cli.lab import lab_command, lab_config_dir, lab_env, lab_url, token_file, working_copy
 
     if CALCULATOR not in NAMES:
         pytest.skip(f"notebooks/{CALCULATOR}.ipynb is not there yet")
@@ -417,25 +417,26 @@ def lab(demo, tmp_path):
             "notebook-extension/tracker": '{"autoStartDefaultKernel": true}'}.items():
         (settings / plugin).parent.mkdir(parents=True, exist_ok=True)
         (settings / f"{plugin}.jupyterlab-settings").write_text(values)
-    env = lab_env(demo=demo.root, root_dir=root, config_dir=lab_config_dir(root))
-    env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"))
     port, token, log = _free_port(), secrets.token_hex(16), tmp_path / "lab.log"
-    with open(log, "w") as out:
-        server = subprocess.Popen(lab_command(root_dir=root, port=port, token=token), env=env,
-                                  stdout=out, stderr=subprocess.STDOUT)
-    try:
-        _wait_until_serving(server, f"http://127.0.0.1:{port}/api/status?token={token}", log)
-        _start_session(port, token, f"{CALCULATOR}.ipynb")
-        yield Lab(lab_url(port, token, path=f"{CALCULATOR}.ipynb"), log)
-    finally:
-        server.terminate()  # the server shuts its kernels down
+    with token_file(token) as secret:  # the token reaches Jupyter through a private file, never argv
+        env = lab_env(demo=demo.root, root_dir=root, config_dir=lab_config_dir(root), token=secret)
+        env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+                   JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+                   JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "lab-settings"))
+        with open(log, "w") as out:
+            server = subprocess.Popen(lab_command(root_dir=root, port=port), env=env,
+                                      stdout=out, stderr=subprocess.STDOUT)
         try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            _wait_until_serving(server, f"http://127.0.0.1:{port}/api/status?token={token}", log)
+            _start_session(port, token, f"{CALCULATOR}.ipynb")
+            yield Lab(lab_url(port, token, path=f"{CALCULATOR}.ipynb"), log)
+        finally:
+            server.terminate()  # the server shuts its kernels down
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
     assert {p: p.read_bytes() for p in (ROOT / "notebooks").iterdir() if p.is_file()} == committed
     assert not list(root.glob("*.py"))  # no jupytext twin paired in the copy either
 

@@ -310,7 +310,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
                        endpoint: str | None = None, progress: bool | None = None,
-                       keep_samples: bool = False) -> AcceptanceResult:
+                       keep_samples: bool = False, trust_remote_code: bool = False) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -318,6 +318,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
 
     ``aux_convention`` (``"outputs"`` | ``"inputs"``): how the drafter's aux ids select target hidden
     states; default: what it was trained with. The other reading is measured too when the features allow.
+    ``trust_remote_code``: let a target folder's own Python run (its ``auto_map``); never on by default.
     """
     import torch
     from tqdm.auto import tqdm
@@ -338,7 +339,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
 
         if prompts is None:
             raise InputError("measuring against a target needs prompts (a JSONL file).")
-        tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype)
+        tmodel = target if isinstance(target, TargetModel) else load_target_model(
+            target, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
         model = drafter if isinstance(drafter, DraftModel) else DraftModel.load(

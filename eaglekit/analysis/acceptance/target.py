@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
+import resource
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from eaglekit.core.errors import InputError, LocationError, NotFoundError
+from eaglekit.core.errors import ConfigError, InputError, LocationError, NotFoundError
+from eaglekit.core.loadable import check_fits, remote_code
+from eaglekit.core.redact import shown
+from eaglekit.core.safejson import loads
 from eaglekit.core.prompts import Prompt
 from eaglekit.io.templates import render_bounded
-from eaglekit.core.prompts import parse_prompts
+from eaglekit.core.prompts import MAX_FILE_BYTES, parse_prompts
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
+from eaglekit.io.sources.local import LocalSource
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,57 +151,124 @@ def template_variables(tokenizer) -> dict:
             if isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))}
 
 
-def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", dtype: str = "float32") -> TargetModel:
+def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", dtype: str = "float32",
+                      trust_remote_code: bool = False) -> TargetModel:
     """A causal LM from a local folder or a Hub repo (``org/name`` or ``hf://org/name``, through the normal
-    Hugging Face cache)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    Hugging Face cache).
+
+    Nothing in the folder runs as code unless ``trust_remote_code`` (``--trust-remote-code``): transformers
+    always gets it explicitly (with ``None`` it would ask on stdin), and a folder whose config or
+    tokenizer_config declares its own classes (``auto_map``) is refused without it. The config's sizes are
+    checked against this machine's memory before transformers allocates them (:mod:`eaglekit.core.loadable`);
+    weights pickled in ``pytorch_model.bin`` load only as tensors (transformers uses ``torch.load`` with
+    ``weights_only=True``), and anything else in them is refused in one line."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars would break one-line CLI output
 
-    name = str(location)
-    repo = name[len("hf://"):] if name.startswith("hf://") else name
+    name = shown(location)
+    repo = str(location)
+    repo = repo[len("hf://"):] if repo.startswith("hf://") else repo
     local = Path(repo).expanduser()
-    if name.startswith(("/", ".", "~")) and not local.exists():
+    if str(location).startswith(("/", ".", "~")) and not local.exists():
         raise NotFoundError(f"{name}: no such target model folder.")
-    if local.exists():
-        if not (local / "config.json").exists():
-            raise NotFoundError(f"{name} has no config.json: not a model folder transformers can load.")
-        repo = str(local)
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(dtype)
     if torch_dtype is None:
         raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
+    trust = bool(trust_remote_code)
+    if local.exists():
+        repo = str(local)
+        files = _local_json(repo, name)
+        remote_code(files, name=name, trust_remote_code=trust)
+        config_dict = files["config.json"]
     try:
-        model = AutoModelForCausalLM.from_pretrained(repo, dtype=torch_dtype)
-    except (OSError, ValueError) as e:
-        raise LocationError(f"transformers cannot load the target {name}: {str(e).splitlines()[0]}") from e
+        config = AutoConfig.from_pretrained(repo, trust_remote_code=trust)
+    except Exception as e:  # transformers raises many types for a folder or repo that is not a model
+        raise LocationError(f"transformers cannot read the config of the target {name}: {_first_line(e)}") from e
+    if not local.exists():
+        config_dict = config.to_dict()
+        remote_code({"config.json": config_dict}, name=name, trust_remote_code=trust)
+    check_fits(config_dict, what=f"{name} config.json", dtype=dtype, available=_memory_available())
     try:
-        tokenizer = AutoTokenizer.from_pretrained(repo)
+        model = AutoModelForCausalLM.from_pretrained(repo, config=config, dtype=torch_dtype,
+                                                     trust_remote_code=trust)
+    except pickle.UnpicklingError as e:
+        raise LocationError(f"{name}: its pytorch_model.bin holds more than tensors and eaglekit loads it only as "
+                            f"tensors (torch.load weights_only: {_refused_global(e)}); use a safetensors copy from "
+                            "a source you trust.") from e
+    except Exception as e:  # transformers raises many types for weights it cannot load
+        raise LocationError(f"transformers cannot load the target {name}: {_first_line(e)}") from e
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=trust)
     except (OSError, ValueError, TypeError, KeyError):
         tokenizer = None
     model.to(device).eval()
-    return TargetModel(model, tokenizer, name=name)
+    return TargetModel(model, tokenizer, name=str(location))
+
+
+def _local_json(folder: str, name: str) -> dict[str, object]:
+    """config.json (required) and tokenizer_config.json (when present) of a local model folder, read as
+    checkpoint files are (regular files inside the folder, size-capped) and parsed with bounds."""
+    source = LocalSource(folder)
+    out: dict[str, object] = {}
+    for file in ("config.json", "tokenizer_config.json"):
+        data = source.read_small(file)
+        if data is None:
+            if file == "config.json":
+                raise NotFoundError(f"{name} has no config.json: not a model folder transformers can load.")
+            continue
+        out[file] = loads(data, what=f"{name}/{file}", error=ConfigError)
+    if not isinstance(out["config.json"], dict):
+        raise ConfigError(f"{name}/config.json is not a JSON object.")
+    return out
+
+
+def _memory_available() -> int:
+    """Bytes this process may hold: physical memory, or less when an address-space limit is set."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return min(total, soft) if soft != resource.RLIM_INFINITY else total
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _refused_global(e: BaseException) -> str:
+    """The line of torch's weights_only refusal that names what was refused."""
+    lines = [line.strip() for line in str(e).splitlines() if "GLOBAL" in line or "Unsupported" in line]
+    return lines[0] if lines else "refused"
 
 
 def read_prompts(path: str | os.PathLike[str]) -> tuple[tuple[Prompt, ...], str]:
-    """Parse a prompts JSONL file; returns the prompts and the path as messages name it."""
+    """Parse a prompts JSONL file; returns the prompts and the path as messages name it.
 
+    Read as checkpoint files are: a regular file only (a FIFO would block, ``/dev/zero`` never ends),
+    its size checked against :data:`~eaglekit.core.prompts.MAX_FILE_BYTES` before a byte is read."""
     file = Path(path).expanduser()
-    try:
-        data = file.read_bytes()
-    except OSError as e:
-        raise NotFoundError(f"cannot read the prompts file {file}: {e.strerror or e}.") from e
+    name = shown(file)
+    if not file.parent.is_dir():
+        raise NotFoundError(f"cannot read the prompts file {name}: no such folder.")
+    source = LocalSource(str(file.parent), named=file.name)
+    size = source.read(file.name, 0, 0).file_size  # opens and checks the file, reads nothing
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"the prompts file {name} is {size:,} bytes; eaglekit reads prompts files of at most "
+                         f"{MAX_FILE_BYTES:,} bytes (split it).")
+    data = source.read(file.name, 0, size).data
     try:
         return parse_prompts(data, source=str(file)), str(file)
     except UnicodeDecodeError as e:
-        raise InputError(f"{file} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
+        raise InputError(f"{name} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
 
 
 def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: str | os.PathLike[str], out: str | os.PathLike[str], *,
                        layers: Sequence[int] | None = None, max_new_tokens: int = 64, dtype: str = "bfloat16",
-                       device: str = "cpu", progress: bool | None = None):
+                       device: str = "cpu", progress: bool | None = None, trust_remote_code: bool = False):
     """``eaglekit dump-hidden``: run the target on every prompt and write a hidden-state dump folder
-    (:mod:`eaglekit.io.dumps.native`). ``layers``: output_hidden_states indices (default: all, 0..L)."""
+    (:mod:`eaglekit.io.dumps.native`). ``layers``: output_hidden_states indices (default: all, 0..L).
+    ``trust_remote_code``: see :func:`load_target_model`."""
     from tqdm.auto import tqdm
 
 
@@ -204,7 +277,8 @@ def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: st
     if dtype not in ("bfloat16", "float32"):
         raise InputError(f"dump dtype must be bfloat16 or float32, got {dtype!r}.")
     plist, psource = read_prompts(prompts)
-    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device)
+    tmodel = target if isinstance(target, TargetModel) else load_target_model(
+        target, device=device, trust_remote_code=trust_remote_code)
     layers = tuple(range(tmodel.num_hidden_layers + 1)) if layers is None else tuple(sorted(set(layers)))
     bad = [k for k in layers if not 0 <= k <= tmodel.num_hidden_layers]
     if bad:

@@ -252,10 +252,18 @@ class QuantConfig:
             raise QuantSchemeError(f"{where}: quantization_config.weight_block_size must be two positive "
                                    f"integers, got {block!r}.")
         groups = []
-        for g in (q.get("config_groups") or {}).values():
+        config_groups = q.get("config_groups") or {}
+        if not isinstance(config_groups, Mapping):
+            raise QuantSchemeError(f"{where}: quantization_config.config_groups must be an object of named groups "
+                                   f"(compressed-tensors), got a {type(config_groups).__name__}.")
+        for g in config_groups.values():
             wts = g.get("weights") if isinstance(g, Mapping) else None
             if isinstance(wts, Mapping):
-                groups.append((int(wts.get("num_bits") or 4), wts.get("group_size"), wts.get("strategy")))
+                bits = wts.get("num_bits") or 4
+                if isinstance(bits, bool) or not isinstance(bits, int):
+                    raise QuantSchemeError(f"{where}: quantization_config num_bits must be an integer, got "
+                                           f"{str(bits)[:40]!r}.")
+                groups.append((bits, wts.get("group_size"), wts.get("strategy")))
         return cls(q.get("quant_method"), q.get("format"), tuple(block), tuple(groups))
 
 
@@ -369,8 +377,15 @@ def _int_pack(module: str, parts: dict[str, TensorEntry], qc: QuantConfig, where
         cols = groups * group
     else:
         if "weight_shape" in parts and read_shape is not None:
-            shape = read_shape(parts["weight_shape"])
+            ws = parts["weight_shape"]
+            if list(ws.shape) != [2] or ws.dtype not in ("I32", "I64"):  # checked before a byte is read
+                raise QuantSchemeError(f"{where}: {ws.name} is {ws.dtype} {list(ws.shape)}; compressed-tensors "
+                                       "stores a weight's shape as two integers.")
+            shape = read_shape(ws)
             cols = int(shape[-1])
+            if not 0 < cols <= words * per:
+                raise QuantSchemeError(f"{where}: {ws.name} says {cols} columns; {p.name} packs at most "
+                                       f"{words * per}.")
         else:
             cols = words * per
         group = cols // groups

@@ -15,6 +15,7 @@ tokens: a hidden state at position t depends on tokens 0..t only). Two measures 
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -72,10 +73,21 @@ class HiddenDrift:
                           align=["right", "left", "right", "right", "right"])
 
     def to_json(self) -> dict:
+        """Strict JSON: a measure that is not a number is null, with the reason in ``not_a_number``."""
         return {"a": self.a, "b": self.b, "samples": self.samples, "positions": self.positions,
                 "prompt_positions": self.prompt_positions, "cka_positions": self.cka_positions,
-                "layers": [{"index": l.index, "output_of_layer": l.index - 1, "cosine": l.cosine,
-                            "cosine_p05": l.cosine_p05, "cka": l.cka, "positions": l.positions} for l in self.layers]}
+                "layers": [_layer_json(l) for l in self.layers]}
+
+
+def _layer_json(l: LayerDrift) -> dict:
+    values = {"cosine": l.cosine, "cosine_p05": l.cosine_p05, "cka": l.cka}
+    bad = [k for k, v in values.items() if v is not None and not math.isfinite(v)]
+    out = {"index": l.index, "output_of_layer": l.index - 1,
+           **{k: None if k in bad else v for k, v in values.items()}, "positions": l.positions}
+    if bad:
+        out["not_a_number"] = (f"{', '.join(bad)}: the hidden states hold NaN or Inf, or do not vary across "
+                               "positions (CKA is undefined for constant states)")
+    return out
 
 
 def linear_cka(x: np.ndarray, y: np.ndarray) -> float:

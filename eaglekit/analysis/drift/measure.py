@@ -46,6 +46,7 @@ from eaglekit.core.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.vocab import target_ids
 from eaglekit.core.layers import ENGINES, READER_NAMES, outputs_read
+from eaglekit.io.scheduler import connect_scheduler
 
 #: Sampled-mode budget when none is given: a laptop maps two 1 TB targets by reading this much.
 DEFAULT_BUDGET = 4 << 30
@@ -86,7 +87,8 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
           full: bool | None = None, budget: str | int | None = None, scheduler: Any = None, seed: int = 0,
           confidence: float = 0.95, tol: float = MOVED_TOL, hidden: tuple[Any, Any] | None = None,
           unit_bytes: int | None = None, task_bytes: int = TASK_BYTES, progress: bool = True,
-          endpoint: str | None = None, _task_hook: Callable[[int], None] | None = None) -> DriftReport:
+          endpoint: str | None = None, security: Any = None,
+          _task_hook: Callable[[int], None] | None = None) -> DriftReport:
     """How far target ``b`` moved from target ``a``: the drafter's view first, then a per-layer map.
 
     ``drafter`` (a location): its d2t picks the lm_head rows of its draft vocabulary and its aux layer
@@ -94,7 +96,9 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
     ``decode``) turns moved embedding rows into text. ``full``: every byte (default: full for local
     locations, sampled for remote ones); ``budget``: bytes read in sampled mode (default 4 GB);
     ``scheduler`` (full mode): ``"inline"``, ``"local"`` (a LocalCluster), an address or a Client
-    (default: inline below 1 GiB of weights, else a LocalCluster). ``seed`` fixes the sample;
+    (default: inline below 1 GiB of weights, else a LocalCluster); an address is checked and connected to
+    by :func:`eaglekit.io.scheduler.connect_scheduler` (a scheduler can run code here: see docs/drift.md),
+    ``security`` (a ``distributed.Security``) for a ``tls://`` one. ``seed`` fixes the sample;
     ``confidence`` the intervals; ``tol`` the relative change that makes a row count as moved.
     ``hidden``: two hidden-state dumps of the same prompts (A's, B's): cosine and linear CKA per layer
     (:func:`~eaglekit.analysis.drift.hidden.hidden_drift`). ``unit_bytes``: stored bytes per side in
@@ -137,9 +141,9 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         order = np.unique(np.concatenate(list(chosen.values())))  # every unit is in one stratum
         run_on = _scheduler_choice(scheduler, full, total)
         locs = (_location_of(ca), _location_of(cb))
-        values, moved_rows, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
+        values, moved_rows, skipped, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
                                              readers=REMOTE_READERS if remote and run_on == "inline" else 1,
-                                             task_bytes=task_bytes)
+                                             task_bytes=task_bytes, security=security)
     read = (plan.read_bytes(order, "a"), plan.read_bytes(order, "b"))
     strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
     states = None
@@ -148,7 +152,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         states = hidden_drift(*hidden, progress=progress)
     return _report(plan, strata, chosen, moved_rows, aux, tokenizer, confidence, ca.inventory.source,
                    cb.inventory.source, mode, limit, where, read, (ca, cb), time.perf_counter() - started,
-                   tol, states, misfit)
+                   tol, states, misfit, skipped)
 
 
 def _unit_bytes(pairs: list[Pair], budget: int) -> int:
@@ -212,13 +216,15 @@ def _rows(read, w: QuantWeight, pair: Pair, r0: int, r1: int, key: str) -> np.nd
 
 
 def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None, cache: dict | None = None
-             ) -> tuple[int, np.ndarray, dict[int, np.ndarray]]:
-    """Per-unit sums (n, 6) of one task's units, and the rows that moved in row-tracking pairs."""
+             ) -> tuple[int, np.ndarray, dict[int, np.ndarray], dict[int, int]]:
+    """Per-unit sums (n, 6) of one task's units, the rows that moved in row-tracking pairs, and the rows
+    skipped as not finite (NaN/Inf after dequantisation) per pair."""
     if hook is not None:
         hook(spec.index)
     ra, rb = (_reader(_source(loc, spec.endpoint, cache)) for loc in spec.locations)
     out = np.zeros((len(spec.units), 6))
     moved: dict[int, list[np.ndarray]] = {}
+    skipped: dict[int, int] = {}
     for k, (_, p, r0, r1) in enumerate(spec.units):
         pair = spec.pairs[p]
         step = max(1, int(CHUNK_BYTES // max(1.0, pair.row_bytes / 2)))
@@ -226,13 +232,15 @@ def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None, cache: d
             c1 = min(r1, c0 + step)
             xa = _rows(ra, pair.a, pair, c0, c1, "a")  # (rows, cols) float32, ours to overwrite
             xb = _rows(rb, pair.b, pair, c0, c1, "b")
-            sums, mask = unit_sums(xa, xb, tol=spec.tol, overwrite=True)
+            sums, mask, bad = unit_sums(xa, xb, tol=spec.tol, overwrite=True)
             out[k] += sums
+            if bad:
+                skipped[p] = skipped.get(p, 0) + bad
             if pair.track_rows and mask.any():
                 ids = np.flatnonzero(mask) + c0
                 moved.setdefault(p, []).append(np.asarray(pair.rows, dtype=np.int64)[ids] if pair.rows is not None
                                                else ids)
-    return spec.index, out, {p: np.concatenate(v) for p, v in moved.items()}
+    return spec.index, out, {p: np.concatenate(v) for p, v in moved.items()}, skipped
 
 
 def _location_of(ckpt: Checkpoint) -> str:
@@ -252,10 +260,10 @@ PROGRESS_BYTES = 256 * 1024 * 1024
 
 
 def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint: str | None, tol: float, run_on: Any,
-             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES
-             ) -> tuple[np.ndarray, dict[int, np.ndarray], str]:
+             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES, security: Any = None
+             ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, int], str]:
     """Run the units ``order`` as tasks (inline, in ``readers`` threads, or on Dask); per-unit sums in
-    ``order``'s order, moved rows by pair, and where it ran."""
+    ``order``'s order, moved rows by pair, rows skipped as not finite by pair, and where it ran."""
     from tqdm.auto import tqdm
 
     specs = []
@@ -289,20 +297,25 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
                     src.close()
         else:
             where = _run_dask(specs, run_on, hook, results, lambda s: bar.update(
-                float(sum(plan.nbytes[u] for u, *_ in s.units))))
+                float(sum(plan.nbytes[u] for u, *_ in s.units))), security=security)
     values = np.zeros((len(order), 6))
     pos = {int(u): k for k, u in enumerate(order)}
     moved: dict[int, list[np.ndarray]] = {}
-    for s, (_, out, mv) in zip(specs, results):
+    skipped: dict[int, int] = {}
+    for s, (_, out, mv, bad) in zip(specs, results):
         for k, (u, *_) in enumerate(s.units):
             values[pos[u]] = out[k]
         for p, ids in mv.items():
             moved.setdefault(p, []).append(ids)
-    return values, {p: np.sort(np.concatenate(v)) for p, v in moved.items()}, where
+        for p, n in bad.items():
+            skipped[p] = skipped.get(p, 0) + n
+    return values, {p: np.sort(np.concatenate(v)) for p, v in moved.items()}, skipped, where
 
 
-def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None]) -> str:
-    """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run)."""
+def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None], *,
+              security: Any = None) -> str:
+    """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run).
+    An address is connected to only through :func:`connect_scheduler` (checked, under one deadline)."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as e:  # pragma: no cover - dask is a dependency
@@ -315,11 +328,7 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
                                    dashboard_address=":0", memory_limit="2GiB")
         client = own_client = Client(own_cluster)
     elif isinstance(run_on, str):
-        try:
-            client = own_client = Client(run_on, timeout="20s")
-        except (OSError, TimeoutError, ValueError) as e:
-            raise InputError(f"cannot reach the Dask scheduler at {run_on!r} ({e}); start one with "
-                             "`dask scheduler` and workers with `dask worker ADDRESS`, or omit --scheduler.") from e
+        client = own_client = connect_scheduler(run_on, security=security)
     else:
         raise InputError(f"scheduler must be 'inline', 'local', an address or a distributed.Client, got {run_on!r}.")
     try:
@@ -374,7 +383,7 @@ def _drafter_facts(drafter, endpoint, target_config) -> tuple[np.ndarray | None,
 
 
 def _report(plan: DriftPlan, strata: dict[str, Stratum], chosen, moved_rows, aux, tokenizer, confidence, src_a, src_b,
-            mode, limit, where, read, ckpts, seconds, tol, states=None, misfit=()) -> DriftReport:
+            mode, limit, where, read, ckpts, seconds, tol, states=None, misfit=(), skipped=None) -> DriftReport:
     def figure(name: str, names: Sequence[str], layer=None, comp=None) -> DriftFigure:
         parts = [strata[s] for s in names]
         cos, rel, frac = sample_estimate(parts, confidence=confidence)
@@ -405,7 +414,8 @@ def _report(plan: DriftPlan, strata: dict[str, Stratum], chosen, moved_rows, aux
         draft_lm_head=draft, draft_moved=moved_of(DRAFT_LM_HEAD), feeds=feeds, aux_ids=aux,
         only_a=plan.only_a, only_b=plan.only_b, mismatched=plan.mismatched, bytes_read=read,
         bytes_total=(float(ckpts[0].inventory.total_bytes), float(ckpts[1].inventory.total_bytes)), seconds=seconds,
-        hidden=states, drafter_misfit=misfit)
+        hidden=states, drafter_misfit=misfit,
+        not_finite=tuple((plan.pairs[p].key, n) for p, n in sorted((skipped or {}).items())))
 
 
 def _order(key: tuple[int | None, str]) -> tuple:

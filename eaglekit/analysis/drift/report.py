@@ -96,6 +96,21 @@ class DriftReport:
     hidden: HiddenDrift | None = None  # hidden-state drift per layer, when two dumps were given
     #: How the drafter does not fit the targets ("vocab size 8,016 vs the targets' 10,240"); empty when it fits.
     drafter_misfit: tuple[str, ...] = ()
+    #: Weights with rows skipped because they hold NaN or Inf after dequantisation (NaN scales, FP8 NaN
+    #: codes): (weight, rows skipped, in the rows read). Their figures cover the finite rows only.
+    not_finite: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def not_finite_note(self) -> str | None:
+        """A plain sentence when rows were skipped as NaN/Inf, else None."""
+        if not self.not_finite:
+            return None
+        total = sum(n for _, n in self.not_finite)
+        where = ", ".join(f"{name} ({n:,})" for name, n in self.not_finite[:5])
+        more = f" and {len(self.not_finite) - 5} more weights" if len(self.not_finite) > 5 else ""
+        return (f"{total:,} rows hold NaN or Inf after dequantisation (NaN or Inf scales, FP8 NaN codes) and were "
+                f"skipped, not counted as moved: {where}{more}. Figures cover the finite rows; a stratum "
+                "with none shows n/a.")
 
     @property
     def drafter_note(self) -> str | None:
@@ -126,6 +141,8 @@ class DriftReport:
                f"||b-a||/||a|| {_show(self.whole.relative, exact=exact)}."]
         if self.drafter_note:
             out.append(self.drafter_note[0].upper() + self.drafter_note[1:])
+        if self.not_finite_note:
+            out.append(self.not_finite_note)
         if self.embedding is not None:
             n = len(self.embedding_moved)
             out.append(f"Embedding (the drafter's frozen copy): {n} of {self.embedding.rows} rows moved"
@@ -159,6 +176,8 @@ class DriftReport:
     def _view_lines(self) -> list[tuple[str, str]]:
         exact = self.mode == "full"
         out = [("drafter", self.drafter_note)] if self.drafter_note else []
+        if self.not_finite_note:
+            out.append(("not finite", self.not_finite_note))
         out += [("whole target: cosine", _show(self.whole.cosine, exact=exact)),
                 ("whole target: ||b-a||/||a||", _show(self.whole.relative, exact=exact))]
         if self.embedding is not None:
@@ -230,6 +249,7 @@ class DriftReport:
             "bytes_read": list(self.bytes_read), "bytes_total": list(self.bytes_total), "seconds": self.seconds,
             "hidden_states": self.hidden.to_json() if self.hidden is not None else None,
             "drafter_misfit": list(self.drafter_misfit),
+            "not_finite_rows": [{"weight": name, "rows": n} for name, n in self.not_finite],
         }
 
 

@@ -54,20 +54,30 @@ class SampleEstimate:
         return (self.high - self.low) / 2
 
 
-def unit_sums(a: np.ndarray, b: np.ndarray, *, tol: float, overwrite: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Sums of one unit (6,) and the per-row moved mask (rows,), for float32 rows ``a``, ``b`` (n, cols).
+def unit_sums(a: np.ndarray, b: np.ndarray, *, tol: float, overwrite: bool = False
+              ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Sums of one unit (6,), the per-row moved mask (rows,) and the number of rows skipped, for float32
+    rows ``a``, ``b`` (n, cols).
 
-    A row moved when ||b_r - a_r|| > tol x ||a_r|| (or a zero row became non-zero). ``overwrite``: ``a``
-    may be overwritten (saves a copy)."""
+    A row moved when ||b_r - a_r|| > tol x ||a_r|| (or a zero row became non-zero). A row holding NaN or
+    Inf on either side (an FP8 NaN code, a NaN or Inf scale) is skipped: it adds nothing to the sums, is
+    neither moved nor counted in ``rows``, and is counted apart, so that one bad scale cannot turn every
+    figure into NaN (and "0 rows moved") without saying so. ``overwrite``: ``a`` may be overwritten."""
     # per-row sums in float32 (relative error ~1e-6 on a 7168-wide row, 4x faster than float64 products),
     # everything above a row in float64
-    aa = np.einsum("ij,ij->i", a, a).astype(np.float64)  # (n,)
-    bb = np.einsum("ij,ij->i", b, b).astype(np.float64)
-    ab = np.einsum("ij,ij->i", a, b).astype(np.float64)
-    d = np.subtract(a, b, out=a if overwrite else None)  # a - b, in a's memory when the caller allows
-    dd = np.einsum("ij,ij->i", d, d).astype(np.float64)
-    moved = dd > (tol * tol) * aa
-    return np.array([aa.sum(), bb.sum(), ab.sum(), dd.sum(), moved.sum(), a.shape[0]], np.float64), moved
+    with np.errstate(invalid="ignore", over="ignore"):
+        aa = np.einsum("ij,ij->i", a, a).astype(np.float64)  # (n,)
+        bb = np.einsum("ij,ij->i", b, b).astype(np.float64)
+        ab = np.einsum("ij,ij->i", a, b).astype(np.float64)
+        d = np.subtract(a, b, out=a if overwrite else None)  # a - b, in a's memory when the caller allows
+        dd = np.einsum("ij,ij->i", d, d).astype(np.float64)
+    finite = np.isfinite(aa) & np.isfinite(bb) & np.isfinite(ab) & np.isfinite(dd)  # (n,)
+    skipped = int(finite.size - np.count_nonzero(finite))
+    if skipped:
+        aa, bb, ab, dd = (np.where(finite, x, 0.0) for x in (aa, bb, ab, dd))
+    moved = (dd > (tol * tol) * aa) & finite
+    return (np.array([aa.sum(), bb.sum(), ab.sum(), dd.sum(), moved.sum(), a.shape[0] - skipped], np.float64),
+            moved, skipped)
 
 
 def _t_quantile(confidence: float, df: float) -> float:
