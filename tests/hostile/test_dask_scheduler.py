@@ -142,7 +142,7 @@ def test_drift_over_tls_with_the_cluster_certificate_and_refusal_of_a_foreign_on
                               "--tls-ca-file", str(root / "foreign.pem"), "--tls-cert", str(root / "foreign.pem"),
                               "--tls-key", str(root / "foreign.key"), "--timeout", "5", tmp=tmp_path)
     assert ok.rc == 0, ok.stderr
-    assert json.loads(ok.stdout)["where"].startswith("Dask tls://")
+    assert json.loads(ok.stdout)["where"].startswith("a Dask cluster at tls://127.0.0.1:")
     assert foreign.rc == 2 and len(foreign.error_lines) == 1 and "certificate verify failed" in foreign.stderr, \
         foreign.stderr
 

@@ -14,7 +14,7 @@ import torch
 from bounded_cli import run_limited
 
 from eaglekit.analysis.drift.measure import drift
-from eaglekit.analysis.drift.report import dumps, finite
+from eaglekit.core.safejson import finite
 from eaglekit.analysis.drift.stats import unit_sums
 from eaglekit.cli import main
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
@@ -105,7 +105,7 @@ def test_fp8_nan_scales_are_counted_and_said_not_silently_zero(tmp_path):
     assert report.not_finite == (("layers.0.mlp.up_proj.weight", 128),)
     assert "128 rows hold NaN or Inf after dequantisation" in str(report)
     assert report.whole.rows == 256 and report.strata[0].moved.value == 1.0  # the 128 finite rows all moved (x1.5)
-    data = _strict(dumps(report))
+    data = _strict(json.dumps(finite(report.to_json()), allow_nan=False))
     assert data["not_finite_rows"] == [{"weight": "layers.0.mlp.up_proj.weight", "rows": 128}]
 
 
