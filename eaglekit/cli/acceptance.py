@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from eaglekit.cli._dumps import add_dump_options, is_training_dump, run_dump
 from eaglekit.cli.common import add_hub_options
 
 
@@ -23,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("drafter", metavar="DRAFTER", help="drafter location (local, hf://, https://, ssh://)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", metavar="T", help="a causal LM transformers loads (folder or Hub repo id)")
-    src.add_argument("--hidden-states", metavar="DIR", help="a dump folder written by `eaglekit dump-hidden`")
+    src.add_argument("--hidden-states", metavar="DIR",
+                     help="a dump folder: `eaglekit dump-hidden`'s, or SpecForge's, speculators' or Model-Optimizer's")
     p.add_argument("--prompts", metavar="FILE", help="JSONL prompts (needed with --target)")
     p.add_argument("--embeddings", metavar="LOCATION",
                    help="with --hidden-states: the target checkpoint whose embed_tokens the drafter uses "
@@ -37,6 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_dump_options(p)
     add_hub_options(p)
     p.set_defaults(func=run)
 
@@ -52,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.hidden_states is not None and args.prompts is not None:
         raise InputError("--prompts goes with --target; a dump already holds its prompts.")
     _check_device(args.device)
+    if is_training_dump(args):
+        return run_dump(args)
     result = measure_acceptance(
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,

@@ -332,6 +332,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     indices = {c: model.aux_indices(c, num_layers) for c in conventions}
 
     notes: list[str] = []
+    skipped: list[int] = []
     if target is not None:
 
         if isinstance(prompts, (str, os.PathLike)):
@@ -366,6 +367,10 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
 
         def samples():
             for s in dump:
+                bad = ~np.isfinite(s.hidden_states).all(axis=(0, 2))   # NaN/Inf positions: skipped and counted
+                if bad.any():
+                    skipped.append(int(bad.sum()))
+                    continue
                 yield (torch.as_tensor(np.array(s.input_ids)), torch.as_tensor(np.array(s.hidden_states)),
                        torch.as_tensor(np.array(s.target_ids)), s.prompt_len, None)
         total, sha = len(dump), m.chat_template_sha256
@@ -381,6 +386,12 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             aux = hs[[pos[k] for k in indices[c]]]
             stats[c].append(sample_stats(model, aux, ids, tgt, plen, steps=steps,
                                          temperature=temperature if c == primary else 0.0, target_logits=logits))
+    if skipped:  # never a silent figure: SpecForge skips such samples too, and says so
+        if not stats[primary]:
+            raise InputError(f"every sample of {tname} holds NaN/Inf hidden states ({sum(skipped)} positions); "
+                             "nothing to measure.")
+        notes.append(f"{len(skipped)} of {total} samples skipped: {sum(skipped)} positions hold NaN/Inf hidden states.")
+        total -= len(skipped)
     main = summarise(stats[primary], steps=steps)
     by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}
     return AcceptanceResult(
