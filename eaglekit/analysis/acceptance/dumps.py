@@ -163,11 +163,14 @@ def _assistant(rec: DumpRecord, task: DumpTask):
 
 
 # -- running the tasks ---------------------------------------------------------------------------------
-def _run(tasks: list[DumpTask], scheduler: Any, progress: bool, total_files: int, hook) -> tuple[list[FileStats], str]:
+def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_files: int, hook
+         ) -> tuple[list[FileStats], str]:
     from tqdm.auto import tqdm
 
     results: list[FileStats] = []
-    bar = tqdm(total=total_files, desc="acceptance (dump)", unit="file", disable=not progress, leave=False)
+    # progress None: a bar on a terminal only (tqdm's own test), so a failing run still prints one line
+    bar = tqdm(total=total_files, desc="acceptance (dump)", unit="file", leave=False,
+               disable=None if progress is None else not progress)
     positions = 0
 
     def done(stats: list[FileStats]) -> None:
@@ -271,7 +274,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                       None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
                       float(temperature), norm == "after-norm", all_positions, masks)
              for k in range(0, len(chosen), FILES_PER_TASK)]
-    files, where = _run(tasks, scheduler, progress is not False, len(chosen), hook)
+    files, where = _run(tasks, scheduler, progress, len(chosen), hook)
 
     model, head = _weights(tasks[0]) if scheduler is None else (None, None)
     num_layers = head.num_hidden_layers if head is not None else None
