@@ -62,7 +62,10 @@ def run_dump(args: argparse.Namespace) -> int:
 
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.core.errors import InputError
+    from eaglekit.io.dumps.detect import open_training_dump
 
+    fmt = None if args.dump_format == "auto" else args.dump_format
+    open_training_dump(args.hidden_states, format=fmt)   # the folder first: a missing one says so
     if args.target_head is None:
         raise InputError("--hidden-states with a training pipeline's dump needs --target-head LOCATION: the target "
                          "checkpoint whose final norm and lm_head give the target's next tokens.")
@@ -70,7 +73,7 @@ def run_dump(args: argparse.Namespace) -> int:
         raise InputError("--prompts goes with --target; a dump already holds its text.")
     result = measure_dump(
         args.drafter, args.hidden_states, target_head=args.target_head,
-        dump_format=None if args.dump_format == "auto" else args.dump_format, steps=args.steps,
+        dump_format=fmt, steps=args.steps,
         temperature=args.temperature, aux_layers=args.aux_layers, final_norm=args.final_norm,
         all_positions=args.all_positions, loss_masks=args.loss_masks, limit=args.limit, sample=args.sample,
         seed=args.seed, scheduler=args.scheduler, device=args.device, dtype=args.dtype, embeddings=args.embeddings,

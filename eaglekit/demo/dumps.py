@@ -10,7 +10,8 @@ Writers of our own with the real writers' file names, keys and shapes (docs/acce
 * ``modelopt/{conversation_id}.pt``: torch.save {input_ids [T], hidden_states [T, H] (after the norm),
   aux_hidden_states [T, 3H], conversation_id};
 
-plus ``loss-masks.jsonl`` for the two formats that keep their masks elsewhere. The aux layers are the
+plus ``<format>-loss-masks.jsonl`` beside each (for ``--loss-masks``: speculators keeps its masks in
+its preprocessed dataset, Model-Optimizer stores none; SpecForge's file holds its own, listed too). The aux layers are the
 ones the demo drafter reads (output_hidden_states 1, 2, 3); Model-Optimizer's own rule would pick
 [1, 2] on a 4-layer target. Tensors are float32 (the pipelines store bf16), so the figures from the
 dumps equal those from ``--target`` exactly.
@@ -87,6 +88,7 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
         if "specforge" in formats:
             torch.save({"input_ids": ids, "loss_mask": mask, "hidden_state": post[None].clone(),
                         "aux_hidden_state": aux[None].clone()}, dirs["specforge"] / f"data_{i}.ckpt")
+            masks["specforge"].append(json.dumps({"file": f"rows_0-2000/data_{i}.ckpt", "loss_mask": mask.tolist()}))
         if "speculators" in formats:
             hs = torch.stack([*aux.reshape(T, len(AUX_INDICES), H).unbind(1), pre], 1)      # (T, 4, H)
             save_file({"hidden_states": hs.contiguous(), "token_ids": ids}, str(dirs["speculators"] / f"hs_{i}.safetensors"))
@@ -100,6 +102,12 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
         if masks.get(f):
             (root / f"{f}-loss-masks.jsonl").write_text("\n".join(masks[f]) + "\n")
     return {f: root / f for f in formats}
+
+
+def loss_masks_of(folder: str | os.PathLike[str]) -> Path:
+    """The ``--loss-masks`` file written beside a dump folder by :func:`write_training_dumps`."""
+    folder = Path(folder)
+    return folder.parent / f"{folder.name}-loss-masks.jsonl"
 
 
 def trained_dumps(world, *, greedy: bool = True, force: bool = False) -> dict[str, Path]:

@@ -36,8 +36,8 @@ from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
 
-#: Files per task sent to a Dask worker (one file's hidden states at a time in memory either way).
-FILES_PER_TASK = 4
+#: Files per task sent to a Dask worker: one, so that any number of workers share even a small dump.
+FILES_PER_TASK = 1
 
 
 @dataclass(frozen=True)
