@@ -181,6 +181,23 @@ def test_native_dump_hostile_manifests(trained, tmp_path, capsys):
     fifo.mkdir()
     os.mkfifo(fifo / "manifest.json")
     assert "FIFO" in _error(capsys, trained, fifo)
+    zero_link = tmp_path / "zero-link"
+    zero_link.mkdir()
+    (zero_link / "manifest.json").symlink_to("/dev/zero")
+    assert "outside" in _error(capsys, trained, zero_link)
+    huge = tmp_path / "huge"
+    shutil.copytree(dump.path, huge)
+    with open(huge / "manifest.json", "r+b") as f:
+        f.truncate(3 * 1024 ** 3)                                    # sparse: 3 GiB declared, nothing read
+    assert "larger than" in _error(capsys, trained, huge)
+    private = tmp_path / "private.bin"
+    private.write_bytes(b"SECRET42" * 8)
+    linked = tmp_path / "linked"
+    shutil.copytree(dump.path, linked)
+    (linked / "sample-000000.safetensors").unlink()
+    (linked / "sample-000000.safetensors").symlink_to(private)
+    line = _error(capsys, trained, linked, "--embeddings", str(trained.target("k2")))
+    assert "outside" in line and "SECRET" not in line and str(int.from_bytes(b"SECRET42", "little")) not in line
 
 
 def test_a_training_dump_needs_the_target_head(trained, tmp_path, capsys):

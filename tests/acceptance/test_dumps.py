@@ -81,14 +81,14 @@ def test_dumps_give_the_target_figures(trained, greedy, reference, fmt):
 
 def test_without_masks_every_position_counts(trained, greedy):
     """Model-Optimizer stores no loss mask: prompt tokens then count too (and the note says so)."""
-    root, dirs = greedy
+    _root, dirs = greedy
     r = measure_dump(trained.drafter("k2"), dirs["modelopt"], target_head=str(trained.target("k2")), steps=4,
                      progress=False)
     assert r.assistant_tokens > N_PROMPTS * NEW and "no loss mask" in " ".join(r.result.notes)
 
 
 def test_temperature_uses_the_same_head(trained, greedy, prompts, k2, tmp_path):
-    root, dirs = greedy
+    _root, dirs = greedy
     f = tmp_path / "p.jsonl"
     f.write_text("".join(json.dumps({"input_ids": p}) + "\n" for p in prompts[:2]))
     ref = measure_acceptance(trained.drafter("k2"), target=k2, prompts=f, max_new_tokens=NEW, steps=3,
@@ -166,8 +166,8 @@ def test_dataset_text_coverage_and_slow_reference(trained, tmp_path):
 
 # -- scale: sampling, Dask ------------------------------------------------------------------------------------
 def test_sample_is_seeded_and_has_an_interval(trained, greedy):
-    root, dirs = greedy
-    kw = dict(target_head=str(trained.target("k2")), steps=4, sample=3, seed=5, progress=False)
+    _root, dirs = greedy
+    kw = {"target_head": str(trained.target("k2")), "steps": 4, "sample": 3, "seed": 5, "progress": False}
     a = measure_dump(trained.drafter("k2"), dirs["specforge"], **kw)
     b = measure_dump(trained.drafter("k2"), dirs["specforge"], **kw)
     assert a.files_read == 3 and a.to_json() == b.to_json() and a.sampled
@@ -178,8 +178,8 @@ def test_sample_is_seeded_and_has_an_interval(trained, greedy):
 def test_two_dask_workers_equal_one_process_even_when_a_worker_dies(trained, greedy, tmp_path):
     from distributed import Client, LocalCluster
 
-    root, dirs = greedy
-    kw = dict(target_head=str(trained.target("k2")), steps=4, progress=False)
+    _root, dirs = greedy
+    kw = {"target_head": str(trained.target("k2")), "steps": 4, "progress": False}
     single = measure_dump(trained.drafter("k2"), dirs["specforge"], **kw)
     marker = tmp_path / "killed-once"
 

@@ -67,6 +67,22 @@ def ratio_interval(pairs: Sequence[tuple[int, int]], *, population: int, z: floa
     return (r - z * se, r + z * se)
 
 
+def _no_nan(value, key: str = ""):
+    """JSON never holds a bare NaN: an undefined figure is null, with a reason beside it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            out[k] = _no_nan(v, k)
+            if isinstance(v, float) and not math.isfinite(v):
+                out.setdefault(f"{k}_reason", "undefined: no cycle was evaluated")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class DumpAcceptance:
     """A drafter measured on a training pipeline's dump: :attr:`result` (the accept length, per-step
@@ -132,7 +148,7 @@ class DumpAcceptance:
             "vllm_draft_acceptance_rate": {"value": self.vllm_draft_acceptance_rate,
                                            "printed_by": "vLLM 'Avg Draft acceptance rate'"},
         }
-        return out
+        return _no_nan(out)
 
     def _pairs(self) -> list[tuple[str, Any]]:
         def f(x):
@@ -152,8 +168,8 @@ class DumpAcceptance:
             ("accept length, pooled (vLLM, SGLang server)", f(self.accept_length)
              + (f"  95% interval {self.interval[0]:.3f} - {self.interval[1]:.3f}" if self.interval else "")),
             ("mean per-request accept length (SpecForge bench client)",
-             f"{f(self.mean_request_accept_length)} ({f(self.mean_request_accept_length_prefill_included)} "
-             "with each request's prefill token)"),
+             (f"{f(self.mean_request_accept_length)} ({f(self.mean_request_accept_length_prefill_included)} "
+             "with each request's prefill token)")),
             ("acc_len (SpecForge evaluator, no bonus)", f(self.specforge_acc_len)),
             ("per-position acceptance (vLLM)", ", ".join(f"{p:.3f}" for p in self.vllm_per_position_acceptance)),
             ("ran on", self.where),

@@ -14,16 +14,30 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from eaglekit.analysis.acceptance.draft_model import DraftModel, hidden_state_indices, trained_convention
-from eaglekit.analysis.acceptance.dump_result import DumpAcceptance, conventions, ratio_interval
-from eaglekit.analysis.acceptance.head import TargetHead, read_target_head
-from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats, simulate_cycles, summarise
+from eaglekit.analysis.acceptance.draft_model import (
+    DraftModel,
+    hidden_state_indices,
+    trained_convention,
+)
+from eaglekit.analysis.acceptance.dump_result import (
+    DumpAcceptance,
+    conventions,
+    ratio_interval,
+)
+from eaglekit.analysis.acceptance.head import read_target_head
+from eaglekit.analysis.acceptance.head import text_config as _text_config
+from eaglekit.analysis.acceptance.measure import (
+    AcceptanceResult,
+    SampleStats,
+    simulate_cycles,
+    summarise,
+)
 from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
 from eaglekit.core.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
@@ -276,8 +290,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
              for k in range(0, len(chosen), FILES_PER_TASK)]
     files, where = _run(tasks, scheduler, progress, len(chosen), hook)
 
-    model, head = _weights(tasks[0]) if scheduler is None else (None, None)
-    num_layers = head.num_hidden_layers if head is not None else None
+    num_layers = _text_config(load_config(target_head, endpoint=endpoint)).get("num_hidden_layers")
+    num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) else None
     ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
         default_aux_layers(num_layers, convention=convention) if num_layers else ()))
     notes = _notes(dump, files, ids, cfg.aux_layer_ids, aux_layers is not None, convention, num_layers, norm,

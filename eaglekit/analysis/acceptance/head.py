@@ -92,7 +92,8 @@ def _find(ckpt: Checkpoint, exact: tuple[str, ...], suffix: str) -> str | None:
     return hit
 
 
-def _text_config(config: dict[str, Any] | None) -> dict[str, Any]:
+def text_config(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The language model's part of a config (``text_config`` of multimodal wrappers), or the config."""
     if not isinstance(config, dict):
         return {}
     inner = config.get("text_config") or config.get("language_config")
@@ -106,7 +107,7 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
     ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint)
     try:
         where = ckpt.inventory.source
-        cfg = _text_config(ckpt.inventory.config)
+        cfg = text_config(ckpt.inventory.config)
         head = _find(ckpt, _HEADS, "lm_head.weight")
         if head is None and cfg.get("tie_word_embeddings"):
             head = _find(ckpt, _EMBEDS, "embed_tokens.weight")

@@ -378,7 +378,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     stats: dict[str, list[SampleStats]] = {c: [] for c in conventions if available[c]}
     pos = {k: i for i, k in enumerate(layers)}
     for ids, hs, tgt, plen, logits in tqdm(samples(), total=total, desc="acceptance", unit="prompt",
-                                            disable=progress is False, leave=False):
+                                            disable=None if progress is None else not progress, leave=False):
         if int(ids.max()) >= model.embed.shape[0]:
             raise VocabMapError(f"token id {int(ids.max())} is outside the drafter's vocabulary "
                                 f"(0..{model.embed.shape[0] - 1}): vocabulary mismatch with {tname}.")

@@ -28,6 +28,7 @@ from typing import Literal
 
 import numpy as np
 
+from eaglekit import __version__
 from eaglekit.core.errors import HeaderError, InputError, NotFoundError
 from eaglekit.core.header import encode_header, parse_header
 from eaglekit.core.redact import shown, visible
@@ -36,7 +37,6 @@ from eaglekit.core.safejson import loads
 from eaglekit.core.tensors import to_numpy
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
 from eaglekit.io.reader import read_header
-from eaglekit import __version__
 
 FORMAT = "eaglekit-hidden-states"
 VERSION = 1
