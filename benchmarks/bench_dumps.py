@@ -92,15 +92,15 @@ def head_timing(target: Path, dump: Path, dtype) -> dict:
     head = read_target_head(str(target), dtype=dtype)
     d = open_training_dump(dump)
     finals = [d.read(i).final for i in range(len(d))]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     chunked = [head.next_tokens(f, normed=True)[0] for f in finals]
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     naive = [head.logits(f, normed=True).argmax(-1) for f in finals]    # (T, V) float32 at once
     t2 = time.perf_counter()
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert all(torch.equal(a, b) for a, b in zip(chunked, naive))
-    return {"head_s": t1 - t0, "naive_head_s": t2 - t1, "naive_extra_peak_mib": (rss_after - rss_before) / 1024,
+    return {"head_s": t1 - t0, "head_cpu_s": c1 - c0, "naive_head_s": t2 - t1, "naive_extra_peak_mib": (rss_after - rss_before) / 1024,
             "chunk_positions": head.chunk()}
 
 
@@ -127,13 +127,17 @@ def main() -> None:
         positions = a.samples * (a.positions - 1)
         kw = {"target_head": str(target), "steps": a.steps, "dtype": "bfloat16", "progress": False}
         measure_dump(drafter, dump, limit=1, **kw)                       # warm up: weights read, kernels chosen
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         r = measure_dump(drafter, dump, **kw)
-        total = time.perf_counter() - t0
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
+        c1 = time.process_time()
         h = head_timing(target, dump, torch.bfloat16)
-        print(f"one process, {a.threads} thread(s): {positions / total:.1f} positions/s ({total:.1f} s for {positions}"
-              f" positions, K = {a.steps}, coverage {r.coverage:.0%}, accept length {r.accept_length:.2f})")
-        print(f"  target lm_head [{a.vocab}, {a.hidden}]: {h['head_s']:.1f} s = {h['head_s'] / total:.0%} of the time")
+        print(f"one process, {a.threads} thread(s): {positions / cpu:.2f} positions per CPU-second "
+              f"({cpu:.1f} CPU-s, {total:.1f} s wall on a shared machine, for {positions} positions, K = {a.steps}, "
+              f"coverage {r.coverage:.0%}, accept length {r.accept_length:.2f})")
+        print(f"  target lm_head [{a.vocab}, {a.hidden}]: {h['head_cpu_s']:.1f} CPU-s = {h['head_cpu_s'] / cpu:.0%} of "
+              f"the CPU time (wall: {h['head_s']:.1f} s = {h['head_s'] / total:.0%}); head timing itself "
+              f"{time.process_time() - c1:.0f} CPU-s")
         print(f"  head chunked ({h['chunk_positions']} positions per matmul) vs all logits at once: "
               f"{h['head_s']:.2f} s vs {h['naive_head_s']:.2f} s, naive needs {h['naive_extra_peak_mib']:.0f} MiB more peak")
         print(f"  peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2:.2f} GiB")
@@ -143,14 +147,17 @@ def main() -> None:
             with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                               memory_limit=0) as cluster, Client(cluster) as client:
                 client.run(torch.set_num_threads, a.threads)
-                measure_dump(drafter, dump, limit=n, scheduler=client, **kw)   # every worker loads its weights
+                measure_dump(drafter, dump, limit=2 * n, scheduler=client, **kw)   # workers load their weights
+                cpu0 = sum(client.run(time.process_time).values())
                 t0 = time.perf_counter()
                 rd = measure_dump(drafter, dump, scheduler=client, **kw)
                 dt = time.perf_counter() - t0
+                wcpu = sum(client.run(time.process_time).values()) - cpu0
                 peak = max(client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values())
-            same = rd.accept_length == r.accept_length
-            print(f"Dask, {n} worker(s): {positions / dt:.1f} positions/s in all, {positions / dt / n:.1f} per worker "
-                  f"({dt:.1f} s); peak worker RSS {peak / 1024 ** 2:.2f} GiB; same figures as one process: {same}")
+            same = rd.to_json()["accept_length_by_steps"] == r.to_json()["accept_length_by_steps"]
+            print(f"Dask, {n} worker(s): {positions / dt:.2f} positions/s wall in all ({dt:.1f} s), "
+                  f"{positions / wcpu:.2f} positions per worker CPU-second ({wcpu:.1f} CPU-s over the workers); "
+                  f"peak worker RSS {peak / 1024 ** 2:.2f} GiB; same figures as one process: {same}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -205,3 +205,24 @@ def test_a_training_dump_needs_the_target_head(trained, tmp_path, capsys):
     code = main(["acceptance", str(trained.drafter("k2")), "--hidden-states", str(folder)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--target-head" in err[0]
+
+
+def test_target_head_in_a_multimodal_wrapper(trained, tmp_path):
+    """Kimi-K2.5 style: language_model.* names, text_config; the head and norm found, the same tokens."""
+    from safetensors.torch import load_file, save_file
+
+    from eaglekit.analysis.acceptance.head import read_target_head
+
+    src = load_file(str(trained.target("k2") / "model.safetensors"))
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    save_file({"language_model.lm_head.weight": src["lm_head.weight"],
+               "language_model.model.norm.weight": src["model.norm.weight"],
+               "vision_tower.blocks.0.norm.weight": torch.ones(8)}, str(wrapped / "model.safetensors"))
+    cfg = json.loads((trained.target("k2") / "config.json").read_text())
+    (wrapped / "config.json").write_text(json.dumps({"model_type": "kimi_k25", "text_config": cfg}))
+    plain, wrap = read_target_head(str(trained.target("k2"))), read_target_head(str(wrapped))
+    assert wrap.names == ("language_model.lm_head.weight", "language_model.model.norm.weight")
+    assert wrap.num_hidden_layers == plain.num_hidden_layers == 4
+    x = torch.randn(5, H)
+    assert torch.equal(wrap.next_tokens(x, normed=False)[0], plain.next_tokens(x, normed=False)[0])

@@ -44,7 +44,7 @@ from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.layers import default_aux_layers
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
-from eaglekit.io.dumps.detect import TrainingDump, open_training_dump
+from eaglekit.io.dumps.detect import open_training_dump, read_sample
 from eaglekit.io.dumps.files import DumpFolder
 from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm
@@ -59,8 +59,9 @@ class DumpTask:
     """What one worker needs to measure some files of a dump: names and options only (the weights are
     read by the worker itself, once per process)."""
 
-    dump: TrainingDump
-    indices: tuple[int, ...]
+    path: str
+    format: str
+    files: tuple[tuple[int, str], ...]   # (index in the dump, file name): only this task's, not the dump's list
     drafter: str
     head: str
     embeddings: str | None
@@ -135,15 +136,15 @@ def _check_record(rec: DumpRecord, model, head, where: str) -> None:
 
 
 def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[FileStats]:
-    """Measure the files ``task.indices`` (in this process or on a Dask worker)."""
+    """Measure the files ``task.files`` (in this process or on a Dask worker)."""
     model, head = _weights(task)
     out = []
     columns = model.draft_to_target.cpu()
-    for i in task.indices:
+    for i, name in task.files:
         if hook is not None:
             hook(i)
-        rec = task.dump.read(i)
-        where = os.path.join(task.dump.path, rec.name)
+        rec = read_sample(task.path, task.format, name)
+        where = os.path.join(task.path, rec.name)
         _check_record(rec, model, head, where)
         T, H = rec.length, rec.hidden_size
         finite = torch.isfinite(rec.aux).all(-1) & torch.isfinite(rec.final).all(-1)      # (T,)
@@ -207,15 +208,20 @@ def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_fil
 def _run_dask(tasks: list[DumpTask], scheduler: Any, hook, done) -> str:
     """Submit every task to a Dask cluster; a lost worker's tasks are run again by Dask (counts are per
     file, so a re-run changes nothing)."""
-    from distributed import as_completed  # heavy: only on a cluster
+    from distributed import KilledWorker, as_completed  # heavy: only on a cluster
 
     client, close = _connect(scheduler)
     try:
         run = uuid.uuid4().hex[:12]
-        futures = [client.submit(run_task, t, hook, key=f"eaglekit-acceptance-{run}-{k}", pure=False)
-                   for k, t in enumerate(tasks)]
+        futures = {client.submit(run_task, t, hook, key=f"eaglekit-acceptance-{run}-{k}", pure=False): t
+                   for k, t in enumerate(tasks)}
         for fut in as_completed(futures):
-            done(fut.result())
+            try:
+                done(fut.result())
+            except KilledWorker as e:   # Dask retried it on other workers already; they died too
+                names = ", ".join(name for _, name in futures[fut].files)
+                raise InputError(f"Dask workers died on every try of {shown(names)} (out of memory? each worker "
+                                 "holds the drafter, the target head and one sample): give workers more memory.") from e
         return f"Dask {shown(client.scheduler.address)}"
     finally:
         close()
@@ -284,7 +290,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         chosen = sorted(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
     else:
         chosen = list(range(min(limit, n) if limit is not None else n))
-    tasks = [DumpTask(dump, tuple(chosen[k:k + FILES_PER_TASK]), str(drafter), str(target_head),
+    tasks = [DumpTask(dump.path, dump.format, tuple((i, dump.files[i]) for i in chosen[k:k + FILES_PER_TASK]),
+                      str(drafter), str(target_head),
                       None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
                       float(temperature), norm == "after-norm", all_positions, masks)
              for k in range(0, len(chosen), FILES_PER_TASK)]

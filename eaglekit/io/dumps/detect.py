@@ -47,10 +47,15 @@ class TrainingDump:
 
     def read(self, index: int) -> DumpRecord:
         """Sample ``index`` (a position in :attr:`files`), read and checked now."""
-        return READERS[self.format].read_sample(DumpFolder(self.path), self.files[index])
+        return read_sample(self.path, self.format, self.files[index])
 
     def __str__(self) -> str:
         return f"{shown(self.path)}: {self.format} dump ({self.writer}), {len(self)} samples"
+
+
+def read_sample(path: str, format: str, name: str) -> DumpRecord:
+    """One sample file of a dump folder in ``format``, read through the guards and checked."""
+    return READERS[format].read_sample(DumpFolder(path), name)
 
 
 def detect_format(folder: DumpFolder) -> str:
