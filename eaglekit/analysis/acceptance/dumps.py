@@ -167,7 +167,10 @@ def _assistant(rec: DumpRecord, task: DumpTask):
     T = rec.length
     if task.all_positions:
         return torch.ones(T, dtype=torch.bool), "all positions"
-    if task.masks is not None and rec.name in task.masks:
+    if task.masks is not None:
+        if rec.name not in task.masks:
+            raise InputError(f"--loss-masks has no line for {shown(rec.name)}; give every sample's mask "
+                             "(or drop --loss-masks).")
         m = torch.tensor(task.masks[rec.name], dtype=torch.bool)
         if m.shape != (T,):
             raise InputError(f"--loss-masks gives {m.shape[0]} values for {shown(rec.name)}, which has {T} tokens.")
@@ -290,11 +293,13 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         chosen = sorted(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
     else:
         chosen = list(range(min(limit, n) if limit is not None else n))
-    tasks = [DumpTask(dump.path, dump.format, tuple((i, dump.files[i]) for i in chosen[k:k + FILES_PER_TASK]),
-                      str(drafter), str(target_head),
-                      None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
-                      float(temperature), norm == "after-norm", all_positions, masks)
-             for k in range(0, len(chosen), FILES_PER_TASK)]
+    tasks = []
+    for k in range(0, len(chosen), FILES_PER_TASK):
+        files = tuple((i, dump.files[i]) for i in chosen[k:k + FILES_PER_TASK])
+        own = None if masks is None else {n: masks[n] for _, n in files if n in masks}   # this task's masks only
+        tasks.append(DumpTask(dump.path, dump.format, files, str(drafter), str(target_head),
+                              None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
+                              float(temperature), norm == "after-norm", all_positions, own))
     files, where = _run(tasks, scheduler, progress, len(chosen), hook)
 
     num_layers = _text_config(load_config(target_head, endpoint=endpoint)).get("num_hidden_layers")
