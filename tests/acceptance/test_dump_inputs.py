@@ -226,3 +226,18 @@ def test_target_head_in_a_multimodal_wrapper(trained, tmp_path):
     assert wrap.num_hidden_layers == plain.num_hidden_layers == 4
     x = torch.randn(5, H)
     assert torch.equal(wrap.next_tokens(x, normed=False)[0], plain.next_tokens(x, normed=False)[0])
+
+
+def test_an_ambiguous_folder_needs_dump_format(trained, tmp_path, capsys):
+    from eaglekit.demo.dumps import write_training_dumps
+
+    prompt = json.loads(trained.prompts("k2").read_text().splitlines()[1])["input_ids"]
+    dirs = write_training_dumps(trained.target("k2"), tmp_path / "w", prompts=[prompt], max_new_tokens=12,
+                                formats=("speculators", "modelopt"))
+    mixed = tmp_path / "mixed"
+    shutil.copytree(dirs["modelopt"], mixed)
+    shutil.copy(dirs["speculators"] / "hidden_states" / "hs_0.safetensors", mixed)
+    assert "--dump-format" in _error(capsys, trained, mixed)
+    code, out, err = _run(capsys, trained, mixed, "--dump-format", "modelopt", "--json")
+    assert code == 0, err
+    assert json.loads(out)["dump"]["format"] == "modelopt"
