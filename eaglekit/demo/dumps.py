@@ -34,6 +34,7 @@ from eaglekit.analysis.acceptance.target import load_target_model
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
 
 FORMATS = ("specforge", "speculators", "modelopt")
+DUMPS_VERSION = 1   # bump whenever the writers change: cached dumps are keyed on it
 AUX_INDICES = (1, 2, 3)    # output_hidden_states: outputs of layers 0, 1, 2 (the demo drafter's ids)
 
 
@@ -111,9 +112,9 @@ def loss_masks_of(folder: str | os.PathLike[str]) -> Path:
 
 
 def trained_dumps(world, *, greedy: bool = True, force: bool = False) -> dict[str, Path]:
-    """The trained world's k2 dumps under ``world.root/dumps-greedy`` (or ``dumps-dataset``: held-out
+    """The trained world's k2 dumps under ``world.root/dumps-greedy-v<N>`` (or ``dumps-dataset-v<N>``: held-out
     language text, which departs from the target's greedy tokens), written on first use."""
-    root = Path(world.root) / ("dumps-greedy" if greedy else "dumps-dataset")
+    root = Path(world.root) / f"dumps-{'greedy' if greedy else 'dataset'}-v{DUMPS_VERSION}"
     if root.exists() and not force:
         return {f: root / f for f in FORMATS}
     tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")

@@ -173,6 +173,8 @@ def test_sample_is_seeded_and_has_an_interval(trained, greedy):
     assert a.files_read == 3 and a.to_json() == b.to_json() and a.sampled
     lo, hi = a.interval
     assert lo <= a.accept_length <= hi and hi - lo > 0
+    first = measure_dump(trained.drafter("k2"), dirs["specforge"], **{**kw, "sample": None, "limit": 2})
+    assert first.files_read == 2 and not first.sampled and first.interval is None
 
 
 def test_two_dask_workers_equal_one_process_even_when_a_worker_dies(trained, greedy, tmp_path):
