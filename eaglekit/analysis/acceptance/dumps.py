@@ -288,6 +288,9 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
 
     cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint), source=str(drafter))
     convention = trained_convention(cfg)
+    if aux_layers is not None and cfg.aux_layer_ids and len(aux_layers) != len(cfg.aux_layer_ids):
+        raise InputError(f"--aux-layers names {len(aux_layers)} layers but the drafter reads {len(cfg.aux_layer_ids)} "
+                         f"({list(cfg.aux_layer_ids)}); give one id per aux hidden state in the dump.")
     n = len(dump)
     if sample is not None:
         chosen = sorted(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
