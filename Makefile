@@ -43,6 +43,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_report_size.py
 	$(PY) benchmarks/bench_export.py
 	$(PY) benchmarks/bench_acceptance.py
+	$(PY) benchmarks/bench_dumps.py
 
 clean:
 	rm -rf build .pytest_cache

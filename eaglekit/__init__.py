@@ -34,6 +34,7 @@ _EXPORTS = {
     "read_inventory": "io.reader", "open_checkpoint": "io.reader", "Checkpoint": "io.reader", "load_config": "io.reader",
     "Inventory": "io.inventory", "compare_inventories": "io.inventory",
     "open_dump": "io.dumps.native",
+    "open_training_dump": "io.dumps.detect",
     "normalize_config": "core.config",
     "diff_configs": "core.configdiff",
     "Scenario": "core.specmath", "estimate": "core.specmath", "AcceptanceMetrics": "core.specmath",
@@ -53,6 +54,7 @@ _EXPORTS = {
     "DraftModel": "analysis.acceptance.draft_model",
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
     "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
+    "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
@@ -61,6 +63,7 @@ _EXPORTS = {
     "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
+    "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
     "read_tokenizer": "io.tokenizer", "tokenizer_diff": "io.tokenizer", "TokenizerDiff": "core.tokendiff",
@@ -93,6 +96,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.io.reader import Checkpoint, load_config, open_checkpoint, read_inventory
     from eaglekit.io.inventory import compare_inventories, Inventory
     from eaglekit.io.dumps.native import open_dump
+    from eaglekit.io.dumps.detect import open_training_dump
     from eaglekit.core.config import normalize_config
     from eaglekit.core.configdiff import diff_configs
     from eaglekit.core.specmath import AcceptanceMetrics, estimate, Scenario
@@ -112,6 +116,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.draft_model import DraftModel
     from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
     from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
+    from eaglekit.analysis.acceptance.dumps import measure_dump
+    from eaglekit.analysis.acceptance.dump_result import DumpAcceptance
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
@@ -125,6 +131,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     )
     from eaglekit.demo.world import build_demo
     from eaglekit.demo.trained import build_trained_demo
+    from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub
     from eaglekit.io.tokenizer import read_tokenizer, tokenizer_diff

@@ -128,6 +128,42 @@ print(eaglekit.compare_readings(own, own_other, chain_steps=world.chain_steps), 
 print(eaglekit.compare_readings(scratch, scratch_other, chain_steps=world.chain_steps))
 
 # %% [markdown]
+# ## From the dumps your training already wrote
+# A team that trained a drafter already has its target's hidden states on disk, written by SpecForge,
+# speculators or Model-Optimizer. The trained world writes its own in those three layouts (the
+# target's greedy continuations of the same prompts), and `measure_dump` reads them with only the
+# target's `lm_head` and final norm: `eaglekit acceptance DRAFTER --hidden-states DIR --target-head T`.
+# The figures are the ones `--target` measured above.
+
+# %%
+dumps = eaglekit.trained_dumps(world)
+from_dumps = {fmt: eaglekit.measure_dump(world.drafter("k2"), folder, target_head=str(world.target("k2")),
+                                         steps=STEPS, loss_masks=eaglekit.loss_masks_of(folder))
+              for fmt, folder in dumps.items()}
+pd.DataFrame({"--target": {"accept length": own.accept_length, "coverage": 1.0},
+              **{f"{fmt} dump": {"accept length": r.accept_length, "coverage": r.coverage}
+                 for fmt, r in from_dumps.items()}}).T.round(3)
+
+# %%
+accept_length_vs_steps({"K2 drafter, --target": own,
+                        **{f"K2 drafter, {fmt} dump": r.result for fmt, r in from_dumps.items()}})
+
+# %% [markdown]
+# Every convention a user compares against, each labelled with who prints it:
+
+# %%
+from_dumps["specforge"]
+
+# %% [markdown]
+# Training text is often dataset text the target did not generate. Chains are then evaluated only
+# inside the spans where the text follows the target's greedy token; the coverage says how much of the
+# assistant text that is.
+
+# %%
+dataset = eaglekit.trained_dumps(world, greedy=False)["specforge"]
+eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target("k2")), steps=STEPS)
+
+# %% [markdown]
 # ## Go or no-go, through the calculator
 
 # %%

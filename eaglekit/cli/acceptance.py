@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from eaglekit.cli._dumps import add_dump_options, is_training_dump, run_dump
 from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, emit,
                                  temperature)
 
@@ -27,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_location(p, "drafter", "the drafter")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", metavar="T", help="a causal LM transformers loads (folder or Hub repo id)")
-    src.add_argument("--hidden-states", metavar="DIR", help="a dump folder written by `eaglekit dump-hidden`")
+    src.add_argument("--hidden-states", metavar="DIR",
+                     help="a dump folder: `eaglekit dump-hidden`'s, or SpecForge's, speculators' or Model-Optimizer's")
     p.add_argument("--prompts", metavar="FILE", help="JSONL prompts (needed with --target)")
     p.add_argument("--embeddings", metavar="LOCATION",
                    help="with --hidden-states: the target checkpoint whose embed_tokens the drafter uses "
@@ -48,6 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     tpl.add_argument("--compare-templates", nargs=2, metavar=("A", "B"),
                      help="measure under template A and template B (files, or 'raw'): the accept length of each, "
                           "the gap, and where it comes from")
+    add_dump_options(p)
     add_remote_options(p)
     add_trust_remote_code_option(p)
     p.set_defaults(func=run)
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     if args.hidden_states is not None and args.prompts is not None:
         raise InputError("--prompts goes with --target; a dump already holds its prompts.")
     _check_device(args.device)
+    if is_training_dump(args):
+        return run_dump(args)
     if args.chat_template is not None or args.compare_templates is not None:
         return _run_templates(args)
     result = measure_acceptance(

@@ -33,6 +33,8 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -100,6 +102,35 @@ def tls_security(*, ca_file: str | None = None, cert: str | None = None, key: st
         raise InputError("a tls:// scheduler needs the cluster's CA and a client certificate: pass --tls-ca-file, "
                          "--tls-cert and --tls-key, or set distributed.comm.tls in a Dask config file.")
     return security
+
+
+@contextmanager
+def dask_client(scheduler: Any, *, security: Any = None, timeout: float | None = None, workers: int = 2,
+                memory_limit: str | None = None) -> Iterator[Any]:
+    """A ``distributed.Client`` for ``scheduler``, closed on exit when made here: a Client as it is,
+    ``"local"`` for a LocalCluster on this machine (``workers`` processes at most, one thread each), or an
+    address reached only through :func:`connect_scheduler` (checked first, within ``timeout``)."""
+    try:
+        from distributed import Client, LocalCluster  # heavy: only when a cluster is asked for
+    except ImportError as e:  # pragma: no cover - dask is a dependency
+        raise SchedulerError("a Dask cluster needs dask[distributed]; pip install 'dask[distributed]'.") from e
+    if isinstance(scheduler, Client):
+        yield scheduler
+        return
+    if scheduler == "local":
+        with LocalCluster(n_workers=min(workers, os.cpu_count() or 1), threads_per_worker=1, processes=True,
+                          dashboard_address=":0", memory_limit=memory_limit or "auto") as cluster, \
+                Client(cluster) as client:
+            yield client
+        return
+    if not isinstance(scheduler, str):
+        raise SchedulerError(f"scheduler must be 'local', an address or a distributed.Client, got "
+                             f"{type(scheduler).__name__}.")
+    client = connect_scheduler(scheduler, timeout=timeout, security=security)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def connect_scheduler(address: str, *, timeout: float | None = None, security: Any = None) -> Any:

@@ -367,6 +367,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     indices = {c: model.aux_indices(c, num_layers) for c in conventions}
 
     notes: list[str] = []
+    skipped: list[int] = []
     if target is not None:
 
         if isinstance(prompts, (str, os.PathLike)):
@@ -404,6 +405,10 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
 
         def samples():
             for s in dump:
+                bad = ~np.isfinite(s.hidden_states).all(axis=(0, 2))   # NaN/Inf positions: skipped and counted
+                if bad.any():
+                    skipped.append(int(bad.sum()))
+                    continue
                 yield (torch.as_tensor(np.array(s.input_ids)), torch.as_tensor(np.array(s.hidden_states)),
                        torch.as_tensor(np.array(s.target_ids)), s.prompt_len, None)
         total, sha = len(dump), m.chat_template_sha256
@@ -413,7 +418,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     pos = {k: i for i, k in enumerate(layers)}
     check_embeddings = target is None and embeddings is not None and 0 in pos
     for ids, hs, tgt, plen, logits in tqdm(samples(), total=total, desc="acceptance", unit="prompt",
-                                            disable=progress is False, leave=False):
+                                            disable=None if progress is None else not progress, leave=False):
         if int(ids.max()) >= model.embed.shape[0]:
             raise VocabMapError(f"token id {int(ids.max())} is outside the drafter's vocabulary "
                                 f"(0..{model.embed.shape[0] - 1}): vocabulary mismatch with {tname}.")
@@ -428,6 +433,12 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                                          temperature=temperature if c == primary else 0.0, target_logits=logits))
         if keep_samples:
             kept.append((np.asarray(ids[plen:].cpu()), stats[primary][-1].matches))
+    if skipped:  # never a silent figure: SpecForge skips such samples too, and says so
+        if not stats[primary]:
+            raise InputError(f"every sample of {tname} holds NaN/Inf hidden states ({sum(skipped)} positions); "
+                             "nothing to measure.")
+        notes.append(f"{len(skipped)} of {total} samples skipped: {sum(skipped)} positions hold NaN/Inf hidden states.")
+        total -= len(skipped)
     main = summarise(stats[primary], steps=steps)
     notes.extend(filter(None, [collapse_note(main["per_step_acceptance"])]))
     by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}

@@ -46,7 +46,7 @@ from eaglekit.core.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.vocab import target_ids
 from eaglekit.core.layers import ENGINES, READER_NAMES, outputs_read
-from eaglekit.io.scheduler import connect_scheduler
+from eaglekit.io.scheduler import dask_client
 
 #: Sampled-mode budget when none is given: a laptop maps two 1 TB targets by reading this much.
 DEFAULT_BUDGET = 4 << 30
@@ -315,23 +315,10 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
 def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None], *,
               security: Any = None) -> str:
     """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run).
-    An address is connected to only through :func:`connect_scheduler` (checked, under one deadline)."""
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError as e:  # pragma: no cover - dask is a dependency
-        raise InputError("full mode on a cluster needs dask[distributed]; pip install 'dask[distributed]'.") from e
-    own_cluster = own_client = None
-    if isinstance(run_on, Client):
-        client = run_on
-    elif run_on == "local":
-        own_cluster = LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", memory_limit="2GiB")
-        client = own_client = Client(own_cluster)
-    elif isinstance(run_on, str):
-        client = own_client = connect_scheduler(run_on, security=security)
-    else:
-        raise InputError(f"scheduler must be 'inline', 'local', an address or a distributed.Client, got {run_on!r}.")
-    try:
+    An address is connected to only through :func:`eaglekit.io.scheduler.dask_client` (checked, under one deadline)."""
+    from distributed import as_completed  # heavy: only on a cluster
+
+    with dask_client(run_on, security=security, workers=4, memory_limit="2GiB") as client:
         run = uuid.uuid4().hex[:12]
         futures = {client.submit(run_task, s, hook, key=f"eaglekit-drift-{run}-{s.index}", pure=False): s
                    for s in specs}
@@ -340,15 +327,10 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
             results[s.index] = fut.result()
             done(s)
         workers = len(client.scheduler_info().get("workers", {}))
-        # The scheduler's address only when the user named it: a Client's or a local cluster's address
-        # (inproc://, a loopback or LAN port) means nothing on a rendered page or another machine.
-        named = f" at {run_on}" if isinstance(run_on, str) and run_on != "local" else ""
-        return f"a Dask cluster{named} ({workers} worker{'s' * (workers != 1)})"
-    finally:
-        if own_client is not None:
-            own_client.close()
-        if own_cluster is not None:
-            own_cluster.close()
+    # The scheduler's address only when the user named it: a Client's or a local cluster's address
+    # (inproc://, a loopback or LAN port) means nothing on a rendered page or another machine.
+    named = f" at {run_on}" if isinstance(run_on, str) and run_on != "local" else ""
+    return f"a Dask cluster{named} ({workers} worker{'s' * (workers != 1)})"
 
 
 # -- the drafter's facts, the report ------------------------------------------------------------------------

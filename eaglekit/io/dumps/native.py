@@ -30,14 +30,19 @@ import numpy as np
 
 from eaglekit.core.errors import HeaderError, InputError, NotFoundError
 from eaglekit.core.header import encode_header, parse_header
+from eaglekit.core.redact import shown, visible
 from eaglekit.core.render import kv_html, kv_text
 from eaglekit.core.safejson import loads
 from eaglekit.core.tensors import to_numpy
 from eaglekit.core.version import __version__
+from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
+from eaglekit.io.reader import read_header
 
 FORMAT = "eaglekit-hidden-states"
 VERSION = 1
 MANIFEST_NAME = "manifest.json"
+#: A manifest is a few hundred bytes; anything past this is not one.
+MANIFEST_LIMIT = 1024 * 1024
 DumpDType = Literal["bfloat16", "float32"]
 _SAFETENSORS_DTYPE = {"bfloat16": "BF16", "float32": "F32"}
 _SAMPLE_RE = re.compile(r"^sample-(\d{6,})\.safetensors$")
@@ -186,7 +191,8 @@ def _manifest_from_json(obj: object, where: str) -> DumpManifest:
     if max(layers) > num_layers:
         raise HeaderError(f"{where}: layer index {max(layers)} exceeds num_hidden_layers {num_layers} "
                           "(output_hidden_states holds indices 0..L).")
-    return DumpManifest(target=str(obj.get("target", "")), hidden_size=integer("hidden_size"),
+    # the target name is shown in terminals and pages: control characters escaped once, here
+    return DumpManifest(target=visible(str(obj.get("target", "")), newlines=False), hidden_size=integer("hidden_size"),
                         num_hidden_layers=num_layers, vocab_size=integer("vocab_size"),
                         layers=tuple(layers), samples=integer("samples", 0), dtype=dtype,
                         chat_template_sha256=sha, eaglekit_version=str(obj.get("eaglekit_version", "")))
@@ -216,11 +222,16 @@ class HiddenStateDump:
         if not 0 <= index < n:
             raise IndexError(f"sample {index} out of range: the dump holds {n}")
         file = self.path / sample_name(index)
+        folder = DumpFolder(self.path)
         try:
-            data = file.read_bytes()
-        except FileNotFoundError:
-            raise NotFoundError(f"{file}: missing, but the manifest says the dump holds {n} samples.") from None
-        sample = decode_sample(data, filename=str(file))
+            header = read_header(folder.source, sample_name(index))
+        except NotFoundError:
+            raise NotFoundError(f"{shown(file)}: missing, but the manifest says the dump holds {n} samples.") from None
+        longest = max((max(t.shape) for t in header.tensors if t.shape), default=0)   # positions, or a width
+        if longest > MAX_POSITIONS:
+            raise HeaderError(f"{shown(file)} declares a dimension of {longest} (positions or width), over the "
+                              f"{MAX_POSITIONS} eaglekit reads in one sample; refusing it.")
+        sample = decode_sample(folder.read(sample_name(index)), filename=shown(file))
         m = self.manifest
         hs = sample.hidden_states
         if hs.shape[0] != len(m.layers) or hs.shape[2] != m.hidden_size:
@@ -250,15 +261,18 @@ def open_dump(path: str | os.PathLike[str]) -> HiddenStateDump:
     anything malformed, naming the file."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise NotFoundError(f"{folder}: no such hidden-state dump folder (write one with `eaglekit dump-hidden`).")
+        raise NotFoundError(f"{shown(folder)}: no such hidden-state dump folder (write one with `eaglekit dump-hidden`).")
     mpath = folder / MANIFEST_NAME
-    try:
-        raw = mpath.read_bytes()
-    except FileNotFoundError:
-        raise NotFoundError(f"{mpath}: missing; {folder} is not an eaglekit hidden-state dump "
-                            "(write one with `eaglekit dump-hidden`).") from None
-    obj = loads(raw, what=str(mpath), error=HeaderError)
-    manifest = _manifest_from_json(obj, str(mpath))
+    # a regular file inside the folder, at most MANIFEST_LIMIT bytes (a FIFO or /dev/zero is refused unread)
+    raw = DumpFolder(folder).read_small(MANIFEST_NAME, MANIFEST_LIMIT)
+    if raw is None:
+        raise NotFoundError(f"{shown(mpath)}: missing; {shown(folder)} is not an eaglekit hidden-state dump "
+                            "(write one with `eaglekit dump-hidden`).")
+    obj = loads(raw, what=shown(mpath), error=HeaderError)
+    manifest = _manifest_from_json(obj, shown(mpath))
+    if manifest.samples == 0:
+        raise HeaderError(f"{shown(mpath)} says the dump holds 0 samples: nothing to measure (an interrupted or empty "
+                          "dump? re-run `eaglekit dump-hidden`).")
     present = sum(1 for p in folder.iterdir() if _SAMPLE_RE.match(p.name))
     if present < manifest.samples:
         raise HeaderError(f"{folder}: the manifest lists {manifest.samples} samples but only {present} "

@@ -1,0 +1,381 @@
+"""Accept length from the hidden states a training pipeline already wrote (no target run, no GPU).
+
+``measure_dump(drafter, DIR, target_head=LOCATION)`` reads a SpecForge, speculators or Model-Optimizer
+dump file by file (:mod:`eaglekit.io.dumps`), gets the target's greedy next tokens from each sample's
+final hidden state through the target's own final norm and ``lm_head`` (read by range:
+:mod:`~eaglekit.analysis.acceptance.head`), drafts every position with the drafter, and counts chains
+inside greedy-consistent assistant spans (:mod:`~eaglekit.analysis.acceptance.spans`). The counts of
+every file are kept apart and summed at the end in file order, so a run spread over a Dask cluster
+(``scheduler``) gives exactly the single-process figures.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from eaglekit.analysis.acceptance.draft_model import (
+    DraftModel,
+    hidden_state_indices,
+    trained_convention,
+)
+from eaglekit.analysis.acceptance.dump_result import (
+    DumpAcceptance,
+    conventions,
+    ratio_interval,
+)
+from eaglekit.analysis.acceptance.head import read_target_head
+from eaglekit.analysis.acceptance.head import text_config as _text_config
+from eaglekit.analysis.acceptance.measure import (
+    AcceptanceResult,
+    SampleStats,
+    simulate_cycles,
+    summarise,
+)
+from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
+from eaglekit.core.config import normalize_config
+from eaglekit.core.errors import InputError, VocabMapError
+from eaglekit.core.layers import default_aux_layers
+from eaglekit.core.redact import shown
+from eaglekit.core.safejson import loads
+from eaglekit.io.dumps.detect import open_training_dump, read_sample
+from eaglekit.io.dumps.files import DumpFolder
+from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
+from eaglekit.io.dumps.record import DumpRecord, FinalNorm
+from eaglekit.io.reader import load_config
+from eaglekit.io.scheduler import dask_client
+
+#: Files per task sent to a Dask worker: one, so that any number of workers share even a small dump.
+FILES_PER_TASK = 1
+
+
+@dataclass(frozen=True)
+class DumpTask:
+    """What one worker needs to measure some files of a dump: names and options only (the weights are
+    read by the worker itself, once per process)."""
+
+    path: str
+    format: str
+    files: tuple[tuple[int, str], ...]   # (index in the dump, file name): only this task's, not the dump's list
+    drafter: str
+    head: str
+    embeddings: str | None
+    endpoint: str | None
+    device: str
+    dtype: str
+    steps: int
+    temperature: float
+    normed: bool
+    all_positions: bool
+    masks: dict[str, tuple[int, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """One file's counts: its spans' statistics, assistant and consistent tokens, non-finite rows."""
+
+    index: int
+    name: str
+    spans: tuple[SampleStats, ...]
+    assistant: int
+    consistent: int
+    positions: int
+    nonfinite_rows: int = 0
+    masked_by: str = "loss_mask"
+
+    @property
+    def skipped(self) -> bool:
+        return self.nonfinite_rows > 0
+
+
+#: Weights loaded in this process, by task options: a worker reads the drafter and the head once.
+_LOADED: dict[tuple, Any] = {}
+
+
+def _weights(task: DumpTask):
+    key = (task.drafter, task.head, task.embeddings, task.endpoint, task.device, task.dtype)
+    if key not in _LOADED:
+        dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[task.dtype]
+        head = read_target_head(task.head, device=task.device, dtype=dtype, endpoint=task.endpoint)
+        model = DraftModel.load(task.drafter, embeddings=task.embeddings or task.head, device=task.device,
+                                dtype=task.dtype, endpoint=task.endpoint)
+        _check_fit(model, head)
+        _LOADED.clear()
+        _LOADED[key] = (model, head)
+    return _LOADED[key]
+
+
+def _check_fit(model, head) -> None:
+    if head.vocab_size != model.config.vocab_size:
+        raise VocabMapError(f"vocabulary mismatch: the target head {shown(head.source)} has {head.vocab_size} rows but "
+                            f"the drafter's config says the target vocabulary has {model.config.vocab_size} tokens; "
+                            "give the head of the drafter's target.")
+    if head.hidden_size != model.target_hidden_size:
+        raise InputError(f"hidden-size mismatch: the target head {shown(head.source)} is {head.hidden_size} wide, the "
+                         f"drafter reads target hidden states of size {model.target_hidden_size}.")
+
+
+def _check_record(rec: DumpRecord, model, head, where: str) -> None:
+    H = rec.hidden_size
+    if H != model.target_hidden_size:
+        raise InputError(f"{shown(where)}: hidden size {H} is another target's: the drafter reads hidden states of "
+                         f"size {model.target_hidden_size}.")
+    if rec.aux.shape[1] != model.n_aux * H:
+        raise InputError(f"{shown(where)}: aux hidden states are {rec.aux.shape[1]} wide = {rec.aux.shape[1] // H} "
+                         f"layers x {H}, but the drafter's fc reads {model.n_aux} x {H}: shapes inconsistent with "
+                         "the drafter (another layer count).")
+    if rec.length and (int(rec.input_ids.min()) < 0 or int(rec.input_ids.max()) >= head.vocab_size):
+        bad = int(rec.input_ids.max()) if int(rec.input_ids.max()) >= head.vocab_size else int(rec.input_ids.min())
+        raise VocabMapError(f"{shown(where)}: token id {bad} is outside the target's vocabulary "
+                            f"(0..{head.vocab_size - 1}): the dump is from another tokenizer.")
+
+
+def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[FileStats]:
+    """Measure the files ``task.files`` (in this process or on a Dask worker)."""
+    model, head = _weights(task)
+    out = []
+    columns = model.draft_to_target.cpu()
+    for i, name in task.files:
+        if hook is not None:
+            hook(i)
+        rec = read_sample(task.path, task.format, name)
+        where = os.path.join(task.path, rec.name)
+        _check_record(rec, model, head, where)
+        T, H = rec.length, rec.hidden_size
+        finite = torch.isfinite(rec.aux).all(-1) & torch.isfinite(rec.final).all(-1)      # (T,)
+        bad = int((~finite).sum())
+        if bad:
+            out.append(FileStats(i, rec.name, (), 0, 0, T, bad))
+            continue
+        target_ids, probs = head.next_tokens(rec.final, normed=task.normed, temperature=task.temperature,
+                                             columns=columns)
+        assistant, by = _assistant(rec, task)
+        spans, n_asst, n_ok = greedy_spans(rec.input_ids, target_ids, assistant)
+        aux = rec.aux.reshape(T, model.n_aux, H).permute(1, 0, 2)                        # (n_aux, T, H)
+        stats = span_stats(model, aux, rec.input_ids, target_ids, spans, steps=task.steps,
+                           temperature=task.temperature, target_probs=probs)
+        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by))
+    return out
+
+
+def _assistant(rec: DumpRecord, task: DumpTask):
+    T = rec.length
+    if task.all_positions:
+        return torch.ones(T, dtype=torch.bool), "all positions"
+    if task.masks is not None:
+        if rec.name not in task.masks:
+            raise InputError(f"--loss-masks has no line for {shown(rec.name)}; give every sample's mask "
+                             "(or drop --loss-masks).")
+        m = torch.tensor(task.masks[rec.name], dtype=torch.bool)
+        if m.shape != (T,):
+            raise InputError(f"--loss-masks gives {m.shape[0]} values for {shown(rec.name)}, which has {T} tokens.")
+        return m, "--loss-masks"
+    if rec.loss_mask is not None:
+        return rec.loss_mask, "loss_mask"
+    return torch.ones(T, dtype=torch.bool), "all positions (the format stores no loss mask)"
+
+
+# -- running the tasks ---------------------------------------------------------------------------------
+def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_files: int, hook
+         ) -> tuple[list[FileStats], str]:
+    from tqdm.auto import tqdm
+
+    results: list[FileStats] = []
+    # progress None: a bar on a terminal only (tqdm's own test), so a failing run still prints one line
+    bar = tqdm(total=total_files, desc="acceptance (dump)", unit="file", leave=False,
+               disable=None if progress is None else not progress)
+    positions = 0
+
+    def done(stats: list[FileStats]) -> None:
+        nonlocal positions
+        results.extend(stats)
+        positions += sum(s.positions for s in stats)
+        bar.update(len(stats))
+        bar.set_postfix(positions=positions, refresh=False)
+
+    with bar:
+        if scheduler is None:
+            for t in tasks:
+                done(run_task(t, hook))
+            where = "this process"
+        else:
+            where = _run_dask(tasks, scheduler, hook, done)
+    return sorted(results, key=lambda s: s.index), where
+
+
+def _run_dask(tasks: list[DumpTask], scheduler: Any, hook, done) -> str:
+    """Submit every task to a Dask cluster; a lost worker's tasks are run again by Dask (counts are per
+    file, so a re-run changes nothing)."""
+    from distributed import KilledWorker, as_completed  # heavy: only on a cluster
+
+    with dask_client(scheduler) as client:
+        run = uuid.uuid4().hex[:12]
+        futures = {client.submit(run_task, t, hook, key=f"eaglekit-acceptance-{run}-{k}", pure=False): t
+                   for k, t in enumerate(tasks)}
+        for fut in as_completed(futures):
+            try:
+                done(fut.result())
+            except KilledWorker as e:   # Dask retried it on other workers already; they died too
+                names = ", ".join(name for _, name in futures[fut].files)
+                raise InputError(f"Dask workers died on every try of {shown(names)} (out of memory? each worker "
+                                 "holds the drafter, the target head and one sample): give workers more memory.") from e
+        workers = len(client.scheduler_info().get("workers", {}))
+    named = f" at {shown(scheduler)}" if isinstance(scheduler, str) and scheduler != "local" else ""
+    return f"a Dask cluster{named} ({workers} worker{'s' * (workers != 1)})"
+
+
+# -- the measurement -------------------------------------------------------------------------------------
+def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLike[str], *, target_head: str,
+                 dump_format: str | None = None, steps: int = 5, temperature: float = 0.0,
+                 aux_layers: Sequence[int] | None = None, final_norm: FinalNorm | None = None,
+                 all_positions: bool = False, loss_masks: str | os.PathLike[str] | None = None,
+                 limit: int | None = None, sample: int | None = None, seed: int = 0, scheduler: Any = None,
+                 device: str = "cpu", dtype: str = "float32", embeddings: str | None = None,
+                 endpoint: str | None = None, progress: bool | None = None,
+                 hook: Callable[[int], None] | None = None) -> DumpAcceptance:
+    """Measure ``drafter`` on a training pipeline's hidden-state dump folder ``hidden_states``.
+
+    ``target_head``: the target checkpoint its final norm and ``lm_head`` are read from (by range).
+    ``aux_layers``: the layer ids the dump's aux hidden states hold, in the drafter's convention
+    (default: the drafter's config; reported). ``final_norm``: where the dump's final hidden state sits
+    (default: what the format's writer does). ``limit`` / ``sample`` + ``seed``: the first N files, or N
+    files drawn at random (with a 95% interval). ``scheduler``: a Dask address or ``distributed.Client``.
+    """
+    if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 64:
+        raise InputError(f"steps must be an integer from 1 to 64, got {steps!r}.")
+    if not isinstance(temperature, (int, float)) or not temperature >= 0:
+        raise InputError(f"temperature must be >= 0, got {temperature!r}.")
+    if final_norm not in (None, "before-norm", "after-norm"):
+        raise InputError(f"final norm must be 'before-norm' or 'after-norm', got {final_norm!r}.")
+    if limit is not None and sample is not None:
+        raise InputError("give --limit N (the first N files) or --sample N (N at random), not both.")
+    for name, v in (("limit", limit), ("sample", sample)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise InputError(f"--{name} must be a positive integer, got {v!r}.")
+    if dtype not in ("float32", "bfloat16"):
+        raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
+    dump = open_training_dump(hidden_states, format=dump_format)
+    norm = final_norm or dump.final_norm
+    masks = _read_masks(loss_masks) if loss_masks is not None else None
+
+    cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint), source=str(drafter))
+    convention = trained_convention(cfg)
+    if aux_layers is not None and cfg.aux_layer_ids and len(aux_layers) != len(cfg.aux_layer_ids):
+        raise InputError(f"--aux-layers names {len(aux_layers)} layers but the drafter reads {len(cfg.aux_layer_ids)} "
+                         f"({list(cfg.aux_layer_ids)}); give one id per aux hidden state in the dump.")
+    n = len(dump)
+    if sample is not None:
+        chosen = sorted(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
+    else:
+        chosen = list(range(min(limit, n) if limit is not None else n))
+    tasks = []
+    for k in range(0, len(chosen), FILES_PER_TASK):
+        files = tuple((i, dump.files[i]) for i in chosen[k:k + FILES_PER_TASK])
+        own = None if masks is None else {n: masks[n] for _, n in files if n in masks}   # this task's masks only
+        tasks.append(DumpTask(dump.path, dump.format, files, str(drafter), str(target_head),
+                              None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
+                              float(temperature), norm == "after-norm", all_positions, own))
+    files, where = _run(tasks, scheduler, progress, len(chosen), hook)
+
+    num_layers = _text_config(load_config(target_head, endpoint=endpoint)).get("num_hidden_layers")
+    num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) else None
+    ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
+        default_aux_layers(num_layers, convention=convention) if num_layers else ()))
+    notes = _notes(dump, files, ids, cfg.aux_layer_ids, aux_layers is not None, convention, num_layers, norm,
+                   final_norm is not None, all_positions, masks is not None)
+    return _result(dump, files, str(drafter), str(target_head), steps, float(temperature), ids, convention, norm,
+                   notes, where, n, sample is not None)
+
+
+def _read_masks(path) -> dict[str, tuple[int, ...]]:
+    """--loss-masks: JSON lines ``{"file": NAME, "loss_mask": [0, 1, ...]}`` (or ``"assistant_start": P``
+    with ``"length": T``), read through the dump guards (size-checked, bounded JSON)."""
+    p = os.path.expanduser(os.fspath(path))
+    folder = DumpFolder(os.path.dirname(p) or ".")
+    raw = folder.read_small(os.path.basename(p), 256 * 1024 * 1024)
+    if raw is None:
+        raise InputError(f"--loss-masks {shown(p)}: no such file.")
+    out: dict[str, tuple[int, ...]] = {}
+    for k, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        obj = loads(line, what=f"{p} line {k}", error=InputError)
+        if not isinstance(obj, dict) or not isinstance(obj.get("file"), str):
+            raise InputError(f"{shown(p)} line {k}: expected an object with \"file\" and \"loss_mask\".")
+        mask = obj.get("loss_mask")
+        if mask is None and isinstance(obj.get("assistant_start"), int) and isinstance(obj.get("length"), int):
+            mask = [0] * obj["assistant_start"] + [1] * (obj["length"] - obj["assistant_start"])
+        if not isinstance(mask, list) or not all(v in (0, 1, True, False) for v in mask):
+            raise InputError(f"{shown(p)} line {k}: \"loss_mask\" must be a list of 0/1.")
+        out[obj["file"]] = tuple(int(v) for v in mask)
+    return out
+
+
+def _notes(dump, files, ids, config_ids, given, convention, num_layers, norm, norm_given, all_positions,
+           masks_given) -> list[str]:
+    notes = []
+    skipped = [f for f in files if f.skipped]
+    if skipped:
+        rows = sum(f.nonfinite_rows for f in skipped)
+        notes.append(f"{len(skipped)} of {len(files)} samples skipped: {rows} positions hold NaN/Inf hidden states "
+                     "(SpecForge skips such samples too).")
+    if given and config_ids and tuple(ids) != tuple(config_ids):
+        notes.append(f"the dump's aux layers are {list(ids)} ({convention}) but the drafter was trained on "
+                     f"{list(config_ids)}: this measures the drafter on other features than it expects.")
+    if dump.format == "modelopt" and num_layers:
+        written = modelopt_indices(num_layers)
+        wanted = tuple(i + (1 if convention == "outputs" else 0) for i in ids)
+        if tuple(written) != wanted:
+            notes.append(f"Model-Optimizer's writer stores output_hidden_states {list(written)} for a {num_layers}-layer "
+                         f"target, the drafter reads {list(wanted)}: check that this dump was written for it.")
+    if not given:
+        notes.append("the dump does not record its aux layer ids: assumed to be the drafter's own (--aux-layers to say).")
+    if not norm_given:
+        notes.append(f"final hidden state taken as {norm} ({dump.writer}'s writer; --final-norm to override).")
+    if not all_positions and not masks_given and not dump.has_loss_mask:
+        notes.append(f"{dump.format} dumps store no loss mask: every position counts as assistant text "
+                     "(--loss-masks FILE to select the assistant tokens).")
+    return notes
+
+
+def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, temperature: float, ids, convention,
+            norm, notes, where, total_files: int, sampled: bool) -> DumpAcceptance:
+    measured = [f for f in files if not f.skipped]
+    if not measured:
+        raise InputError(f"{shown(dump.path)}: every sample read holds NaN/Inf hidden states "
+                         f"({sum(f.nonfinite_rows for f in files)} positions); nothing to measure.")
+    spans = [s for f in measured for s in f.spans]
+    if not spans:
+        raise InputError(f"{shown(dump.path)}: no assistant token follows the target's greedy choice (coverage 0%), so "
+                         "no cycle can be evaluated; is --target-head this dump's target, and --final-norm right?")
+    main = summarise(spans, steps=steps)
+    result = AcceptanceResult(
+        drafter=drafter, target=head, source="hidden-states", steps=steps, temperature=temperature,
+        prompts=len(spans), generated_tokens=main["generated_tokens"], cycles=main["cycles"],
+        accept_length=main["accept_length"], per_step_acceptance=main["per_step_acceptance"],
+        accept_length_by_steps=main["accept_length_by_steps"], aux_convention=convention,
+        aux_indices=hidden_state_indices(ids, convention) if ids else (),
+        accept_length_by_convention={convention: main["accept_length"]},
+        per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
+        positions=sum(f.positions for f in measured), notes=tuple(notes))
+    asst = sum(f.assistant for f in measured)
+    ok = sum(f.consistent for f in measured)
+    per_file = [(sum(s.generated for s in f.spans), _cycles(f.spans, steps), len(f.spans)) for f in measured]
+    conv = conventions(spans, per_file, steps=steps, per_step=main["per_step_acceptance"])
+    interval = ratio_interval([(g, c) for g, c, _ in per_file], population=total_files) if sampled else None
+    return DumpAcceptance(result=result, dump=dump.path, format=dump.format, writer=dump.writer, final_norm=norm,
+                          aux_layers=tuple(ids), files_total=total_files, files_read=len(files),
+                          files_skipped=len(files) - len(measured),
+                          nonfinite_rows=sum(f.nonfinite_rows for f in files), assistant_tokens=asst,
+                          consistent_tokens=ok, spans=len(spans), sampled=sampled, interval=interval,
+                          where=where, masked_by=measured[0].masked_by, **conv)
+
+
+def _cycles(spans: Sequence[SampleStats], steps: int) -> int:
+    return sum(simulate_cycles(s.matches, s.generated, steps) for s in spans)

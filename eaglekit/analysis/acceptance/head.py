@@ -1,0 +1,131 @@
+"""The target's next tokens from its last hidden state: final norm and ``lm_head``, read by range.
+
+A dump holds the target's last hidden state at every position (before or after the final norm, per
+format); the target's greedy next token there is ``argmax(lm_head(norm(h)))`` and its sampling
+distribution ``softmax(lm_head(norm(h)) / T)``. :func:`read_target_head` fetches exactly the two
+tensors (and the config) from the target checkpoint, local or remote: about 2.3 GB for Kimi-K2's
+``lm_head`` [163840, 7168] in bf16, nothing of its 1T other parameters. Wrapped checkpoints
+(``language_model.*``, ``model.language_model.*``) are found by suffix; a target with tied
+embeddings uses its input embedding as the head.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from eaglekit.core.errors import ConfigError, InputError
+from eaglekit.core.redact import shown
+from eaglekit.io.reader import Checkpoint, open_checkpoint
+
+#: Logits computed per matmul: positions x vocabulary bounded to this many floats (256 MB in float32).
+LOGIT_FLOATS = 1 << 26
+_HEADS = ("lm_head.weight", "language_model.lm_head.weight", "model.lm_head.weight")
+_NORMS = ("model.norm.weight", "language_model.model.norm.weight", "model.language_model.norm.weight",
+          "norm.weight", "transformer.ln_f.weight")
+_EMBEDS = ("model.embed_tokens.weight", "language_model.model.embed_tokens.weight",
+           "model.language_model.embed_tokens.weight", "embed_tokens.weight")
+
+
+@dataclass(frozen=True, eq=False)
+class TargetHead:
+    """A target's final norm (None: not applied) and ``lm_head`` [V, H], on a device."""
+
+    lm_head: torch.Tensor                 # (V, H)
+    norm: torch.Tensor | None             # (H,)
+    eps: float
+    num_hidden_layers: int | None
+    source: str
+    names: tuple[str, ...] = ()
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.lm_head.shape[0])
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.lm_head.shape[1])
+
+    def logits(self, final: torch.Tensor, *, normed: bool) -> torch.Tensor:
+        """``lm_head(norm(final))`` for final [n, H] (``normed``: the dump's state is already post-norm)."""
+        x = final.to(device=self.lm_head.device, dtype=self.lm_head.dtype)
+        if not normed:
+            if self.norm is None:
+                raise InputError(f"{self.source} has no final norm weight, but the dump's final hidden state is "
+                                 "before the norm; give the target checkpoint that holds model.norm.weight.")
+            x32 = x.float()
+            x = self.norm * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return F.linear(x, self.lm_head).float()                             # (n, V), as transformers computes it
+
+    def chunk(self) -> int:
+        return max(1, LOGIT_FLOATS // self.vocab_size)
+
+    @torch.no_grad()
+    def next_tokens(self, final: torch.Tensor, *, normed: bool, temperature: float = 0.0,
+                    columns: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Greedy next token at every position of ``final`` [T, H] -> (T,) int64; at temperature > 0 also
+        the target's probabilities on ``columns`` (the draft vocabulary's target ids) -> (T, len(columns)),
+        computed chunk by chunk so that memory holds one chunk of full logits."""
+        T = final.shape[0]
+        ids = torch.empty(T, dtype=torch.int64)
+        probs = None if temperature <= 0 else torch.empty(T, len(columns), dtype=torch.float32)
+        step = self.chunk()
+        for s in range(0, T, step):
+            logits = self.logits(final[s:s + step], normed=normed)            # (n, V)
+            ids[s:s + step] = logits.argmax(-1).cpu()
+            if probs is not None:
+                probs[s:s + step] = torch.softmax(logits / temperature, -1)[:, columns.to(logits.device)].cpu()
+        return ids, probs
+
+
+def _find(ckpt: Checkpoint, exact: tuple[str, ...], suffix: str) -> str | None:
+    names = ckpt.inventory.names
+    hit = next((n for n in exact if n in ckpt.inventory), None)
+    if hit is None:
+        cands = sorted((n for n in names if n.endswith(suffix) and ".layers." not in n
+                        and "mtp" not in n and "vision" not in n), key=len)
+        hit = cands[0] if cands else None
+    return hit
+
+
+def text_config(config: dict[str, Any] | None) -> dict[str, Any]:
+    """The language model's part of a config (``text_config`` of multimodal wrappers), or the config."""
+    if not isinstance(config, dict):
+        return {}
+    inner = config.get("text_config") or config.get("language_config")
+    return inner if isinstance(inner, dict) else config
+
+
+def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: str = "cpu",
+                     dtype: torch.dtype = torch.float32, endpoint: str | None = None) -> TargetHead:
+    """Read a target's ``lm_head`` and final norm by range (only those tensors' bytes) from any
+    location the kit reads."""
+    ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint)
+    try:
+        where = ckpt.inventory.source
+        cfg = text_config(ckpt.inventory.config)
+        head = _find(ckpt, _HEADS, "lm_head.weight")
+        if head is None and cfg.get("tie_word_embeddings"):
+            head = _find(ckpt, _EMBEDS, "embed_tokens.weight")
+        if head is None:
+            raise InputError(f"{shown(where)} holds no lm_head.weight (nor tied embeddings): give the target model's "
+                             "checkpoint for --target-head.")
+        t = ckpt.inventory[head]
+        if len(t.shape) != 2:
+            raise ConfigError(f"{shown(where)}: {head} is {list(t.shape)}, expected [vocab, hidden].")
+        norm_name = _find(ckpt, _NORMS, "norm.weight")
+        lm_head = ckpt.read_tensor(head).to(device=device, dtype=dtype)
+        norm = ckpt.read_tensor(norm_name).to(device=device, dtype=dtype) if norm_name else None
+        if norm is not None and norm.shape != (lm_head.shape[1],):
+            norm = None
+        eps = cfg.get("rms_norm_eps") or cfg.get("layer_norm_epsilon") or 1e-6
+        layers = cfg.get("num_hidden_layers")
+        return TargetHead(lm_head, norm, float(eps), layers if isinstance(layers, int) else None, where,
+                          tuple(n for n in (head, norm_name) if n))
+    finally:
+        if not isinstance(location, Checkpoint):
+            ckpt.close()

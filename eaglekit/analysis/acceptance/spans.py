@@ -1,0 +1,101 @@
+"""Chains only where the text is the target's own: greedy-consistent spans of a training sample.
+
+Training text is often dataset text, or was regenerated at temperature > 0, so it is not what the
+target would have generated greedily. Serving-time acceptance is about the target's own tokens, so a
+cycle is evaluated only where the text follows them:
+
+* token ``x_t`` (``t >= 1``) is *greedy-consistent* when it equals the target's argmax after position
+  ``t - 1`` (from the dump's final hidden state), and it is an *assistant* token when the loss mask
+  says so (serving drafts only while generating; ``all_positions`` counts every token);
+* a span ``[a, b]`` is a maximal run of consistent assistant tokens. It plays the part of a greedy
+  continuation whose prefill token is ``x_a``: ``b - a`` tokens are generated after it, cycles start
+  at bases ``a - 1, ...`` and step ``j`` from base ``t`` is compared with the target's token after
+  ``t + j`` while ``t + j <= b - 1`` (exactly :func:`~eaglekit.analysis.acceptance.measure.sample_stats`
+  on the sequence cut after ``x_b`` with prompt length ``a``), so a dump of greedy continuations
+  gives the same figures as ``--target``. Text before the span stays in the drafter's attention
+  prefix, as it would in serving.
+
+Coverage = consistent assistant tokens / assistant tokens: the share of the assistant text the figure
+speaks for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from eaglekit.analysis.acceptance.measure import SampleStats, match_lengths
+
+
+def greedy_spans(input_ids: torch.Tensor, target_ids: torch.Tensor, assistant: torch.Tensor
+                 ) -> tuple[list[tuple[int, int]], int, int]:
+    """Spans ``[a, b]`` (inclusive) of greedy-consistent assistant tokens, the assistant tokens counted
+    (``x_1..x_{T-1}``) and the consistent ones among them."""
+    T = int(input_ids.shape[0])
+    ok = np.zeros(T, bool)
+    if T < 2:
+        return [], 0, 0
+    asst = assistant[1:].numpy().astype(bool)
+    ok[1:] = (input_ids[1:] == target_ids[:-1]).numpy() & asst
+    spans, a = [], None
+    for t in range(T + 1):
+        if t < T and ok[t]:
+            a = t if a is None else a
+        elif a is not None:
+            spans.append((a, t - 1))
+            a = None
+    return spans, int(asst.sum()), int(ok.sum())
+
+
+@torch.no_grad()
+def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: torch.Tensor,
+               spans: list[tuple[int, int]], *, steps: int, temperature: float = 0.0,
+               target_probs: torch.Tensor | None = None) -> list[SampleStats]:
+    """One :class:`SampleStats` per span with at least one generated token; the drafter drafts every
+    base once (one pass per chain step from the first span's base on).
+
+    aux (n_aux, T, H) in the drafter's order; target_probs (T, N) at temperature > 0: the target's
+    probabilities on the draft vocabulary's target ids."""
+    spans = [(a, b) for a, b in spans if b - a >= 1]
+    if not spans:
+        return []
+    T = int(input_ids.shape[0])
+    start = spans[0][0] - 1
+    h = model.project(aux)                                                  # (T, H)
+    out = model.draft(h[:T - 1], input_ids[1:], steps, start=start, return_logits=temperature > 0)
+    tokens = out.tokens.cpu()                                               # (K, T - 1 - start)
+    tgt = target_ids.to(torch.int64)
+    j = torch.arange(1, steps + 1)[:, None]
+    result = []
+    for a, b in spans:
+        G = b - a
+        bases = torch.arange(a - 1, b - 1)                                  # (G,)
+        idx = bases[None, :] + j                                            # (K, G): t + j
+        avail = idx <= b - 1
+        expected = torch.where(avail, tgt[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
+        m = match_lengths(tokens[:, bases - start], expected)               # (G,)
+        reached = (m[None, :] >= j - 1) & avail
+        conditioned = reached.sum(1).numpy()
+        accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
+        soft = None
+        if temperature > 0:
+            soft = np.zeros(steps)
+            for s in range(steps):
+                sel = reached[s].nonzero().flatten()
+                if len(sel):
+                    p = target_probs[idx[s, sel]]                            # (n, N)
+                    q = torch.softmax(out.logits[s][bases[sel] - start].float().cpu() / temperature, -1)
+                    soft[s] = float(torch.minimum(p, q).sum())
+        result.append(SampleStats(m.numpy(), G, conditioned, accepted, soft))
+    return result
+
+
+def cycle_accepts(matches: np.ndarray, generated: int, steps: int) -> list[int]:
+    """Drafts accepted in each cycle (the last one capped by the tokens left): what vLLM counts per
+    draft; the cycles are those of :func:`~eaglekit.analysis.acceptance.measure.simulate_cycles`."""
+    out, i = [], 0
+    while i < generated:
+        a = min(int(matches[i]), steps, generated - i - 1)
+        out.append(a)
+        i += a + 1
+    return out

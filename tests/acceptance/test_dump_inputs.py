@@ -1,0 +1,243 @@
+"""Hostile and broken dump folders: each refused with one line and exit 2 (nothing in a file runs, nothing
+hangs, nothing outside the folder is read), or measured with the skipped samples counted."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+from eaglekit.cli import main
+
+H, V = 64, 96   # the trained world's target
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _sample(T=20, *, h=H, n_aux=3, vocab=V, nan=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    d = {"input_ids": torch.randint(0, vocab, (T,), generator=g), "loss_mask": torch.ones(T, dtype=torch.int64),
+         "hidden_state": torch.randn(1, T, h, generator=g), "aux_hidden_state": torch.randn(1, T, n_aux * h, generator=g)}
+    if nan:
+        d["aux_hidden_state"][0, 3, 5] = float("nan")
+    return d
+
+
+def _dump(root, *samples):
+    folder = root / "rows_0-2000"
+    folder.mkdir(parents=True)
+    for i, s in enumerate(samples):
+        torch.save(s, folder / f"data_{i}.ckpt")
+    return root
+
+
+def _run(capsys, trained, folder, *extra):
+    code = main(["acceptance", str(trained.drafter("k2")), "--hidden-states", str(folder),
+                 "--target-head", str(trained.target("k2")), "--steps", "3", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _error(capsys, trained, folder, *extra) -> str:
+    code, out, err = _run(capsys, trained, folder, *extra)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, out, err)
+    return lines[0]
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_with_objects_is_refused_unrun(trained, tmp_path, capsys):
+    marker = tmp_path / "ran"
+    s = _sample()
+    s["extra"] = _Evil(marker)
+    err = _error(capsys, trained, _dump(tmp_path / "d", s))
+    assert "weights_only" in err and "not run" in err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("not-a-dict", "not a SpecForge sample"),
+    ("aux-width", "inconsistent with the drafter"),
+    ("hidden-size", "another target"),
+    ("token-ids", "outside the target's vocabulary"),
+    ("all-nan", "NaN/Inf"),
+])
+def test_bad_samples(trained, tmp_path, capsys, case, expect):
+    sample = {"not-a-dict": [torch.zeros(3)], "aux-width": _sample(n_aux=2), "hidden-size": _sample(h=32),
+              "token-ids": _sample(vocab=500, seed=3), "all-nan": _sample(nan=True)}[case]
+    assert expect in _error(capsys, trained, _dump(tmp_path / "d", sample))
+
+
+@pytest.fixture(scope="module")
+def good(trained, tmp_path_factory):
+    """A real sample: the target's greedy continuation of a prompt, in SpecForge's layout."""
+    from eaglekit.demo.dumps import write_training_dumps
+
+    prompt = json.loads(trained.prompts("k2").read_text().splitlines()[0])["input_ids"]
+    dirs = write_training_dumps(trained.target("k2"), tmp_path_factory.mktemp("good") / "d", prompts=[prompt],
+                                max_new_tokens=16, formats=("specforge",))
+    return torch.load(dirs["specforge"] / "rows_0-2000" / "data_0.ckpt", weights_only=True)
+
+
+def test_nan_samples_are_skipped_and_counted(trained, tmp_path, capsys, good):
+    bad = {k: v.clone() for k, v in good.items()}
+    bad["hidden_state"][0, 4, 7] = float("inf")
+    code, out, err = _run(capsys, trained, _dump(tmp_path / "d", good, bad), "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["dump"]["files_skipped"] == 1 and res["dump"]["nonfinite_positions"] == 1
+    assert any("NaN/Inf" in n for n in res["notes"])
+
+
+def test_a_head_of_another_vocabulary(trained, tmp_path, capsys):
+    from safetensors.torch import save_file
+
+    head = tmp_path / "head"
+    head.mkdir()
+    save_file({"lm_head.weight": torch.zeros(200, H), "model.norm.weight": torch.ones(H),
+               "model.embed_tokens.weight": torch.zeros(200, H)}, str(head / "model.safetensors"))
+    (head / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": H, "vocab_size": 200,
+                                                  "num_hidden_layers": 4}))
+    folder = _dump(tmp_path / "d", _sample())
+    code = main(["acceptance", str(trained.drafter("k2")), "--hidden-states", str(folder), "--target-head", str(head)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "vocabulary mismatch" in err[0]
+
+
+def test_empty_folder_fifo_and_links_out(trained, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert "no hidden-state dump files" in _error(capsys, trained, tmp_path / "empty")
+    fifo = tmp_path / "fifo" / "rows_0-2000"
+    fifo.mkdir(parents=True)
+    os.mkfifo(fifo / "data_0.ckpt")
+    assert "FIFO" in _error(capsys, trained, tmp_path / "fifo")        # refused unread, never waited on
+    secret = tmp_path / "secret.ckpt"
+    torch.save(_sample(), secret)
+    link = tmp_path / "link" / "rows_0-2000"
+    link.mkdir(parents=True)
+    (link / "data_0.ckpt").symlink_to(secret)
+    assert "outside" in _error(capsys, trained, tmp_path / "link")
+
+
+def test_gzip_samples_read_like_plain_ones(trained, tmp_path, capsys, good):
+    plain = _dump(tmp_path / "plain", good)
+    gz = tmp_path / "gz" / "rows_0-2000"
+    gz.mkdir(parents=True)
+    (gz / "data_0.ckpt.gz").write_bytes(gzip.compress((plain / "rows_0-2000" / "data_0.ckpt").read_bytes()))
+    a = _run(capsys, trained, plain, "--json")
+    b = _run(capsys, trained, tmp_path / "gz", "--json")
+    assert a[0] == b[0] == 0, (a, b)
+    ja, jb = json.loads(a[1]), json.loads(b[1])
+    assert ja["accept_length"] == jb["accept_length"] > 1 and ja["dump"]["coverage"] == 1.0
+
+
+def test_speculators_header_declaring_two_million_positions(trained, tmp_path, capsys):
+    from eaglekit.core.header import encode_header
+
+    folder = tmp_path / "spec"
+    folder.mkdir()
+    header, _ = encode_header({"hidden_states": ("BF16", (2_000_000, 4, H)), "token_ids": ("I64", (2_000_000,))})
+    (folder / "hs_0.safetensors").write_bytes(header + b"\0" * 64)
+    assert "hs_0.safetensors" in _error(capsys, trained, folder)
+
+
+def test_native_dump_hostile_manifests(trained, tmp_path, capsys):
+    from eaglekit.analysis.acceptance.target import dump_hidden_states
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(trained.prompts("k2").read_text().splitlines()[0] + "\n")
+    dump = dump_hidden_states(str(trained.target("k2")), prompts, tmp_path / "native", max_new_tokens=8,
+                              dtype="float32", progress=False)
+    manifest = json.loads((dump.path / "manifest.json").read_text())
+    manifest["target"] = "\x1b]52;c;ZXZpbA==\x07\x1b[2J" + str(trained.target("k2"))
+    (dump.path / "manifest.json").write_text(json.dumps(manifest))
+    code = main(["acceptance", str(trained.drafter("k2")), "--hidden-states", str(dump.path), "--steps", "2",
+                 "--embeddings", str(trained.target("k2"))])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "\x1b" not in out and "\\x1b]52" in out                      # shown, never obeyed
+    zero = tmp_path / "zero"
+    shutil.copytree(dump.path, zero)
+    (zero / "manifest.json").write_text(json.dumps({**manifest, "samples": 0}))
+    assert "0 samples" in _error(capsys, trained, zero)
+    fifo = tmp_path / "fifo-manifest"
+    fifo.mkdir()
+    os.mkfifo(fifo / "manifest.json")
+    assert "FIFO" in _error(capsys, trained, fifo)
+    zero_link = tmp_path / "zero-link"
+    zero_link.mkdir()
+    (zero_link / "manifest.json").symlink_to("/dev/zero")
+    assert "outside" in _error(capsys, trained, zero_link)
+    huge = tmp_path / "huge"
+    shutil.copytree(dump.path, huge)
+    with open(huge / "manifest.json", "r+b") as f:
+        f.truncate(3 * 1024 ** 3)                                    # sparse: 3 GiB declared, nothing read
+    assert "larger than" in _error(capsys, trained, huge)
+    private = tmp_path / "private.bin"
+    private.write_bytes(b"SECRET42" * 8)
+    linked = tmp_path / "linked"
+    shutil.copytree(dump.path, linked)
+    (linked / "sample-000000.safetensors").unlink()
+    (linked / "sample-000000.safetensors").symlink_to(private)
+    line = _error(capsys, trained, linked, "--embeddings", str(trained.target("k2")))
+    assert "outside" in line and "SECRET" not in line and str(int.from_bytes(b"SECRET42", "little")) not in line
+
+
+def test_a_training_dump_needs_the_target_head(trained, tmp_path, capsys):
+    folder = _dump(tmp_path / "d", _sample())
+    code = main(["acceptance", str(trained.drafter("k2")), "--hidden-states", str(folder)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--target-head" in err[0]
+
+
+def test_target_head_in_a_multimodal_wrapper(trained, tmp_path):
+    """Kimi-K2.5 style: language_model.* names, text_config; the head and norm found, the same tokens."""
+    from safetensors.torch import load_file, save_file
+
+    from eaglekit.analysis.acceptance.head import read_target_head
+
+    src = load_file(str(trained.target("k2") / "model.safetensors"))
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    save_file({"language_model.lm_head.weight": src["lm_head.weight"],
+               "language_model.model.norm.weight": src["model.norm.weight"],
+               "vision_tower.blocks.0.norm.weight": torch.ones(8)}, str(wrapped / "model.safetensors"))
+    cfg = json.loads((trained.target("k2") / "config.json").read_text())
+    (wrapped / "config.json").write_text(json.dumps({"model_type": "kimi_k25", "text_config": cfg}))
+    plain, wrap = read_target_head(str(trained.target("k2"))), read_target_head(str(wrapped))
+    assert wrap.names == ("language_model.lm_head.weight", "language_model.model.norm.weight")
+    assert wrap.num_hidden_layers == plain.num_hidden_layers == 4
+    x = torch.randn(5, H)
+    assert torch.equal(wrap.next_tokens(x, normed=False)[0], plain.next_tokens(x, normed=False)[0])
+
+
+def test_an_ambiguous_folder_needs_dump_format(trained, tmp_path, capsys):
+    from eaglekit.demo.dumps import write_training_dumps
+
+    prompt = json.loads(trained.prompts("k2").read_text().splitlines()[1])["input_ids"]
+    dirs = write_training_dumps(trained.target("k2"), tmp_path / "w", prompts=[prompt], max_new_tokens=12,
+                                formats=("speculators", "modelopt"))
+    mixed = tmp_path / "mixed"
+    shutil.copytree(dirs["modelopt"], mixed)
+    shutil.copy(dirs["speculators"] / "hidden_states" / "hs_0.safetensors", mixed)
+    assert "--dump-format" in _error(capsys, trained, mixed)
+    code, out, err = _run(capsys, trained, mixed, "--dump-format", "modelopt", "--json")
+    assert code == 0, err
+    assert json.loads(out)["dump"]["format"] == "modelopt"

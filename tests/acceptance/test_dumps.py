@@ -1,0 +1,201 @@
+"""Accept length from training pipelines' dumps (SpecForge, speculators, Model-Optimizer) on the trained
+demo world: the same figures as ``--target`` on greedy text, a slow reference on dataset text, one
+process == a 2-worker Dask cluster (a killed worker retried), and every conventions' definition."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.acceptance.dumps import measure_dump
+from eaglekit.analysis.acceptance.measure import measure_acceptance
+from eaglekit.analysis.acceptance.target import load_target_model
+from eaglekit.demo.dumps import FORMATS, dataset_texts, write_training_dumps
+
+N_PROMPTS, NEW = 5, 24
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one torch thread (two test processes on two cores starve otherwise)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def prompts(trained):
+    lines = trained.prompts("k2").read_text().splitlines()[:N_PROMPTS]
+    return [json.loads(line)["input_ids"] for line in lines]
+
+
+@pytest.fixture(scope="module")
+def greedy(trained, prompts, tmp_path_factory):
+    root = tmp_path_factory.mktemp("greedy") / "dumps"
+    return root, write_training_dumps(trained.target("k2"), root, prompts=prompts, max_new_tokens=NEW)
+
+
+@pytest.fixture(scope="module")
+def k2(trained):
+    return load_target_model(trained.target("k2"))
+
+
+@pytest.fixture(scope="module")
+def reference(trained, prompts, k2, tmp_path_factory):
+    """The same drafter measured with --target on the same prompts."""
+    f = tmp_path_factory.mktemp("prompts") / "p.jsonl"
+    f.write_text("".join(json.dumps({"input_ids": p}) + "\n" for p in prompts))
+    return measure_acceptance(trained.drafter("k2"), target=k2, prompts=f, max_new_tokens=NEW, steps=4,
+                              progress=False)
+
+
+def _masks(root, fmt):
+    f = root / f"{fmt}-loss-masks.jsonl"
+    return f if f.exists() else None
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_dumps_give_the_target_figures(trained, greedy, reference, fmt):
+    root, dirs = greedy
+    r = measure_dump(trained.drafter("k2"), dirs[fmt], target_head=str(trained.target("k2")), steps=4,
+                     loss_masks=_masks(root, fmt), progress=False)
+    assert r.format == fmt and r.coverage == 1.0 and r.files_read == N_PROMPTS
+    assert r.accept_length == reference.accept_length > 2.5
+    assert r.result.per_step_acceptance == reference.per_step_acceptance
+    assert r.result.accept_length_by_steps == reference.accept_length_by_steps
+    assert r.result.generated_tokens == reference.generated_tokens and r.result.cycles == reference.cycles
+    # the conventions, from their definitions
+    assert sum(r.vllm_per_position_acceptance) == pytest.approx(r.accept_length - 1)
+    c = [x for x in r.result.per_step_acceptance]
+    assert r.specforge_acc_len == pytest.approx(c[0] + c[0] * c[1] + c[0] * c[1] * c[2] + np.prod(c))
+    assert r.mean_request_accept_length == pytest.approx(np.mean(reference.per_prompt_accept_length))
+    out = r.to_json()
+    json.dumps(out, allow_nan=False)
+    assert out["dump"]["coverage"] == 1.0 and out["conventions"]["specforge_acc_len"]["printed_by"]
+
+
+def test_without_masks_every_position_counts(trained, greedy):
+    """Model-Optimizer stores no loss mask: prompt tokens then count too (and the note says so)."""
+    _root, dirs = greedy
+    r = measure_dump(trained.drafter("k2"), dirs["modelopt"], target_head=str(trained.target("k2")), steps=4,
+                     progress=False)
+    assert r.assistant_tokens > N_PROMPTS * NEW and "no loss mask" in " ".join(r.result.notes)
+
+
+def test_temperature_uses_the_same_head(trained, greedy, prompts, k2, tmp_path):
+    _root, dirs = greedy
+    f = tmp_path / "p.jsonl"
+    f.write_text("".join(json.dumps({"input_ids": p}) + "\n" for p in prompts[:2]))
+    ref = measure_acceptance(trained.drafter("k2"), target=k2, prompts=f, max_new_tokens=NEW, steps=3,
+                             temperature=0.7, progress=False)
+    r = measure_dump(trained.drafter("k2"), dirs["specforge"], target_head=str(trained.target("k2")), steps=3,
+                     temperature=0.7, limit=2, progress=False)
+    assert r.result.expected_acceptance == pytest.approx(ref.expected_acceptance, rel=1e-5)
+    assert 0 < r.result.expected_acceptance[0] < 1
+
+
+# -- dataset text: coverage drops, the figure follows the definition -----------------------------------------
+def _slow_reference(trained, texts, steps):
+    """The definition, step by step: the target's greedy token from its own logits; a cycle at base t drafts
+    base by base (the engine's way, draft_loop) and accepts leading matches inside greedy-consistent assistant
+    spans; the next cycle starts after the bonus token."""
+    model = load_target_model(trained.target("k2")).model
+    drafter = DraftModel.load(trained.drafter("k2"), embeddings=trained.target("k2"))
+    gen = cyc = 0
+    cond, acc = np.zeros(steps), np.zeros(steps)
+    asst = ok_total = 0
+    for seq, start in texts:
+        x = torch.tensor([seq])
+        with torch.no_grad():
+            out = model(x, output_hidden_states=True, use_cache=False)
+        tgt = out.logits[0].argmax(-1)
+        T = len(seq)
+        ok = [t >= start and seq[t] == int(tgt[t - 1]) for t in range(1, T)]
+        asst += sum(1 for t in range(1, T) if t >= start)
+        ok_total += sum(ok)
+        aux = torch.stack([out.hidden_states[i][0] for i in (1, 2, 3)])
+        h = drafter.project(aux)
+        t = 1
+        while t < T:
+            if not ok[t - 1]:
+                t += 1
+                continue
+            a = t
+            while t < T and ok[t - 1]:
+                t += 1
+            b = t - 1
+            if b - a < 1:
+                continue
+            drafts = drafter.draft_loop(h[:T - 1], x[0, 1:], steps, bases=torch.arange(a - 1, b - 1))
+            m = []
+            for col, base in enumerate(range(a - 1, b - 1)):
+                n = 0
+                for j in range(1, steps + 1):
+                    if base + j > b - 1 or int(drafts[j - 1, col]) != int(tgt[base + j]):
+                        break
+                    n += 1
+                m.append(n)
+                for j in range(1, steps + 1):
+                    if base + j <= b - 1 and n >= j - 1:
+                        cond[j - 1] += 1
+                        acc[j - 1] += n >= j
+            i, G = 0, b - a
+            while i < G:
+                i += min(m[i], steps) + 1
+                cyc += 1
+            gen += G
+    return gen / cyc, cond, acc, ok_total / asst
+
+
+def test_dataset_text_coverage_and_slow_reference(trained, tmp_path):
+    texts = dataset_texts(4)
+    dirs = write_training_dumps(trained.target("k2"), tmp_path / "d", prompts=[], texts=texts, formats=("specforge",))
+    r = measure_dump(trained.drafter("k2"), dirs["specforge"], target_head=str(trained.target("k2")), steps=3,
+                     progress=False)
+    al, cond, acc, coverage = _slow_reference(trained, texts, 3)
+    assert 0.3 < r.coverage < 1.0 and r.coverage == pytest.approx(coverage)
+    assert r.accept_length == pytest.approx(al, rel=1e-12)
+    assert r.result.per_step_acceptance == pytest.approx(tuple(acc / cond))
+    assert r.spans > len(texts)
+
+
+# -- scale: sampling, Dask ------------------------------------------------------------------------------------
+def test_sample_is_seeded_and_has_an_interval(trained, greedy):
+    _root, dirs = greedy
+    kw = {"target_head": str(trained.target("k2")), "steps": 4, "sample": 3, "seed": 5, "progress": False}
+    a = measure_dump(trained.drafter("k2"), dirs["specforge"], **kw)
+    b = measure_dump(trained.drafter("k2"), dirs["specforge"], **kw)
+    assert a.files_read == 3 and a.to_json() == b.to_json() and a.sampled
+    lo, hi = a.interval
+    assert lo <= a.accept_length <= hi and hi - lo > 0
+    first = measure_dump(trained.drafter("k2"), dirs["specforge"], **{**kw, "sample": None, "limit": 2})
+    assert first.files_read == 2 and not first.sampled and first.interval is None
+
+
+def test_two_dask_workers_equal_one_process_even_when_a_worker_dies(trained, greedy, tmp_path):
+    from distributed import Client, LocalCluster
+
+    _root, dirs = greedy
+    kw = {"target_head": str(trained.target("k2")), "steps": 4, "progress": False}
+    single = measure_dump(trained.drafter("k2"), dirs["specforge"], **kw)
+    marker = tmp_path / "killed-once"
+
+    def kill_once(index: int) -> None:   # pickled by value to the workers
+        import os
+
+        if index == 3 and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        spread = measure_dump(trained.drafter("k2"), dirs["specforge"], scheduler=client, hook=kill_once, **kw)
+    assert marker.exists()                      # a worker did die mid-run
+    a, b = single.to_json(), spread.to_json()
+    assert a["dump"].pop("ran_on") == "this process" and b["dump"].pop("ran_on").startswith("a Dask cluster")
+    assert a == b
