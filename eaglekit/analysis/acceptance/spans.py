@@ -77,16 +77,17 @@ def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: to
         reached = (m[None, :] >= j - 1) & avail
         conditioned = reached.sum(1).numpy()
         accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
-        soft = None
+        soft_sum = soft = None
         if temperature > 0:
-            soft = np.zeros(steps)
+            soft = np.zeros((steps, G))                                     # (K, G): per base, 0 where not reached
             for s in range(steps):
                 sel = reached[s].nonzero().flatten()
                 if len(sel):
                     p = target_probs[idx[s, sel]]                            # (n, N)
                     q = torch.softmax(out.logits[s][bases[sel] - start].float().cpu() / temperature, -1)
-                    soft[s] = float(torch.minimum(p, q).sum())
-        result.append(SampleStats(m.numpy(), G, conditioned, accepted, soft))
+                    soft[s, sel.numpy()] = torch.minimum(p, q).sum(-1).double().numpy()
+            soft_sum = soft.sum(1)                                          # (K,)
+        result.append(SampleStats(m.numpy(), G, conditioned, accepted, soft_sum, soft))
     return result
 
 
