@@ -132,10 +132,10 @@ class SearchResults:
                 return hit
         raise KeyError(f"{key!r} is not among the {len(self.hits)} drafters found.")
 
-    def with_target(self, target: Any, *, endpoint: str | None = None, token: str | bool | None = None,
+    def with_target(self, target: Any, *, endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
                     label: str | None = None) -> SearchResults:
         """The same drafters judged against ``target`` and re-ranked, fitting first: no new search."""
-        config = load_target_config(target, endpoint=endpoint, token=token)
+        config = load_target_config(target, endpoint=endpoint, timeout=timeout, token=token)
         hits = sorted((_fit(replace(h, fits_target=None, why=None), config) for h in self.hits), key=_rank)
         return replace(self, hits=tuple(hits), target=label or _target_label(target), target_config=config)
 
@@ -258,7 +258,7 @@ def _plural(n: int, noun: str) -> str:
 
 
 def find_drafters(query: str | None = None, *, target: Any = None, author: str | None = None, limit: int = 1000,
-                  endpoint: str | None = None, token: str | bool | None = None, workers: int = 8) -> SearchResults:
+                  endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None, workers: int = 8) -> SearchResults:
     """Search the Hub for EAGLE-3 drafters; with ``target``, mark and rank the ones that fit it.
 
     ``query``: text the repo id must contain (the Hub's search); None lists every model, most
@@ -278,11 +278,11 @@ def find_drafters(query: str | None = None, *, target: Any = None, author: str |
 
     endpoint = check_endpoint(endpoint or constants.ENDPOINT)
     # read the target first: a bad one fails before the listing
-    target_config = load_target_config(target, endpoint=endpoint, token=token) if target is not None else None
-    models = _list_models(endpoint, token, query=query, author=author, limit=limit)
+    target_config = load_target_config(target, endpoint=endpoint, timeout=timeout, token=token) if target is not None else None
+    models = _list_models(endpoint, token, query=query, author=author, limit=limit, timeout=timeout)
     candidates = [m for m in models if _is_candidate(m)]
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(candidates)))) as pool:
-        fetched = list(pool.map(lambda m: _fetch_config(m.id, endpoint, token), candidates))
+        fetched = list(pool.map(lambda m: _fetch_config(m.id, endpoint, token, timeout), candidates))
     hits, excluded = [], []
     for model, (data, problem) in zip(candidates, fetched):
         hit = _summarise(model, data, problem)
@@ -304,7 +304,7 @@ def _target_label(target: Any) -> str | None:
     return target.source if isinstance(target, TargetConfig) else "the target config"
 
 
-def load_target_config(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> TargetConfig:
+def load_target_config(target: Any, *, endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None) -> TargetConfig:
     """The target model's config (see :func:`find_drafters`), read and normalised (text_config aware)."""
 
     if isinstance(target, TargetConfig):
@@ -317,13 +317,13 @@ def load_target_config(target: Any, *, endpoint: str | None = None, token: str |
     if re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not os.path.exists(text):
         text = f"hf://{text}"
     shown = redact_text(text)
-    raw = load_config(text, kind="target", endpoint=endpoint, token=token,
+    raw = load_config(text, kind="target", endpoint=endpoint, timeout=timeout, token=token,
                       label=f"Target {redact_text(os.fspath(target))!r}")
     return normalize_target(raw, source=shown if shown.endswith(".json") else f"{shown.rstrip('/')}/config.json")
 
 
 def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, author: str | None,
-                 limit: int) -> list:
+                 limit: int, timeout: float | None = None) -> list:
     """Page through ``/api/models`` (Link headers) until ``limit`` models; no retries, no sleeping."""
 
     params: list[tuple[str, str]] = [*([("search", query)] if query else []),
@@ -332,7 +332,7 @@ def _list_models(endpoint: str, token: str | bool | None, *, query: str | None, 
                                      *(("expand", field) for field in EXPAND)]
     models: list = []
     what = f"Hub search at {redact_text(endpoint)}"
-    for page in hub_json_pages(f"{endpoint}/api/models", what=what, endpoint=endpoint, params=params, token=token):
+    for page in hub_json_pages(f"{endpoint}/api/models", what=what, endpoint=endpoint, timeout=timeout, params=params, token=token):
         models.extend(_model_info(item, what) for item in page)
         if len(models) >= limit:
             break
@@ -363,11 +363,12 @@ def _is_candidate(model) -> bool:
     return any(hint in words for hint in _HINTS) or any(_DRAFTER_TAG.fullmatch(t) for t in model.tags or ())
 
 
-def _fetch_config(repo: str, endpoint: str, token: str | bool | None) -> tuple[bytes | None, str | None]:
+def _fetch_config(repo: str, endpoint: str, token: str | bool | None,
+                  timeout: float | None = None) -> tuple[bytes | None, str | None]:
     """(config.json bytes or None when absent, None) or (None, why it could not be read)."""
 
     try:
-        return HubSource(repo, endpoint=endpoint, token=token).read_small("config.json", _CONFIG_LIMIT), None
+        return HubSource(repo, endpoint=endpoint, timeout=timeout, token=token).read_small("config.json", _CONFIG_LIMIT), None
     except (OfflineError, RateLimitError):  # concerns the whole search, not this candidate
         raise
     except LocationError as e:  # gone since the listing, gated, private, too large, malformed id, stalled

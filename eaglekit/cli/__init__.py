@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        with _deadline(getattr(args, "timeout", None)), _visible_stdout():
+        with _visible_stdout():
             return int(args.func(args) or 0)
     except EaglekitError as e:
         print(f"eaglekit {args.command}: error: {_one_line(str(e))}", file=sys.stderr)
@@ -50,17 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-
-
-def _deadline(seconds: float | None):
-    """``--timeout``: every remote request's total deadline while the command runs."""
-    if seconds is None:
-        from contextlib import nullcontext
-
-        return nullcontext()
-    from eaglekit.io.sources.http import timeout_override
-
-    return timeout_override(seconds)
 
 
 class _VisibleWriter:

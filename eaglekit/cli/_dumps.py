@@ -77,6 +77,6 @@ def run_dump(args: argparse.Namespace) -> int:
         temperature=args.temperature, aux_layers=args.aux_layers, final_norm=args.final_norm,
         all_positions=args.all_positions, loss_masks=args.loss_masks, limit=args.limit, sample=args.sample,
         seed=args.seed, scheduler=args.scheduler, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint)
+        endpoint=args.endpoint, timeout=args.timeout)
     emit(result, args)
     return 0

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint, trust_remote_code=args.trust_remote_code)
+        endpoint=args.endpoint, timeout=args.timeout, trust_remote_code=args.trust_remote_code)
     for note in result.notes:  # what may make the figure measure something else, also where --json hides it
         if note.startswith("warning: "):
             print(f"eaglekit acceptance: {note}", file=sys.stderr)
@@ -93,7 +93,7 @@ def _run_templates(args: argparse.Namespace) -> int:
         raise InputError("--chat-template / --compare-templates measure at temperature 0 with the drafter's own aux "
                          "convention; drop --temperature / --aux-convention.")
     common = dict(target=args.target, prompts=args.prompts, max_new_tokens=args.max_new_tokens, steps=args.steps,
-                  device=args.device, dtype=args.dtype, endpoint=args.endpoint)
+                  device=args.device, dtype=args.dtype, endpoint=args.endpoint, timeout=args.timeout)
     if args.compare_templates is not None:
         out = compare_templates(args.drafter, a=args.compare_templates[0], b=args.compare_templates[1], **common)
     else:

@@ -35,6 +35,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.compat.check import check
 
-    report = check(args.drafter, target=args.target, engine=args.engine, full=args.full, endpoint=args.endpoint)
+    report = check(args.drafter, target=args.target, engine=args.engine, full=args.full, endpoint=args.endpoint, timeout=args.timeout)
     emit(report, args)
     return report.exit_code

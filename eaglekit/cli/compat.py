@@ -31,6 +31,6 @@ def run(args: argparse.Namespace) -> int:
         target = f" --target {args.target}" if args.target else " --target T"
         raise InputError(f"compat compares two drafters; to check one drafter against a target run: "
                          f"eaglekit check {args.a}{target}")
-    report = compat(args.a, args.b, target=args.target, endpoint=args.endpoint)
+    report = compat(args.a, args.b, target=args.target, endpoint=args.endpoint, timeout=args.timeout)
     emit(report, args)
     return report.exit_code

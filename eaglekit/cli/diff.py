@@ -24,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.core.redact import location_label
     from eaglekit.io.reader import load_config
 
-    a = load_config(args.a, endpoint=args.endpoint)
-    b = load_config(args.b, endpoint=args.endpoint)
+    a = load_config(args.a, endpoint=args.endpoint, timeout=args.timeout)
+    b = load_config(args.b, endpoint=args.endpoint, timeout=args.timeout)
     diff = diff_configs(a, b, a_name=location_label(args.a), b_name=location_label(args.b))
     emit(diff, args)
     return 0

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     full = True if args.full else (False if args.budget else None)
     report = drift(args.a, args.b, drafter=args.drafter, tokenizer=tokenizer, full=full, budget=args.budget,
                    scheduler=args.scheduler, seed=args.seed, hidden=tuple(args.hidden) if args.hidden else None,
-                   endpoint=args.endpoint, security=security, progress=sys.stderr.isatty())
+                   endpoint=args.endpoint, timeout=args.timeout, security=security, progress=sys.stderr.isatty())
     if args.html:
         from eaglekit.view.drift_figures import save_drift_page
 

@@ -56,21 +56,21 @@ def run(args: argparse.Namespace) -> int:
     target = load_target_model(args.target, device=args.device, trust_remote_code=args.trust_remote_code)
     layers = args.layers
     if args.for_drafter is not None:
-        layers = drafter_layers(args.for_drafter, target.num_hidden_layers, endpoint=args.endpoint)
+        layers = drafter_layers(args.for_drafter, target.num_hidden_layers, endpoint=args.endpoint, timeout=args.timeout)
     dump = dump_hidden_states(target, args.prompts, args.out, layers=layers, max_new_tokens=args.max_new_tokens,
                               dtype=args.dtype)
     print(f"wrote {len(dump)} samples to {dump.path} (hidden states {list(dump.layers)}, {dump.manifest.dtype})")
     return 0
 
 
-def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None) -> list[int]:
+def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None, timeout: float | None = None) -> list[int]:
     """output_hidden_states indices a drafter reads under either aux convention."""
     from eaglekit.analysis.acceptance.draft_model import hidden_state_indices
     from eaglekit.core.layers import default_aux_layers
     from eaglekit.core.config import normalize_config
     from eaglekit.io.reader import load_config
 
-    cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint), source=drafter)
+    cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint, timeout=timeout), source=drafter)
     out: set[int] = set()
     for conv in ("outputs", "inputs"):
         ids = cfg.aux_layer_ids or default_aux_layers(num_layers, convention=conv)

@@ -44,6 +44,6 @@ def run(args: argparse.Namespace) -> int:
 
     result = export(args.drafter, args.out, target=args.target, vocab_map=args.vocab_map, format=args.format,
                     engine=args.engine, embed_from_target=args.embed_from_target, force=args.force,
-                    endpoint=args.endpoint)
+                    endpoint=args.endpoint, timeout=args.timeout)
     emit(result, args)
     return 0

@@ -21,6 +21,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from eaglekit.io.reader import read_inventory
 
-    inv = read_inventory(args.location, endpoint=args.endpoint, progress=None if sys.stderr.isatty() else False)
+    inv = read_inventory(args.location, endpoint=args.endpoint, timeout=args.timeout, progress=None if sys.stderr.isatty() else False)
     emit(inv, args)
     return 0

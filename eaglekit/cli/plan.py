@@ -103,6 +103,6 @@ def run(args: argparse.Namespace) -> int:
     result = plan(acceptance, costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
                   tp=args.tp, context=args.context, calibrate_points=[_point(c) for c in args.calibrate],
                   batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,
-                  endpoint=args.endpoint)
+                  endpoint=args.endpoint, timeout=args.timeout)
     emit(result, args)
     return 0

@@ -40,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.search import find_drafters
 
     results = find_drafters(args.query, target=args.target, author=args.author, limit=args.limit,
-                            endpoint=args.endpoint)
+                            endpoint=args.endpoint, timeout=args.timeout)
     emit(results, args)
     return 0

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         check_writable(args.html, "--html")
     report = similarity(args.a, args.b, tensors=args.tensors, grid=tuple(args.grid), device=args.device,
-                        endpoint=args.endpoint, progress=sys.stderr.isatty())
+                        endpoint=args.endpoint, timeout=args.timeout, progress=sys.stderr.isatty())
     # An incompatible pair: no weight tensor compared, only d2t/t2d at most. Say why, exit 4 as compat does.
     if not report.tensors and (not report.buffers or report.mismatched):
         emit(report, args)

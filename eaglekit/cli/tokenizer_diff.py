@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from eaglekit.io.tokenizer import drafter_claims, tokenizer_diff
 
-    diff = tokenizer_diff(args.a, args.b, endpoint=args.endpoint)
-    claims = drafter_claims(args.drafter, endpoint=args.endpoint) if args.drafter else None
+    diff = tokenizer_diff(args.a, args.b, endpoint=args.endpoint, timeout=args.timeout)
+    claims = drafter_claims(args.drafter, endpoint=args.endpoint, timeout=args.timeout) if args.drafter else None
     if args.json:
         out = diff.to_json()
         if claims is not None:

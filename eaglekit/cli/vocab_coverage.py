@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         check_map_path(args.out)
     cov = vocab_coverage(args.drafter, target=args.target, prompts=args.prompts, hidden_states=args.hidden_states,
                          chat_template=args.chat_template, max_new_tokens=args.max_new_tokens, device=args.device,
-                         endpoint=args.endpoint)
+                         endpoint=args.endpoint, timeout=args.timeout)
     written = write_vocab_map(args.out, cov.recommended_d2t, cov.recommended_t2d) if args.out else None
     if args.json:
         out = cov.to_json()

@@ -79,17 +79,17 @@ def read_rows(ckpt, t, start: int, count: int, row_bytes: int):
     return x.float().numpy() if x.dtype.is_floating_point else np.asarray(x)
 
 
-def open_target(target, *, endpoint: str | None = None, token: str | bool | None = None):
+def open_target(target, *, endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None):
     """(checkpoint or None, config dict) for a target given as a config file, a folder or a location."""
     ckpt = None
     try:
-        ckpt = open_checkpoint(target, endpoint=endpoint, token=token)
+        ckpt = open_checkpoint(target, endpoint=endpoint, timeout=timeout, token=token)
     except NotFoundError:
         pass  # a config without weights: the config checks still run
     config = ckpt.inventory.config if ckpt is not None else None
     if config is None:
         try:
-            config = load_config(target, kind="target", endpoint=endpoint, token=token)
+            config = load_config(target, kind="target", endpoint=endpoint, timeout=timeout, token=token)
         except BaseException:
             if ckpt is not None:
                 ckpt.close()

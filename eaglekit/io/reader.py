@@ -192,11 +192,11 @@ class Checkpoint:
         return to_torch(self.read_bytes(name), t.dtype, t.shape, name=name)
 
 
-def open_checkpoint(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
+def open_checkpoint(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None, timeout: float | None = None,
                     token: str | bool | None = None, progress: bool | None = None) -> Checkpoint:
     """Open a checkpoint and read its inventory from headers alone (plus config.json when present)."""
     loc = location if isinstance(location, Location) else parse_location(location)
-    source, loc = open_source(loc, endpoint=endpoint, token=token)
+    source, loc = open_source(loc, endpoint=endpoint, timeout=timeout, token=token)
     try:
         if source.kind in PROBE_KINDS and (not loc.filename or loc.filename == CONFIG_NAME):
             files, weight_map, headers, config = _probe(source, progress=progress)
@@ -213,21 +213,21 @@ def open_checkpoint(location: str | os.PathLike[str] | Location, *, endpoint: st
 
 
 @contextmanager
-def opened(location: str | os.PathLike[str] | Location | Checkpoint, *, endpoint: str | None = None,
+def opened(location: str | os.PathLike[str] | Location | Checkpoint, *, endpoint: str | None = None, timeout: float | None = None,
            token: str | bool | None = None) -> Iterator[Checkpoint]:
     """A checkpoint for the duration of a ``with``: an already open one is used (and left open),
     anything else is opened and closed. Lets callers open a drafter once and hand it to several steps."""
     if isinstance(location, Checkpoint):
         yield location
         return
-    with open_checkpoint(location, endpoint=endpoint, token=token) as ckpt:
+    with open_checkpoint(location, endpoint=endpoint, timeout=timeout, token=token) as ckpt:
         yield ckpt
 
 
-def read_inventory(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
+def read_inventory(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None, timeout: float | None = None,
                    token: str | bool | None = None, progress: bool | None = None) -> Inventory:
     """Every tensor's name, dtype and shape, from headers alone, wherever the checkpoint lives."""
-    with open_checkpoint(location, endpoint=endpoint, token=token, progress=progress) as ckpt:
+    with open_checkpoint(location, endpoint=endpoint, timeout=timeout, token=token, progress=progress) as ckpt:
         return ckpt.inventory
 
 
@@ -289,14 +289,14 @@ __all__ = ["Checkpoint", "open_checkpoint", "read_inventory", "read_header", "re
            "load_config", "opened"]
 
 
-def load_config(location: str | os.PathLike[str] | Location, *, kind: str = "any", endpoint: str | None = None,
+def load_config(location: str | os.PathLike[str] | Location, *, kind: str = "any", endpoint: str | None = None, timeout: float | None = None,
                 token: str | bool | None = None, label: str | None = None) -> dict[str, Any]:
     """A config.json from a file path or any location (the config.json beside the weights).
 
     ``label`` names the location in the not-found message (default: the location itself)."""
 
     loc = location if isinstance(location, Location) else parse_location(location)
-    source, loc = open_source(loc, endpoint=endpoint, token=token)
+    source, loc = open_source(loc, endpoint=endpoint, timeout=timeout, token=token)
     with source:
         name = loc.filename if loc.filename and loc.filename.endswith(".json") \
             and not loc.filename.endswith(".index.json") else CONFIG_NAME

@@ -37,17 +37,17 @@ LIMITS: Mapping[str, int] = {
 }
 
 
-def read_tokenizer(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
+def read_tokenizer(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None, timeout: float | None = None,
                    token: str | bool | None = None) -> TokenizerFiles:
     """The tokenizer files of a target folder, Hub repo, URL or SSH path (a file location means its folder)."""
-    raw = _read_files(location, endpoint=endpoint, token=token, required=True)
+    raw = _read_files(location, endpoint=endpoint, timeout=timeout, token=token, required=True)
     label = str(location.raw if isinstance(location, Location) else location)
     return parse_tokenizer_files(raw, source=label)
 
 
-def _read_files(location, *, endpoint, token, required: bool) -> dict[str, bytes]:
+def _read_files(location, *, endpoint, timeout, token, required: bool) -> dict[str, bytes]:
     loc = location if isinstance(location, Location) else parse_location(location)
-    source, loc = open_source(loc, endpoint=endpoint, token=token)
+    source, loc = open_source(loc, endpoint=endpoint, timeout=timeout, token=token)
     raw: dict[str, bytes] = {}
     with source:
         listing = source.list() if source.kind == "ssh" else None  # local reads refuse FIFOs and links out
@@ -71,11 +71,11 @@ def _read_files(location, *, endpoint, token, required: bool) -> dict[str, bytes
     return raw
 
 
-def tokenizer_diff(a: str | os.PathLike[str], b: str | os.PathLike[str], *, endpoint: str | None = None,
+def tokenizer_diff(a: str | os.PathLike[str], b: str | os.PathLike[str], *, endpoint: str | None = None, timeout: float | None = None,
                    token: str | bool | None = None) -> TokenizerDiff:
     """Two targets' tokenizers and chat templates compared (``eaglekit tokenizer-diff A B``)."""
-    return diff_tokenizers(read_tokenizer(a, endpoint=endpoint, token=token),
-                           read_tokenizer(b, endpoint=endpoint, token=token))
+    return diff_tokenizers(read_tokenizer(a, endpoint=endpoint, timeout=timeout, token=token),
+                           read_tokenizer(b, endpoint=endpoint, timeout=timeout, token=token))
 
 
 @dataclass(frozen=True)
@@ -107,12 +107,12 @@ class DrafterClaims:
                 "tokenizer": self.tokenizer.to_json() if self.tokenizer is not None else None}
 
 
-def drafter_claims(drafter: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
+def drafter_claims(drafter: str | os.PathLike[str] | Location, *, endpoint: str | None = None, timeout: float | None = None,
                    token: str | bool | None = None) -> DrafterClaims:
     """The verifier a drafter's config names (speculators ``speculators_config.verifier.name_or_path``) and
     the tokenizer files saved beside its weights, if any."""
     loc = drafter if isinstance(drafter, Location) else parse_location(drafter)
-    source, loc = open_source(loc, endpoint=endpoint, token=token)
+    source, loc = open_source(loc, endpoint=endpoint, timeout=timeout, token=token)
     with source:
         raw = source.read_small("config.json")
     verifier = None
@@ -122,6 +122,6 @@ def drafter_claims(drafter: str | os.PathLike[str] | Location, *, endpoint: str 
         ver = spec.get("verifier") if isinstance(spec, dict) else None
         name = ver.get("name_or_path") if isinstance(ver, dict) else None
         verifier = name if isinstance(name, str) else None
-    files = _read_files(loc, endpoint=endpoint, token=token, required=False)
+    files = _read_files(loc, endpoint=endpoint, timeout=timeout, token=token, required=False)
     tok = parse_tokenizer_files(files, source=loc.raw) if files else None
     return DrafterClaims(loc.raw, verifier, tok)

@@ -470,3 +470,18 @@ def test_sftp_shard_linked_outside_the_folder_is_refused(sshd, monkeypatch):
         with pytest.raises(LocationError, match="outside the checkpoint folder"):
             src.read("model.safetensors", 0, 8)
         assert src.read_small("inner.json") == b"{}"  # a link that stays inside is fine
+
+
+# -- the timeout travels down the calls, as huggingface_hub passes timeout= ----------------------------
+@pytest.mark.parametrize("location", ["{url}/silent/model.safetensors", "hf://acme/eagle3-x"])
+def test_the_library_takes_the_timeout_as_an_argument(server, location):
+    """No process-wide setting: the deadline given to read_inventory reaches the HTTP and Hub sources."""
+    from eaglekit import read_inventory
+    from eaglekit.core.errors import EaglekitError
+
+    with pytest.raises(EaglekitError, match=r"within 0\.5 s"):
+        read_inventory(location.format(url=server.url("").rstrip("/")), endpoint=server.url("silent"),
+                       timeout=0.5, progress=False)
+    import eaglekit.io.sources.http as http
+
+    assert not hasattr(http, "timeout_override") and not hasattr(http, "_timeout_override")

@@ -27,10 +27,10 @@ from eaglekit.io.dumps.native import open_dump
 from eaglekit.io.reader import open_checkpoint
 
 
-def drafter_map(drafter, *, endpoint: str | None = None) -> tuple[np.ndarray, int, str, tuple[str, ...]]:
+def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None = None) -> tuple[np.ndarray, int, str, tuple[str, ...]]:
     """(d2t as an engine reads it, target vocabulary size, label, notes) of a drafter location. A missing
     d2t is read as engines read it: draft id i = target id i."""
-    with open_checkpoint(drafter, endpoint=endpoint) as ck:
+    with open_checkpoint(drafter, endpoint=endpoint, timeout=timeout) as ck:
         if ck.inventory.config is None:
             raise ConfigError(f"{ck.location.raw} has no config.json: the draft vocabulary size is in it.")
         cfg = normalize_config(ck.inventory.config, source=f"{ck.location.raw}/config.json")
@@ -90,10 +90,10 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
 
 def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, chat_template=None,
                    max_new_tokens: int = 64, steps: int = 5, device: str = "cpu", dtype: str = "float32",
-                   endpoint: str | None = None, progress: bool | None = None) -> Coverage:
+                   endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None) -> Coverage:
     """The drafter's draft vocabulary against the target's output tokens on your traffic, and the map
     SpecForge's rule would build from that traffic (:class:`~eaglekit.core.coverage.Coverage`)."""
-    d2t, vocab, label, notes = drafter_map(drafter, endpoint=endpoint)
+    d2t, vocab, label, notes = drafter_map(drafter, endpoint=endpoint, timeout=timeout)
     seqs = traffic_tokens(target=target, prompts=prompts, hidden_states=hidden_states, chat_template=chat_template,
                           max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress)
     where = f"dump {hidden_states}" if hidden_states is not None else \

@@ -166,14 +166,14 @@ class DraftModel:
     @classmethod
     def load(cls, location: str | os.PathLike[str] | Checkpoint, *, embed: torch.Tensor | None = None,
              embeddings: str | os.PathLike[str] | None = None, device: str = "cpu",
-             dtype: str | torch.dtype = "float32", endpoint: str | None = None) -> DraftModel:
+             dtype: str | torch.dtype = "float32", endpoint: str | None = None, timeout: float | None = None) -> DraftModel:
         """Read a drafter's weights with the kit's reader (local, Hub, HTTP, SSH).
 
         The input embedding comes from the drafter's own ``embed_tokens.weight`` when it has one, else
         ``embed`` (a tensor, e.g. a loaded target's), else the target checkpoint at ``embeddings``
         (only its embedding tensor is read)."""
         torch_dtype = _dtype(dtype)
-        ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint)
+        ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint, timeout=timeout)
         try:
             where = ckpt.inventory.source
             if ckpt.inventory.config is None:
@@ -196,7 +196,7 @@ class DraftModel:
             if not isinstance(location, Checkpoint):
                 ckpt.close()
         if embed is None and embeddings is not None:
-            embed = read_embeddings(embeddings, endpoint=endpoint)
+            embed = read_embeddings(embeddings, endpoint=endpoint, timeout=timeout)
         if embed is None:
             raise InputError(f"{where} has no embed_tokens.weight (drafters take the target's frozen embedding): "
                              "give the target (--target) or a checkpoint that holds its embedding (--embeddings).")
@@ -397,9 +397,9 @@ def check_layout(config: DrafterConfig, names: set[str], *, where: str) -> Layou
     return layout
 
 
-def read_embeddings(location: str | os.PathLike[str], *, endpoint: str | None = None) -> torch.Tensor:
+def read_embeddings(location: str | os.PathLike[str], *, endpoint: str | None = None, timeout: float | None = None) -> torch.Tensor:
     """A target checkpoint's input embedding, read by range (only that tensor's bytes)."""
-    with open_checkpoint(location, endpoint=endpoint) as ckpt:
+    with open_checkpoint(location, endpoint=endpoint, timeout=timeout) as ckpt:
         name = next((n for n in EMBED_NAMES if n in ckpt.inventory), None)
         if name is None:
             name = next((n for n in ckpt.inventory.names if n.endswith("embed_tokens.weight")), None)

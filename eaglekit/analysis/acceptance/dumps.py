@@ -74,6 +74,7 @@ class DumpTask:
     normed: bool
     all_positions: bool
     masks: dict[str, tuple[int, ...]] | None = None
+    timeout: float | None = None   # seconds per remote request (the caller's --timeout)
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,10 @@ def _weights(task: DumpTask):
     key = (task.drafter, task.head, task.embeddings, task.endpoint, task.device, task.dtype)
     if key not in _LOADED:
         dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[task.dtype]
-        head = read_target_head(task.head, device=task.device, dtype=dtype, endpoint=task.endpoint)
+        head = read_target_head(task.head, device=task.device, dtype=dtype, endpoint=task.endpoint,
+                                timeout=task.timeout)
         model = DraftModel.load(task.drafter, embeddings=task.embeddings or task.head, device=task.device,
-                                dtype=task.dtype, endpoint=task.endpoint)
+                                dtype=task.dtype, endpoint=task.endpoint, timeout=task.timeout)
         _check_fit(model, head)
         _LOADED.clear()
         _LOADED[key] = (model, head)
@@ -182,8 +184,8 @@ def _assistant(rec: DumpRecord, task: DumpTask):
 
 
 # -- running the tasks ---------------------------------------------------------------------------------
-def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_files: int, hook
-         ) -> tuple[list[FileStats], str]:
+def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_files: int, hook, *,
+         timeout: float | None = None) -> tuple[list[FileStats], str]:
     from tqdm.auto import tqdm
 
     results: list[FileStats] = []
@@ -205,16 +207,16 @@ def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_fil
                 done(run_task(t, hook))
             where = "this process"
         else:
-            where = _run_dask(tasks, scheduler, hook, done)
+            where = _run_dask(tasks, scheduler, hook, done, timeout=timeout)
     return sorted(results, key=lambda s: s.index), where
 
 
-def _run_dask(tasks: list[DumpTask], scheduler: Any, hook, done) -> str:
+def _run_dask(tasks: list[DumpTask], scheduler: Any, hook, done, *, timeout: float | None = None) -> str:
     """Submit every task to a Dask cluster; a lost worker's tasks are run again by Dask (counts are per
     file, so a re-run changes nothing)."""
     from distributed import KilledWorker, as_completed  # heavy: only on a cluster
 
-    with dask_client(scheduler) as client:
+    with dask_client(scheduler, timeout=timeout) as client:
         run = uuid.uuid4().hex[:12]
         futures = {client.submit(run_task, t, hook, key=f"eaglekit-acceptance-{run}-{k}", pure=False): t
                    for k, t in enumerate(tasks)}
@@ -237,7 +239,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                  all_positions: bool = False, loss_masks: str | os.PathLike[str] | None = None,
                  limit: int | None = None, sample: int | None = None, seed: int = 0, scheduler: Any = None,
                  device: str = "cpu", dtype: str = "float32", embeddings: str | None = None,
-                 endpoint: str | None = None, progress: bool | None = None,
+                 endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                  hook: Callable[[int], None] | None = None) -> DumpAcceptance:
     """Measure ``drafter`` on a training pipeline's hidden-state dump folder ``hidden_states``.
 
@@ -264,7 +266,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     norm = final_norm or dump.final_norm
     masks = _read_masks(loss_masks) if loss_masks is not None else None
 
-    cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint), source=str(drafter))
+    cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint, timeout=timeout), source=str(drafter))
     convention = trained_convention(cfg)
     if aux_layers is not None and cfg.aux_layer_ids and len(aux_layers) != len(cfg.aux_layer_ids):
         raise InputError(f"--aux-layers names {len(aux_layers)} layers but the drafter reads {len(cfg.aux_layer_ids)} "
@@ -280,10 +282,10 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         own = None if masks is None else {n: masks[n] for _, n in files if n in masks}   # this task's masks only
         tasks.append(DumpTask(dump.path, dump.format, files, str(drafter), str(target_head),
                               None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
-                              float(temperature), norm == "after-norm", all_positions, own))
-    files, where = _run(tasks, scheduler, progress, len(chosen), hook)
+                              float(temperature), norm == "after-norm", all_positions, own, timeout))
+    files, where = _run(tasks, scheduler, progress, len(chosen), hook, timeout=timeout)
 
-    num_layers = _text_config(load_config(target_head, endpoint=endpoint)).get("num_hidden_layers")
+    num_layers = _text_config(load_config(target_head, endpoint=endpoint, timeout=timeout)).get("num_hidden_layers")
     num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) else None
     ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
         default_aux_layers(num_layers, convention=convention) if num_layers else ()))

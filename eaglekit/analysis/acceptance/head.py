@@ -101,10 +101,10 @@ def text_config(config: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: str = "cpu",
-                     dtype: torch.dtype = torch.float32, endpoint: str | None = None) -> TargetHead:
+                     dtype: torch.dtype = torch.float32, endpoint: str | None = None, timeout: float | None = None) -> TargetHead:
     """Read a target's ``lm_head`` and final norm by range (only those tensors' bytes) from any
     location the kit reads."""
-    ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint)
+    ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint, timeout=timeout)
     try:
         where = ckpt.inventory.source
         cfg = text_config(ckpt.inventory.config)

@@ -309,7 +309,7 @@ def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
 def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
-                       endpoint: str | None = None, progress: bool | None = None,
+                       endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                        keep_samples: bool = False, trust_remote_code: bool = False) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
@@ -344,7 +344,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
         model = drafter if isinstance(drafter, DraftModel) else DraftModel.load(
-            drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint)
+            drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
         num_layers, hidden, vocab, tname = tmodel.num_hidden_layers, tmodel.hidden_size, tmodel.vocab_size, tmodel.name
     else:
 
@@ -360,7 +360,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             emb = embeddings
             if emb is None and m.target and Path(m.target).expanduser().exists():
                 emb = m.target
-            model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint)
+            model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
     _check_fit(model, hidden=hidden, vocab=vocab, target=tname)
     primary = aux_convention or trained_convention(model.config)
     conventions = (primary, other_convention(primary))

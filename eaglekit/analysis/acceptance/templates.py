@@ -212,7 +212,7 @@ def _segments(samples, prompt_ids, steps: int, opens: set[int], closes: set[int]
 
 
 def compare_templates(drafter, *, target, prompts, a, b, max_new_tokens: int = 64, steps: int = 5,
-                      device: str = "cpu", dtype: str = "float32", endpoint: str | None = None,
+                      device: str = "cpu", dtype: str = "float32", endpoint: str | None = None, timeout: float | None = None,
                       progress: bool | None = None) -> TemplateComparison:
     """Measure ``drafter`` on ``target`` with ``prompts`` rendered by template ``a`` and by ``b`` (paths,
     ``"raw"`` or :class:`Template`); see the module docstring."""
@@ -222,7 +222,7 @@ def compare_templates(drafter, *, target, prompts, a, b, max_new_tokens: int = 6
         raise InputError(f"{tmodel.name} has no tokenizer: templates render text, which needs one.")
     plist, _ = read_prompts(prompts) if isinstance(prompts, (str, os.PathLike)) else (tuple(prompts), "prompts")
     model = drafter if isinstance(drafter, DraftModel) else DraftModel.load(
-        drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint)
+        drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
     results, texts, ids = [], [], []
     for t in (ta, tb):
         rendered, text = render_prompts(t, plist, tmodel.tokenizer, vocab_size=tmodel.vocab_size)

@@ -504,14 +504,14 @@ def compare_embeddings(drafter, target, *, full: bool = False, rows: int = SAMPL
     return EmbedComparison(sum(c for _, c in spans), n, differing, first, full)
 
 
-def check(drafter, *, target=None, engine: str | None = None, full: bool = False, endpoint: str | None = None,
+def check(drafter, *, target=None, engine: str | None = None, full: bool = False, endpoint: str | None = None, timeout: float | None = None,
           token: str | bool | None = None, name: str | None = None, target_name: str | None = None) -> CheckReport:
     """Pre-serving checks for ``drafter`` (a location or an opened checkpoint) against ``target`` (a
     target config.json, folder or location; with weights, embed_tokens is compared by value)."""
 
     check_engine(engine)
-    with opened(drafter, endpoint=endpoint, token=token) as ck:
-        tck, tcfg = open_target(target, endpoint=endpoint, token=token) if target is not None else (None, None)
+    with opened(drafter, endpoint=endpoint, timeout=timeout, token=token) as ck:
+        tck, tcfg = open_target(target, endpoint=endpoint, timeout=timeout, token=token) if target is not None else (None, None)
         try:
             embed = None
             if tck is not None and embedding_of(ck.inventory) is not None:
@@ -520,24 +520,24 @@ def check(drafter, *, target=None, engine: str | None = None, full: bool = False
                                    engine=engine, name=name or location_label(ck.location.raw),
                                    target_name=target_name or (None if target is None
                                                                             else location_label(str(target))))
-            tokenizer = tokenizer_finding(ck.location, target, endpoint=endpoint, token=token)
+            tokenizer = tokenizer_finding(ck.location, target, endpoint=endpoint, timeout=timeout, token=token)
             return report if tokenizer is None else replace(report, findings=(*report.findings, tokenizer))
         finally:
             if tck is not None:
                 tck.close()
 
 
-def tokenizer_finding(drafter_location, target, *, endpoint=None, token=None) -> Finding | None:
+def tokenizer_finding(drafter_location, target, *, endpoint=None, timeout=None, token=None) -> Finding | None:
     """When a drafter ships tokenizer files (what it was trained with) and a target is given, whether the
     target's tokenizer and chat template are the same (``eaglekit tokenizer-diff`` names each difference);
     None when the drafter says nothing or the target has no tokenizer files."""
     if target is None or not isinstance(target, (str, os.PathLike)):
         return None
-    claims = drafter_claims(drafter_location, endpoint=endpoint, token=token)
+    claims = drafter_claims(drafter_location, endpoint=endpoint, timeout=timeout, token=token)
     if claims.tokenizer is None:
         return None
     try:
-        diff = diff_tokenizers(claims.tokenizer, read_tokenizer(target, endpoint=endpoint, token=token))
+        diff = diff_tokenizers(claims.tokenizer, read_tokenizer(target, endpoint=endpoint, timeout=timeout, token=token))
     except EaglekitError as e:
         return Finding("tokenizer", "warning", f"the drafter ships tokenizer files, the target's could not be compared: {e}",
                        "Run eaglekit tokenizer-diff DRAFTER TARGET.")

@@ -117,7 +117,7 @@ class ExportResult:
 
 def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None, format: ExportFormat = "specforge",
            engine: str | None = None, embed_from_target: bool = False, force: bool = False,
-           endpoint: str | None = None, token: str | bool | None = None, progress: bool | None = None) -> ExportResult:
+           endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None, progress: bool | None = None) -> ExportResult:
     """Write a warm-start drafter from ``drafter`` into the folder ``out`` (see the module docstring).
 
     ``vocab_map``: a safetensors file holding d2t/t2d (what SpecForge's vocab mapping or speculators'
@@ -133,7 +133,7 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
     if embed_from_target and target is None:
         raise InputError("--embed-from-target needs --target T: the target's embedding is copied from there.")
 
-    with opened(drafter, endpoint=endpoint, token=token) as ck:
+    with opened(drafter, endpoint=endpoint, timeout=timeout, token=token) as ck:
         if ck.inventory.config is None:
             raise ConfigError(f"{ck.location.raw} has no config.json: export needs the drafter's config.")
         cfg = normalize_config(ck.inventory.config, source=f"{ck.location.raw}/config.json")
@@ -141,12 +141,12 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
         tck = None
         try:
             if target is not None:
-                tck, _ = open_target(target, endpoint=endpoint, token=token)
+                tck, _ = open_target(target, endpoint=endpoint, timeout=timeout, token=token)
             old = _maps(ck)
             plan = None
             new = old
             if vocab_map is not None:
-                new = _load_map(vocab_map, cfg, endpoint=endpoint, token=token)
+                new = _load_map(vocab_map, cfg, endpoint=endpoint, timeout=timeout, token=token)
                 plan = _row_plan(old, new)
                 if any(src == "target" for src, _ in plan) or embed_from_target:
                     _need_target_rows(tck, target, cfg, plan, embed_from_target)
@@ -222,12 +222,12 @@ def _maps(ck):
     return None if d2t is None else (d2t, read_map(ck, "t2d"))
 
 
-def _load_map(location, cfg: DrafterConfig, *, endpoint, token):
+def _load_map(location, cfg: DrafterConfig, *, endpoint, timeout, token):
 
     if isinstance(location, (str, os.PathLike)) and str(location).endswith(".pt"):
         maps = read_map_file(location)  # SpecForge's torch.save({"d2t", "t2d"}), weights_only
     else:
-        with open_checkpoint(location, endpoint=endpoint, token=token) as mk:
+        with open_checkpoint(location, endpoint=endpoint, timeout=timeout, token=token) as mk:
             maps = _maps(mk)
     if maps is None or maps[1] is None:
         raise VocabMapError(f"{location} holds no d2t and t2d tensors: give the vocabulary map file a trainer wrote "

@@ -298,20 +298,20 @@ def _different_targets(cfg_a, cfg_b, checks) -> str | None:
             "and no lm_head remap carries rows from one to the other.")
 
 
-def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = None,
+def compat(a, b, *, target: str | Mapping | None = None, endpoint: str | None = None, timeout: float | None = None,
            token: str | bool | None = None, a_name: str | None = None, b_name: str | None = None) -> CompatReport:
     """Judge two drafters: locations, or checkpoints already opened with ``open_checkpoint`` (reused,
     not re-read). ``target``: a target config dict, file or location."""
 
-    with opened(a, endpoint=endpoint, token=token) as ca, opened(b, endpoint=endpoint, token=token) as cb:
+    with opened(a, endpoint=endpoint, timeout=timeout, token=token) as ca, opened(b, endpoint=endpoint, timeout=timeout, token=token) as cb:
         maps_a, maps_b = read_maps(ca), read_maps(cb)
         target_cfg = target if isinstance(target, Mapping) or target is None else \
-            load_config(target, kind="target", endpoint=endpoint, token=token)
+            load_config(target, kind="target", endpoint=endpoint, timeout=timeout, token=token)
         report = compare(ca.inventory, cb.inventory, config_a=ca.inventory.config, config_b=cb.inventory.config,
                          maps_a=maps_a, maps_b=maps_b, target=target_cfg,
                          a_name=a_name or location_label(ca.location.raw),
                          b_name=b_name or location_label(cb.location.raw))
         tokenizer = [f"{name}: {f.message}" for name, ck in ((report.a_name, ca), (report.b_name, cb))
-                     if (f := tokenizer_finding(ck.location, target, endpoint=endpoint, token=token)) is not None
+                     if (f := tokenizer_finding(ck.location, target, endpoint=endpoint, timeout=timeout, token=token)) is not None
                      and f.severity != "ok"]
         return replace(report, warnings=(*report.warnings, *tokenizer)) if tokenizer else report

@@ -87,7 +87,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
           full: bool | None = None, budget: str | int | None = None, scheduler: Any = None, seed: int = 0,
           confidence: float = 0.95, tol: float = MOVED_TOL, hidden: tuple[Any, Any] | None = None,
           unit_bytes: int | None = None, task_bytes: int = TASK_BYTES, progress: bool = True,
-          endpoint: str | None = None, security: Any = None,
+          endpoint: str | None = None, timeout: float | None = None, security: Any = None,
           _task_hook: Callable[[int], None] | None = None) -> DriftReport:
     """How far target ``b`` moved from target ``a``: the drafter's view first, then a per-layer map.
 
@@ -119,10 +119,10 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         raise InputError("a budget applies to sampled passes, and this one is full (every byte): drop the "
                          "budget, or full mode.")
     started = time.perf_counter()
-    with opened(a, endpoint=endpoint) as ca, opened(b, endpoint=endpoint) as cb:
+    with opened(a, endpoint=endpoint, timeout=timeout) as ca, opened(b, endpoint=endpoint, timeout=timeout) as cb:
         wa = quant_weights(ca.inventory, read_shape=lambda t: tuple(ca.read_numpy(t.name).tolist()))
         wb = quant_weights(cb.inventory, read_shape=lambda t: tuple(cb.read_numpy(t.name).tolist()))
-        draft_rows, aux, misfit = _drafter_facts(drafter, endpoint, ca.inventory.config)
+        draft_rows, aux, misfit = _drafter_facts(drafter, endpoint, ca.inventory.config, timeout=timeout)
         pairs, only_a, only_b, mismatched = pair_weights(wa, wb, draft_rows=draft_rows)
         if not pairs:
             raise InputError(f"{ca.inventory.source} and {cb.inventory.source} share no weight of the same shape; "
@@ -143,7 +143,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         locs = (_location_of(ca), _location_of(cb))
         values, moved_rows, skipped, where = _execute(plan, order, locs, endpoint, tol, run_on, progress, _task_hook,
                                              readers=REMOTE_READERS if remote and run_on == "inline" else 1,
-                                             task_bytes=task_bytes, security=security)
+                                             task_bytes=task_bytes, security=security, timeout=timeout)
     read = (plan.read_bytes(order, "a"), plan.read_bytes(order, "b"))
     strata = {s: Stratum(len(plan.strata[s]), values[np.searchsorted(order, chosen[s])]) for s in plan.strata}
     states = None
@@ -172,6 +172,7 @@ class TaskSpec:
     pairs: dict[int, Pair]
     units: tuple[tuple[int, int, int, int], ...]  # (unit index, pair index, r0, r1)
     tol: float
+    timeout: float | None = None  # seconds per remote request (the caller's --timeout)
 
 
 #: Sources a Dask worker process keeps open across tasks: (location, endpoint, thread) -> Source.
@@ -179,7 +180,7 @@ _SOURCES: dict[tuple[str, str | None, int], Any] = {}
 _SOURCES_LOCK = threading.Lock()
 
 
-def _source(location: str, endpoint: str | None, cache: dict | None = None):
+def _source(location: str, endpoint: str | None, cache: dict | None = None, timeout: float | None = None):
     """This thread's source for a location, opened once and reused across tasks (sources need not be
     thread-safe: each thread gets its own). ``cache``: where to keep it (default: the process's)."""
     cache = _SOURCES if cache is None else cache
@@ -187,7 +188,7 @@ def _source(location: str, endpoint: str | None, cache: dict | None = None):
     with _SOURCES_LOCK:
         found = cache.get(key)
     if found is None:
-        found = open_source(parse_location(location), endpoint=endpoint)[0]
+        found = open_source(parse_location(location), endpoint=endpoint, timeout=timeout)[0]
         with _SOURCES_LOCK:
             cache[key] = found
     return found
@@ -221,7 +222,7 @@ def run_task(spec: TaskSpec, hook: Callable[[int], None] | None = None, cache: d
     skipped as not finite (NaN/Inf after dequantisation) per pair."""
     if hook is not None:
         hook(spec.index)
-    ra, rb = (_reader(_source(loc, spec.endpoint, cache)) for loc in spec.locations)
+    ra, rb = (_reader(_source(loc, spec.endpoint, cache, spec.timeout)) for loc in spec.locations)
     out = np.zeros((len(spec.units), 6))
     moved: dict[int, list[np.ndarray]] = {}
     skipped: dict[int, int] = {}
@@ -260,8 +261,8 @@ PROGRESS_BYTES = 256 * 1024 * 1024
 
 
 def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint: str | None, tol: float, run_on: Any,
-             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES, security: Any = None
-             ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, int], str]:
+             progress: bool, hook, readers: int = 1, task_bytes: int = TASK_BYTES, security: Any = None,
+             timeout: float | None = None) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, int], str]:
     """Run the units ``order`` as tasks (inline, in ``readers`` threads, or on Dask); per-unit sums in
     ``order``'s order, moved rows by pair, rows skipped as not finite by pair, and where it ran."""
     from tqdm.auto import tqdm
@@ -271,7 +272,7 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
     for i, idx in enumerate(tasks(plan, order, task_bytes=task_bytes)):
         units = tuple(zip(idx.tolist(), plan.pair[idx].tolist(), plan.r0[idx].tolist(), plan.r1[idx].tolist()))
         used = {p for _, p, _, _ in units}
-        specs.append(TaskSpec(i, locs, endpoint, {p: plan.pairs[p] for p in used}, units, tol))
+        specs.append(TaskSpec(i, locs, endpoint, {p: plan.pairs[p] for p in used}, units, tol, timeout))
     results: list[Any] = [None] * len(specs)
     total = float(plan.nbytes[order].sum())
     # shown by the size of the work, never after a delay: the same run renders the same way on any machine
@@ -297,7 +298,7 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
                     src.close()
         else:
             where = _run_dask(specs, run_on, hook, results, lambda s: bar.update(
-                float(sum(plan.nbytes[u] for u, *_ in s.units))), security=security)
+                float(sum(plan.nbytes[u] for u, *_ in s.units))), security=security, timeout=timeout)
     values = np.zeros((len(order), 6))
     pos = {int(u): k for k, u in enumerate(order)}
     moved: dict[int, list[np.ndarray]] = {}
@@ -313,12 +314,12 @@ def _execute(plan: DriftPlan, order: np.ndarray, locs: tuple[str, str], endpoint
 
 
 def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Callable[[TaskSpec], None], *,
-              security: Any = None) -> str:
+              security: Any = None, timeout: float | None = None) -> str:
     """Submit every task to a Dask cluster; collect results as they finish (a lost worker's are re-run).
     An address is connected to only through :func:`eaglekit.io.scheduler.dask_client` (checked, under one deadline)."""
     from distributed import as_completed  # heavy: only on a cluster
 
-    with dask_client(run_on, security=security, workers=4, memory_limit="2GiB") as client:
+    with dask_client(run_on, security=security, timeout=timeout, workers=4, memory_limit="2GiB") as client:
         run = uuid.uuid4().hex[:12]
         futures = {client.submit(run_task, s, hook, key=f"eaglekit-drift-{run}-{s.index}", pure=False): s
                    for s in specs}
@@ -334,7 +335,7 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
 
 
 # -- the drafter's facts, the report ------------------------------------------------------------------------
-def _drafter_facts(drafter, endpoint, target_config) -> tuple[np.ndarray | None, tuple[int, ...] | None,
+def _drafter_facts(drafter, endpoint, target_config, *, timeout: float | None = None) -> tuple[np.ndarray | None, tuple[int, ...] | None,
                                                           tuple[str, ...]]:
     """The target ids of the drafter's draft rows (i + d2t[i]), its aux layer ids, and how it does not
     fit the targets (hidden or vocabulary size; empty when it fits or either config is missing). A
@@ -343,7 +344,7 @@ def _drafter_facts(drafter, endpoint, target_config) -> tuple[np.ndarray | None,
     if drafter is None:
         return None, None, ()
 
-    with opened(drafter, endpoint=endpoint) as cd:
+    with opened(drafter, endpoint=endpoint, timeout=timeout) as cd:
         cfg = None
         if cd.inventory.config is not None:
             cfg = normalize_config(cd.inventory.config, source=f"{cd.inventory.source}/config.json")

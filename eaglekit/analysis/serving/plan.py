@@ -339,7 +339,7 @@ def _draft(draft_costs: Any) -> DraftTable | None:
 def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target: Any = None, gpu: Any = None,
          tp: int = 1, context: int = 4096, calibrate_points: Sequence[Any] = (),
          batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
-         endpoint: str | None = None, token: str | bool | None = None) -> ServingPlan:
+         endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None) -> ServingPlan:
     """The serving plan of a drafter whose per-step acceptance is ``acceptance`` (floats, an
     :class:`~eaglekit.AcceptanceResult`, an ``acceptance --json`` file or dict, or a vLLM log file).
 
@@ -356,7 +356,7 @@ def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target:
     notes: list[str] = []
     shape: ModelShape | None = None
     if target is not None:
-        shape = target_shape(target, endpoint=endpoint, token=token)
+        shape = target_shape(target, endpoint=endpoint, timeout=timeout, token=token)
         notes += list(shape.notes)
     measured: dict[tuple[int, int], float] = {}
     if costs is not None:
@@ -387,7 +387,7 @@ def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target:
                      "large batch x tokens) are overestimated")
     dt: DraftTable | DraftEstimate | None = _draft(draft_costs)
     if dt is None and drafter is not None and gpu is not None:
-        dshape = drafter_step_shape(drafter, endpoint=endpoint, token=token)
+        dshape = drafter_step_shape(drafter, endpoint=endpoint, timeout=timeout, token=token)
         dt = DraftEstimate(estimate_model(dshape, gpu, tp=tp, context=context))
 
     def target_cost(b: int, n: int) -> Cost:

@@ -17,7 +17,7 @@ from eaglekit.io.reader import load_config, open_checkpoint
 __all__ = ["drafter_step_shape", "target_shape"]
 
 
-def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool | None = None) -> ModelShape:
+def target_shape(target: Any, *, endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None) -> ModelShape:
     """``target`` as a shape: a :class:`ModelShape`, a parsed config (config only), a config.json path (config
     only), a checkpoint location (config + header, read by range: no weights are downloaded) or the short name
     of a published config (``kimi-k25-int4``, ``kimi-k2-fp8``, ``llama-3.1-8b``)."""
@@ -33,13 +33,13 @@ def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool 
         return shape_from_config(raw, name=label)
     label = location_label(text)
     if text.endswith(".json"):
-        raw = load_config(text, kind="target", endpoint=endpoint, token=token)
+        raw = load_config(text, kind="target", endpoint=endpoint, timeout=timeout, token=token)
         return shape_from_config(raw, name=label)
     try:
-        with open_checkpoint(text, endpoint=endpoint, token=token, progress=False) as ckpt:
+        with open_checkpoint(text, endpoint=endpoint, timeout=timeout, token=token, progress=False) as ckpt:
             inv = ckpt.inventory
     except NotFoundError:
-        raw = load_config(text, kind="target", endpoint=endpoint, token=token, label=label)
+        raw = load_config(text, kind="target", endpoint=endpoint, timeout=timeout, token=token, label=label)
         shape = shape_from_config(raw, name=label)
         return ModelShape(**{**shape.__dict__, "notes": (*shape.notes, "no checkpoint header found: bytes from the "
                                                                        "config's quantization_config")})
@@ -48,11 +48,11 @@ def target_shape(target: Any, *, endpoint: str | None = None, token: str | bool 
     return shape_from_config(inv.config, tensors=((t.name, t.nbytes) for t in inv.tensors), name=label)
 
 
-def drafter_step_shape(drafter: str | os.PathLike[str], *, endpoint: str | None = None,
+def drafter_step_shape(drafter: str | os.PathLike[str], *, endpoint: str | None = None, timeout: float | None = None,
                        token: str | bool | None = None) -> ModelShape:
     """A drafter checkpoint's draft step as a shape (its config and header, read by range)."""
     label = location_label(os.fspath(drafter))
-    with open_checkpoint(os.fspath(drafter), endpoint=endpoint, token=token, progress=False) as ckpt:
+    with open_checkpoint(os.fspath(drafter), endpoint=endpoint, timeout=timeout, token=token, progress=False) as ckpt:
         inv = ckpt.inventory
     if inv.config is None:
         raise InputError(f"{label} has no config.json: the draft-step estimate needs the drafter's attention shape")

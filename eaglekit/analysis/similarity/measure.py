@@ -57,7 +57,7 @@ REMOTE_SWITCH_INTERVAL = 0.0002
 
 def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Checkpoint, *,
                tensors: str | Sequence[str] | None = None, grid: tuple[int, int] = DEFAULT_GRID,
-               device: Device = "cpu", progress: bool | None = None, endpoint: str | None = None,
+               device: Device = "cpu", progress: bool | None = None, endpoint: str | None = None, timeout: float | None = None,
                token: str | bool | None = None, chunk_bytes: int | None = None,
                threads: int | None = None) -> SimilarityReport:
     """Compare the weights of drafter ``b`` against drafter ``a``, wherever each lives.
@@ -77,7 +77,7 @@ def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str]
         raise InputError(f"chunk_bytes must be an integer of at least 1024, got {chunk_bytes!r}.")
     patterns = [tensors] if isinstance(tensors, str) else list(tensors) if tensors is not None else None
     started = time.perf_counter()
-    with opened(a, endpoint=endpoint, token=token) as ca, opened(b, endpoint=endpoint, token=token) as cb:
+    with opened(a, endpoint=endpoint, timeout=timeout, token=token) as ca, opened(b, endpoint=endpoint, timeout=timeout, token=token) as cb:
         keys = select(ca.inventory, cb.inventory, patterns)
         need_d2t = "lm_head.weight" in keys or "d2t" in keys  # read d2t only when it is used
         d2t = (_read_d2t(ca), _read_d2t(cb)) if need_d2t else (None, None)

@@ -15,10 +15,11 @@ from eaglekit.io.sources.local import LocalSource
 
 
 def open_source(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None,
-                token: str | bool | None = None):
+                timeout: float | None = None, token: str | bool | None = None):
     """Open the :class:`~eaglekit.io.sources.base.Source` for a location; returns ``(source, parsed)``.
 
-    ``endpoint`` and ``token`` apply to ``hf://`` locations (defaults: HF_ENDPOINT, HF_TOKEN).
+    ``endpoint`` and ``token`` apply to ``hf://`` locations (defaults: HF_ENDPOINT, HF_TOKEN); ``timeout``
+    is the total seconds each HTTP or Hub request may take (default: ``EAGLEKIT_TIMEOUT`` or 60).
     """
     loc = location if isinstance(location, Location) else parse_location(location)
     if loc.kind == "local":
@@ -30,10 +31,11 @@ def open_source(location: str | os.PathLike[str] | Location, *, endpoint: str | 
                 raise NotFoundError(f"{e} {hint}") from e
             raise
     if loc.kind == "hub":
-        return HubSource(loc.repo_id, loc.folder, revision=loc.revision, endpoint=endpoint, token=token,
-                         display=loc.raw), loc
+        return HubSource(loc.repo_id, loc.folder, revision=loc.revision, endpoint=endpoint, timeout=timeout,
+                         token=token, display=loc.raw), loc
     if loc.kind == "http":
-        return HttpSource(loc.folder, display=loc.raw, query={loc.filename: loc.query} if loc.query else None), loc
+        return HttpSource(loc.folder, display=loc.raw, query={loc.filename: loc.query} if loc.query else None,
+                          timeout=timeout), loc
 
     from eaglekit.io.sources.ssh import SshSource  # paramiko and cryptography load only for ssh:// reads
 

@@ -32,13 +32,11 @@ DEFAULT_TIMEOUT = 60.0
 TIMEOUT_ENV = "EAGLEKIT_TIMEOUT"
 #: An error answer's body is read up to this size (for its message), never more.
 ERROR_BODY_LIMIT = 64 * 1024
-_timeout_override: list[float] = []
 
 
 def request_timeout() -> float:
-    """The total seconds one request may take: ``--timeout`` (CLI), else ``EAGLEKIT_TIMEOUT``, else 60."""
-    if _timeout_override:
-        return _timeout_override[-1]
+    """The total seconds one request may take when the caller passes no ``timeout=``: ``EAGLEKIT_TIMEOUT``,
+    else 60. (The CLI's ``--timeout`` travels down the calls as ``timeout=``.)"""
     text = os.environ.get(TIMEOUT_ENV, "").strip()
     return check_timeout(text, where=f"{TIMEOUT_ENV}={text!r}") if text else DEFAULT_TIMEOUT
 
@@ -52,19 +50,6 @@ def check_timeout(value: object, *, where: str = "timeout") -> float:
     if not (math.isfinite(seconds) and seconds > 0):
         raise InputError(f"{where}: expected a positive number of seconds.")
     return seconds
-
-
-@contextmanager
-def timeout_override(seconds: float | None) -> Iterator[None]:
-    """Use ``seconds`` as every request's deadline inside the block (the CLI's ``--timeout``)."""
-    if seconds is None:
-        yield
-        return
-    _timeout_override.append(check_timeout(seconds))
-    try:
-        yield
-    finally:
-        _timeout_override.pop()
 
 
 class Deadline:

@@ -20,7 +20,7 @@ from eaglekit.core.errors import AuthError, LocationError, NotFoundError, Offlin
 from eaglekit.core.redact import redact_url
 from eaglekit.core.safejson import loads
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
-from eaglekit.io.sources.http import (Deadline, guard_client, range_get, read_capped, read_error_body, retry_hint,
+from eaglekit.io.sources.http import (Deadline, check_timeout, guard_client, range_get, read_capped, read_error_body, retry_hint,
                                       transport_errors)
 from eaglekit.io.location import check_hub_path, check_repo_id
 
@@ -83,7 +83,7 @@ def hub_errors(what: str, *, endpoint: str | None = None) -> Iterator[None]:
 
 
 def hub_json_pages(url: str, *, what: str, endpoint: str, params=None, token: str | bool | None = None,
-                   max_pages: int = MAX_PAGES) -> Iterator[list]:
+                   max_pages: int = MAX_PAGES, timeout: float | None = None) -> Iterator[list]:
     """GET a Hub API listing page by page, following ``Link: rel="next"``, through huggingface_hub's session.
 
     Hand-written rather than huggingface_hub's ``paginate``: that one retries with backoff (about 23 s and
@@ -102,7 +102,7 @@ def hub_json_pages(url: str, *, what: str, endpoint: str, params=None, token: st
         while next_url and len(seen) < max_pages:
             seen.add(next_url)
             headers = build_hf_headers(token=token if _origin(next_url) == home else False)
-            deadline = Deadline(what)
+            deadline = Deadline(what, timeout)
             with transport_errors(next_url, deadline), deadline, guard_client(get_session()).stream(
                     "GET", next_url, params=params, headers=headers, timeout=deadline.left()) as response:
                 _check(response, deadline)
@@ -136,9 +136,9 @@ class HubSource(Source):
     kind = "hub"
 
     def __init__(self, repo_id: str, folder: str = "", *, revision: str | None = None, endpoint: str | None = None,
-                 token: str | bool | None = None, display: str | None = None) -> None:
+                 timeout: float | None = None, token: str | bool | None = None, display: str | None = None) -> None:
+        """``timeout``: total seconds per request (default: ``EAGLEKIT_TIMEOUT`` or 60, read at each request)."""
         from huggingface_hub import constants
-
 
         super().__init__(display or f"hf://{repo_id}")
         self.repo_id = check_repo_id(repo_id)
@@ -146,6 +146,7 @@ class HubSource(Source):
         self.revision = check_hub_path(revision or constants.DEFAULT_REVISION, "revision", repo_id)
         self.endpoint = check_endpoint(endpoint or constants.ENDPOINT)
         self._token = token  # None: HF_TOKEN or the stored login; never rendered
+        self.timeout = None if timeout is None else check_timeout(timeout)
 
     def __repr__(self) -> str:  # no token here, ever
         return f"HubSource({self.display!r}, endpoint={redact_url(self.endpoint)!r})"
@@ -171,20 +172,21 @@ class HubSource(Source):
 
         with hub_errors(self._what(name), endpoint=self.endpoint):
             return range_get(get_session(), self.url(name), start, length, headers=self._headers(),
-                             what=self._what(name), check=_check)
+                             what=self._what(name), check=_check, deadline=Deadline(self._what(name), self.timeout))
 
     def read_into(self, name: str, start: int, buffer: bytearray | memoryview) -> int:
         from huggingface_hub.utils import get_session
 
         with hub_errors(self._what(name), endpoint=self.endpoint):
             return len(range_get(get_session(), self.url(name), start, len(buffer), headers=self._headers(),
-                                 what=self._what(name), check=_check, into=buffer).data)
+                                 what=self._what(name), check=_check, into=buffer,
+                                 deadline=Deadline(self._what(name), self.timeout)).data)
 
     def read_small(self, name: str, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
         from huggingface_hub.utils import get_session
 
         url, what = self.url(name), self._what(name)
-        deadline = Deadline(what)
+        deadline = Deadline(what, self.timeout)
         with hub_errors(what, endpoint=self.endpoint), transport_errors(url, deadline), deadline, \
                 guard_client(get_session()).stream("GET", url, headers=self._headers(), timeout=deadline.left()) as r:
             if r.status_code == 404 and r.headers.get("x-error-code") == "EntryNotFound":
@@ -199,7 +201,7 @@ class HubSource(Source):
         what = f"hf://{self.repo_id}@{self.revision}/{self.folder}"
         prefix = f"{self.folder}/" if self.folder else ""
         names: list[str] = []
-        for page in hub_json_pages(url, what=what, endpoint=self.endpoint, token=self._token):
+        for page in hub_json_pages(url, what=what, endpoint=self.endpoint, token=self._token, timeout=self.timeout):
             for entry in page:
                 if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
                     raise LocationError(f"{what}: the Hub's file listing holds an entry without a path "
