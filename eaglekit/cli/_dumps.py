@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from eaglekit.cli.common import emit
+from eaglekit.cli.common import emit, index_list
 
 FORMATS = ("auto", "eaglekit", "specforge", "speculators", "modelopt")
 
@@ -22,7 +22,7 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
                    help="the target checkpoint whose final norm and lm_head give its next tokens (read by range: "
                         "local, hf://, https://, ssh://)")
     g.add_argument("--dump-format", choices=FORMATS, default="auto", help="the dump's layout (default: recognised)")
-    g.add_argument("--aux-layers", metavar="I,J,K", type=_ids,
+    g.add_argument("--aux-layers", metavar="I,J,K", type=index_list,
                    help="layer ids the dump's aux hidden states hold, in the drafter's convention (default: the "
                         "drafter config's; the files do not record them)")
     g.add_argument("--final-norm", choices=("before-norm", "after-norm"), default=None,
@@ -37,15 +37,6 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="a Dask scheduler address ('local' for a LocalCluster here): workers read their files")
 
-
-def _ids(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative layer ids, got {text!r}")
-    return values
 
 
 def is_training_dump(args: argparse.Namespace) -> bool:

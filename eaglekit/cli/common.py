@@ -101,6 +101,17 @@ def temperature(text: str) -> float:
     return value
 
 
+def index_list(text: str) -> list[int]:
+    """An argparse type: comma-separated non-negative integers (layer ids, hidden-state indices)."""
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    return values
+
+
 def check_writable(path: str, option: str) -> None:
     """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
     folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_remote_options, add_trust_remote_code_option
+from eaglekit.cli.common import add_remote_options, add_trust_remote_code_option, index_list
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", required=True, metavar="FILE", help="JSONL prompts")
     p.add_argument("--out", required=True, metavar="DIR", help="a new (or empty) folder")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--layers", metavar="I,J,K", type=_indices,
+    which.add_argument("--layers", metavar="I,J,K", type=index_list,
                        help="output_hidden_states indices to save (index i+1 = output of layer i; default: all)")
     which.add_argument("--for-drafter", metavar="DRAFTER",
                        help="save what this drafter reads under both aux conventions")
@@ -33,15 +33,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_trust_remote_code_option(p)
     p.set_defaults(func=run)
 
-
-def _indices(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative indices, got {text!r}")
-    return values
 
 
 def run(args: argparse.Namespace) -> int:

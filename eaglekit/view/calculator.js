@@ -160,20 +160,7 @@ function shown(value, step) {
   return String(Number(value.toFixed(Math.max(0, -Math.floor(Math.log10(step))))));
 }
 
-function el(tag, attrs = {}, text = null) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (text !== null) e.textContent = text;
-  return e;
-}
-
-const SVG = "http://www.w3.org/2000/svg";
-function svg(tag, attrs, text = null) {
-  const e = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (text !== null) e.textContent = text;
-  return e;
-}
+// el() and svg() come from dom.js, which eaglekit.view.frontend puts before this module.
 
 function draw(chart, p, r) {
   const W = 760, H = 300, left = 56, right = 170, top = 16, bottom = 44;

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from eaglekit.view.frontend import esm
 from eaglekit.core.account import Account
 from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import (
@@ -246,7 +247,7 @@ def _widget_class() -> type:
     import traitlets as t
 
     class CalculatorWidget(anywidget.AnyWidget):
-        _esm = FRONT_END.read_text(encoding="utf-8")
+        _esm = esm(FRONT_END)
         _css = STYLE.read_text(encoding="utf-8")
         baseline_tps = t.Float(82.0).tag(sync=True)
         verify_ms = t.Float(30.0).tag(sync=True)

@@ -98,20 +98,7 @@ export function compute(p) {
 
 const f = (x, d) => x.toFixed(d);
 
-function el(tag, attrs = {}, text = null) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (text !== null) e.textContent = text;
-  return e;
-}
-
-const SVG = "http://www.w3.org/2000/svg";
-function svg(tag, attrs, text = null) {
-  const e = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  if (text !== null) e.textContent = text;
-  return e;
-}
+// el() and svg() come from dom.js, which eaglekit.view.frontend puts before this module.
 
 function draw(chart, r) {
   const W = 640, H = 220, left = 56, right = 16, top = 12, bottom = 40;

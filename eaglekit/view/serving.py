@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from eaglekit.view.frontend import esm
 from eaglekit.analysis.serving.plan import ServingPlan
 from eaglekit.core.costmodel import CostModel, Gpu, ModelShape
 from eaglekit.core.errors import InputError
@@ -135,7 +136,7 @@ def _widget_class() -> type:
     import traitlets as t
 
     class ServingWidget(anywidget.AnyWidget):
-        _esm = FRONT_END.read_text(encoding="utf-8")
+        _esm = esm(FRONT_END)
         _css = STYLE.read_text(encoding="utf-8")
         generic = t.Bool(False).tag(sync=True)
         experts = t.Int(0).tag(sync=True)

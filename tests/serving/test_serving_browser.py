@@ -8,6 +8,7 @@ import os
 import pytest
 
 import eaglekit
+from eaglekit.view.frontend import esm
 from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
 
 pytestmark = [pytest.mark.browser]
@@ -61,7 +62,7 @@ def test_serving_javascript_computes_what_python_computes(chromium):
     got = page.evaluate("""async ([src, grid]) => {
         const mod = await import(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
         return grid.map((p) => mod.compute(p));
-    }""", [FRONT_END.read_text(encoding="utf-8"), grid])
+    }""", [esm(FRONT_END), grid])
     page.close()
     assert len(got) == len(grid)
     for p, js in zip(grid, got):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eaglekit
+from eaglekit.view.frontend import esm
 from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
 
 
@@ -32,7 +33,7 @@ def test_widget_displays_with_its_front_end_inline(plan):
     bundle = w._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     assert "application/vnd.jupyter.widget-view+json" in data
-    assert w.widget._esm == FRONT_END.read_text(encoding="utf-8") and "export function compute" in w.widget._esm
+    assert w.widget._esm == esm(FRONT_END) and "export function compute" in w.widget._esm
 
 
 def test_a_table_without_a_target_gives_a_generic_widget():

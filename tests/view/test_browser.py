@@ -204,6 +204,7 @@ def _bare_calculator(chromium, *, notebook_keys: bool = False):
     """The calculator's front end on a blank page with a stand-in for the widget model (no report, no kernel).
     ``notebook_keys``: a document listener that takes Enter as JupyterLab's notebook commands do."""
     from eaglekit.view.calculator import FRONT_END, Calculator
+    from eaglekit.view.frontend import esm
 
     page = chromium.new_page(viewport={"width": WIDTH, "height": 900})
     page.set_content("<html><body></body></html>")
@@ -219,7 +220,7 @@ def _bare_calculator(chromium, *, notebook_keys: bool = False):
         const root = document.createElement("div");
         document.body.append(root);
         mod.default.render({model, el: root});
-    }""", [FRONT_END.read_text(encoding="utf-8"), Calculator.preset("seed").values, notebook_keys])
+    }""", [esm(FRONT_END), Calculator.preset("seed").values, notebook_keys])
     return page, _calculator(page)
 
 
@@ -265,6 +266,7 @@ def test_calculator_javascript_computes_what_python_computes(chromium):
     import itertools
 
     from eaglekit.view.calculator import FRONT_END, numbers
+    from eaglekit.view.frontend import esm
 
     grid = []
     for unbounded, mode, steps, draft, L, alpha, target, growth in itertools.product(
@@ -278,7 +280,7 @@ def test_calculator_javascript_computes_what_python_computes(chromium):
     got = page.evaluate("""async ([src, grid]) => {
         const mod = await import(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
         return grid.map((p) => mod.compute(p));
-    }""", [FRONT_END.read_text(encoding="utf-8"), grid])
+    }""", [esm(FRONT_END), grid])
     page.close()
     assert len(got) == len(grid)
     for p, js in zip(grid, got):
