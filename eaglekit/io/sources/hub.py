@@ -20,6 +20,7 @@ from eaglekit.core.errors import AuthError, LocationError, NotFoundError, Offlin
 from eaglekit.core.redact import redact_url
 from eaglekit.core.safejson import loads
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
+from eaglekit.io.sources.fast_range import FastRanges
 from eaglekit.io.sources.http import (Deadline, guard_client, range_get, read_capped, read_error_body, retry_hint,
                                       transport_errors)
 from eaglekit.io.location import check_hub_path, check_repo_id
@@ -146,6 +147,7 @@ class HubSource(Source):
         self.revision = check_hub_path(revision or constants.DEFAULT_REVISION, "revision", repo_id)
         self.endpoint = check_endpoint(endpoint or constants.ENDPOINT)
         self._token = token  # None: HF_TOKEN or the stored login; never rendered
+        self._fast = FastRanges()  # sockets for large ranges (range_get's socket path), beside the session
 
     def __repr__(self) -> str:  # no token here, ever
         return f"HubSource({self.display!r}, endpoint={redact_url(self.endpoint)!r})"
@@ -171,14 +173,14 @@ class HubSource(Source):
 
         with hub_errors(self._what(name), endpoint=self.endpoint):
             return range_get(get_session(), self.url(name), start, length, headers=self._headers(),
-                             what=self._what(name), check=_check)
+                             what=self._what(name), check=_check, fast=self._fast)
 
     def read_into(self, name: str, start: int, buffer: bytearray | memoryview) -> int:
         from huggingface_hub.utils import get_session
 
         with hub_errors(self._what(name), endpoint=self.endpoint):
             return len(range_get(get_session(), self.url(name), start, len(buffer), headers=self._headers(),
-                                 what=self._what(name), check=_check, into=buffer).data)
+                                 what=self._what(name), check=_check, into=buffer, fast=self._fast).data)
 
     def read_small(self, name: str, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
         from huggingface_hub.utils import get_session
@@ -192,6 +194,9 @@ class HubSource(Source):
                 return None
             _check(r, deadline)
             return read_capped(r, limit, what, deadline)
+
+    def close(self) -> None:
+        self._fast.close()
 
     def list(self) -> list[str]:
         url = f"{self.endpoint}/api/models/{self.repo_id}/tree/{quote(self.revision, safe='')}"
