@@ -25,6 +25,9 @@ from eaglekit.io.reader import Checkpoint
 #: Requests in flight at most per pipeline (per file side): 6 x 4 MiB (similarity.CHUNK_BYTES) cover 50 ms
 #: of latency at 500 MB/s per side, in 7 buffers (28 MiB) per side.
 MAX_DEPTH = 6
+#: Requests in flight at first (the depth then grows while the consumer waits). Measured on two cores
+#: (benchmarks/RESULTS.md, issue 25): with one, every block pays a round trip the compute then waits for.
+START_DEPTH = 2
 #: Sources whose client is safe to use from several threads at once.
 CONCURRENT_KINDS = frozenset({"http", "hub"})
 
@@ -36,11 +39,11 @@ class RangePipeline:
     ``piece_bytes`` sizes the buffers when every range is smaller (the usual case: blocks of rows)."""
 
     def __init__(self, ckpt: Checkpoint, ranges: Sequence[tuple[str, int, int]], *, piece_bytes: int = 0,
-                 max_depth: int = MAX_DEPTH) -> None:
+                 max_depth: int | None = None) -> None:
         self.ckpt, self.ranges = ckpt, list(ranges)
         concurrent = ckpt.source.kind in CONCURRENT_KINDS
-        self.max_depth = max(1, max_depth if concurrent else 1)
-        self.depth = min(2, self.max_depth)
+        self.max_depth = max(1, (MAX_DEPTH if max_depth is None else max_depth) if concurrent else 1)
+        self.depth = min(START_DEPTH, self.max_depth)
         self.size = max([piece_bytes, *(length for _, _, length in self.ranges)]) if self.ranges else 0
         self.buffers: list[mmap.mmap] = []
         self.waits = 0  # times the consumer found its next range not yet arrived (the depth grew each time)
