@@ -26,7 +26,8 @@ Anchors, measured in the same run:
   (``eaglekit-hf-httpx-20ms``): ``-httpx`` turns range_get's socket path off (every range through httpx,
   as before issue 25), ``-t1`` / ``-t2`` allow at most one / two reader threads (requests in flight)
   per side instead of the adaptive 2..6, ``-s1`` starts the pipeline at one request in flight, ``-sw``
-  keeps the interpreter's 5 ms switch interval while reader threads run (instead of 0.2 ms).
+  keeps the interpreter's 5 ms switch interval while reader threads run (instead of 0.2 ms), ``-c8``
+  requests 8 MiB blocks instead of 4 MiB.
 
 Besides wall time, each mode reports the CPU seconds its process spent in the timed part (user + system,
 from getrusage; curl's from its own rusage) and per GB read, and the CPU the parent (the loopback servers)
@@ -151,6 +152,10 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
                 pipeline.MAX_DEPTH = depth
         if "-s1" in mode:
             pipeline.START_DEPTH = 1
+        if "-c8" in mode:
+            import eaglekit.analysis.similarity.measure as measure
+
+            measure.CHUNK_BYTES = 8 << 20
         if "-sw" in mode:
             import eaglekit.analysis.similarity.measure as measure
 

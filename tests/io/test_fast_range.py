@@ -153,6 +153,10 @@ def test_url_credentials_become_basic_auth_as_with_httpx(server, fast):
         range_get(plain, url, 0, FAST_MIN_BYTES)
     sent = [r.headers.get("authorization") for r in server.log[-2:]]
     assert sent[0] == sent[1] == httpx.BasicAuth("alice", "s@me")._auth_header
+    moved = server.url(f"redirect/x?to={server.url('static/model.safetensors')}").replace("http://", "http://alice:s%40me@")
+    with _SocketsOnly() as client:
+        _get(fast, client, moved, 0, FAST_MIN_BYTES)  # kept across a redirect on the same origin, as httpx does
+    assert [r.headers.get("authorization") for r in server.log[-2:]] == [sent[0]] * 2
 
 
 # -- every refusal, on the socket path ------------------------------------------------------------------------------
@@ -210,6 +214,9 @@ def test_small_ranges_and_proxied_clients_stay_with_httpx(server, fast):
     url = server.url("static/model.safetensors")
     with _SocketsOnly() as client, pytest.raises(AssertionError, match="through httpx"):
         _get(fast, client, url, 0, FAST_MIN_BYTES - 1)
+    with _SocketsOnly(event_hooks={"response": [lambda r: None]}) as hooked, \
+            pytest.raises(AssertionError, match="through httpx"):
+        _get(fast, hooked, url, 0, FAST_MIN_BYTES)  # response hooks see httpx responses only
     with _SocketsOnly(mounts={"http://": httpx.HTTPTransport(proxy="http://127.0.0.1:9")}) as proxied, \
             pytest.raises(AssertionError, match="through httpx"):
         _get(fast, proxied, url, 0, FAST_MIN_BYTES)

@@ -32,7 +32,7 @@ import socket
 import ssl
 import threading
 from collections.abc import Mapping
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from eaglekit.core.errors import LocationError
 
@@ -57,7 +57,7 @@ class _Stale(ConnectionError):
 def ssl_context_for(client, url) -> ssl.SSLContext | None | bool:
     """The SSL context ``client`` (httpx or httpx2) would use to connect straight to ``url`` (an httpx URL;
     None for plain http), or False when it would not connect straight there: a proxy, a custom or mock
-    transport, a Unix socket or a bound local address, custom auth."""
+    transport, a Unix socket or a bound local address, custom auth, response hooks."""
     try:
         transport = client._transport_for_url(url)
     except (AttributeError, TypeError):  # a client without httpx's internals keeps its own path
@@ -65,7 +65,8 @@ def ssl_context_for(client, url) -> ssl.SSLContext | None | bool:
     pool = getattr(transport, "_pool", None)
     if (type(transport).__name__ != "HTTPTransport" or type(pool).__name__ != "ConnectionPool"
             or getattr(pool, "_uds", None) or getattr(pool, "_local_address", None)
-            or getattr(client, "auth", None) is not None or url.scheme not in _DEFAULT_PORTS):
+            or getattr(client, "auth", None) is not None or client.event_hooks.get("response")
+            or url.scheme not in _DEFAULT_PORTS):
         return False
     return pool._ssl_context if url.scheme == "https" else None
 
@@ -89,6 +90,9 @@ class FastRanges:
         base, hops = dict(headers), 0
         while True:
             request = client.build_request("GET", url, headers=base)
+            if hops == 0 and (request.url.username or request.url.password):
+                # httpx sends the first URL's user:password as Basic auth, kept across same-origin redirects
+                base["Authorization"] = request.headers["Authorization"] = _basic(request.url)
             for hook in client.event_hooks.get("request", ()):
                 hook(request)
             context = ssl_context_for(client, request.url)
@@ -244,17 +248,16 @@ class RawResponse:
 
 
 # -- the wire ------------------------------------------------------------------------------------------
+def _basic(url) -> str:
+    """The Authorization value httpx makes of a URL's user:password (``BasicAuth``)."""
+    return "Basic " + base64.b64encode(f"{url.username}:{url.password}".encode()).decode()  # already decoded
+
+
 def _wire(request) -> bytes | None:
-    """The request's bytes (HTTP/1.1), the URL's user:password as Basic auth as httpx sends them; None
-    when a header could not be sent as it is (httpx then decides what to do with it)."""
-    url = request.url
-    fields = list(request.headers.raw)
-    if url.username or url.password:
-        basic = base64.b64encode(f"{unquote(url.username)}:{unquote(url.password)}".encode()).decode()
-        fields = [(k, v) for k, v in fields if k.lower() != b"authorization"] + [(b"Authorization",
-                                                                                  f"Basic {basic}".encode())]
-    lines = [b"GET " + url.raw_path + b" HTTP/1.1"]
-    for k, v in fields:
+    """The request's bytes (HTTP/1.1); None when a header could not be sent as it is (httpx then decides
+    what to do with it)."""
+    lines = [b"GET " + request.url.raw_path + b" HTTP/1.1"]
+    for k, v in request.headers.raw:
         if not k or any(c in k + v for c in b"\r\n\0"):
             return None
         lines.append(k + b": " + v)
