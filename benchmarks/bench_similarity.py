@@ -4,7 +4,8 @@ Two real-scale drafters in the Kimi-K2 EAGLE-3 layout (fc [7168, 21504], q/k/v [
 o [7168, 8192], MLP [18432, 7168] x2 + [7168, 18432], lm_head [32000, 7168], norms, d2t/t2d; 2.38 GB
 each in bf16) are generated under ``--data`` (random: B is A plus 10% drift, with a partly different
 draft vocabulary), reused when present. Every mode runs in its own subprocess while the parent samples
-the child's anonymous memory (RssAnon in /proc/PID/status, every 5 ms); modes are interleaved
+the child's anonymous memory (RssAnon + RssShmem in /proc/PID/status, every 5 ms: the remote ring buffers
+are shared anonymous maps, counted in RssShmem, not RssAnon); modes are interleaved
 (``--repeat`` rounds of every mode in turn, so load from other processes hits them alike) and medians
 are reported, with the load average seen during the runs.
 
@@ -26,8 +27,8 @@ Anchors, measured in the same run:
   (``eaglekit-hf-httpx-20ms``): ``-httpx`` turns range_get's socket path off (every range through httpx,
   as before issue 25), ``-t1`` / ``-t2`` allow at most one / two reader threads (requests in flight)
   per side instead of the adaptive 2..6, ``-s1`` starts the pipeline at one request in flight, ``-sw``
-  keeps the interpreter's 5 ms switch interval while reader threads run (instead of 0.2 ms), ``-c8``
-  requests 8 MiB blocks instead of 4 MiB.
+  keeps the interpreter's 5 ms switch interval while reader threads run (instead of 0.2 ms), ``-c4``
+  requests 4 MiB blocks instead of 8 MiB.
 
 Besides wall time, each mode reports the CPU seconds its process spent in the timed part (user + system,
 from getrusage; curl's from its own rusage) and per GB read, and the CPU the parent (the loopback servers)
@@ -152,10 +153,10 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
                 pipeline.MAX_DEPTH = depth
         if "-s1" in mode:
             pipeline.START_DEPTH = 1
-        if "-c8" in mode:
+        if "-c4" in mode:
             import eaglekit.analysis.similarity.measure as measure
 
-            measure.CHUNK_BYTES = 8 << 20
+            measure.CHUNK_BYTES = 4 << 20
         if "-sw" in mode:
             import eaglekit.analysis.similarity.measure as measure
 
@@ -231,7 +232,7 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
 
 
 def run_child(mode: str, a: str, b: str, endpoint: str = "") -> dict:
-    """Run one mode in a subprocess, sampling its RssAnon; returns the child's figures plus peak_anon."""
+    """Run one mode in a subprocess, sampling its anonymous memory; returns the child's figures plus peak_anon."""
     import resource
 
     parent0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -243,7 +244,8 @@ def run_child(mode: str, a: str, b: str, endpoint: str = "") -> dict:
         path = f"/proc/{proc.pid}/status"
         while proc.poll() is None:
             try:
-                peak[0] = max(peak[0], int(Path(path).read_text().split("RssAnon:")[1].split()[0]) * 1024)
+                status = Path(path).read_text()  # anonymous memory: private (RssAnon) and shared maps (RssShmem)
+                peak[0] = max(peak[0], sum(int(status.split(f"{k}:")[1].split()[0]) * 1024 for k in ("RssAnon", "RssShmem")))
             except (OSError, IndexError):
                 pass
             time.sleep(0.005)

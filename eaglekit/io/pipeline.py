@@ -22,9 +22,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from eaglekit.io.reader import Checkpoint
 
-#: Requests in flight at most per pipeline (per file side): 6 x 4 MiB (similarity.CHUNK_BYTES) cover 50 ms
-#: of latency at 500 MB/s per side, in 7 buffers (28 MiB) per side.
-MAX_DEPTH = 6
+#: Requests in flight at most per pipeline (per file side), and bytes in flight at most: the depth's
+#: ceiling is the smaller of MAX_DEPTH and IN_FLIGHT_BYTES over the largest range. 4 x 8 MiB blocks
+#: (similarity.CHUNK_BYTES) cover 50 ms of latency at 600 MB/s per side in 5 buffers (40 MiB) per side,
+#: which keeps a remote comparison under 256 MiB (benchmarks/RESULTS.md).
+MAX_DEPTH = 8
+IN_FLIGHT_BYTES = 32 * 1024 * 1024
 #: Requests in flight at first (the depth then grows while the consumer waits). Measured on two cores
 #: (benchmarks/RESULTS.md, issue 25): with one, every block pays a round trip the compute then waits for.
 START_DEPTH = 2
@@ -42,9 +45,11 @@ class RangePipeline:
                  max_depth: int | None = None) -> None:
         self.ckpt, self.ranges = ckpt, list(ranges)
         concurrent = ckpt.source.kind in CONCURRENT_KINDS
-        self.max_depth = max(1, (MAX_DEPTH if max_depth is None else max_depth) if concurrent else 1)
-        self.depth = min(START_DEPTH, self.max_depth)
         self.size = max([piece_bytes, *(length for _, _, length in self.ranges)]) if self.ranges else 0
+        if max_depth is None:
+            max_depth = min(MAX_DEPTH, IN_FLIGHT_BYTES // max(self.size, 1))
+        self.max_depth = max(1, max_depth if concurrent else 1)
+        self.depth = min(START_DEPTH, self.max_depth)
         self.buffers: list[mmap.mmap] = []
         self.waits = 0  # times the consumer found its next range not yet arrived (the depth grew each time)
         self.allocated = 0  # buffers allocated (each of ``size`` bytes), at most max_depth + 1

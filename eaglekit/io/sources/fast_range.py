@@ -36,9 +36,10 @@ from urllib.parse import urljoin, urlsplit
 
 from eaglekit.core.errors import LocationError
 
-#: Ranges from this size on take the socket path; smaller ones (header windows, small files) stay with
-#: httpx, whose per-request cost does not matter there.
-FAST_MIN_BYTES = 256 * 1024
+#: Ranges from this size on take the socket path (similarity blocks of 8 MiB, export's 16 MiB, drift's
+#: units of about 256 KiB); smaller ones (the 64 KiB header windows, small files) stay with httpx, whose
+#: per-request cost does not matter there.
+FAST_MIN_BYTES = 128 * 1024
 #: Status line and headers of one answer, at most.
 HEAD_LIMIT = 64 * 1024
 #: Bytes of a redirect's body read (and discarded) to keep its connection; a longer one closes it.
