@@ -23,13 +23,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from eaglekit.io.reader import Checkpoint
 
 #: Requests in flight at most per pipeline (per file side), and bytes in flight at most: the depth's
-#: ceiling is the smaller of MAX_DEPTH and IN_FLIGHT_BYTES over the largest range. 4 x 8 MiB blocks
-#: (similarity.CHUNK_BYTES) cover 50 ms of latency at 600 MB/s per side in 5 buffers (40 MiB) per side,
-#: which keeps a remote comparison under 256 MiB (benchmarks/RESULTS.md).
+#: ceiling is the smaller of MAX_DEPTH and IN_FLIGHT_BYTES over the largest range. 3 x 8 MiB blocks
+#: (similarity.CHUNK_BYTES) cover 20 ms of latency at 1.2 GB/s per side (50 ms at 0.5 GB/s) in 4 buffers
+#: (32 MiB) per side, which keeps a remote comparison near 236 MiB in all (benchmarks/RESULTS.md): more
+#: in flight would hide 50 ms fully only past the 256 MiB budget.
 MAX_DEPTH = 8
-IN_FLIGHT_BYTES = 32 * 1024 * 1024
-#: Requests in flight at first (the depth then grows while the consumer waits). Measured on two cores
-#: (benchmarks/RESULTS.md, issue 25): with one, every block pays a round trip the compute then waits for.
+IN_FLIGHT_BYTES = 24 * 1024 * 1024
+#: Requests in flight at first; the depth then grows while the consumer waits. Starting at one measured
+#: no better (benchmarks/RESULTS.md, issue 25), and one or two at most per side measured slower.
 START_DEPTH = 2
 #: Sources whose client is safe to use from several threads at once.
 CONCURRENT_KINDS = frozenset({"http", "hub"})
