@@ -84,7 +84,7 @@ def child(method: str, path: str) -> dict:
 
         parse = __import__(method.split("_")[0]).loads
         with open(path, "rb") as f:
-            data = f.read(8 + int.from_bytes(f.read(8), "little"))[8:]
+            data = f.read(int.from_bytes(f.read(8), "little"))
         with paused_gc():
             t0 = time.perf_counter()
             obj = parse(data)

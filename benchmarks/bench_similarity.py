@@ -28,7 +28,7 @@ Anchors, measured in the same run:
   as before issue 25), ``-t1`` / ``-t2`` allow at most one / two reader threads (requests in flight)
   per side instead of the adaptive 2..6, ``-s1`` starts the pipeline at one request in flight, ``-sw``
   keeps the interpreter's 5 ms switch interval while reader threads run (instead of 0.2 ms), ``-c4``
-  requests 4 MiB blocks instead of 8 MiB.
+  requests 4 MiB blocks instead of 8 MiB, ``-f32`` allows 32 MiB in flight per side instead of 24 MiB.
 
 Besides wall time, each mode reports the CPU seconds its process spent in the timed part (user + system,
 from getrusage; curl's from its own rusage) and per GB read, and the CPU the parent (the loopback servers)
@@ -153,6 +153,8 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
                 pipeline.MAX_DEPTH = depth
         if "-s1" in mode:
             pipeline.START_DEPTH = 1
+        if "-f32" in mode:
+            pipeline.IN_FLIGHT_BYTES = 32 << 20
         if "-c4" in mode:
             import eaglekit.analysis.similarity.measure as measure
 
