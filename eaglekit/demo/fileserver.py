@@ -191,8 +191,8 @@ class FileHandler(BaseHTTPRequestHandler):
             return
         left = end - start + 1
         with open(path, "rb") as f:
-            # sendfile(2): the kernel copies from the page cache to the socket; no 64 KiB pieces through
-            # Python (1 MiB pieces took the server 1.8 s of CPU for 4.8 GB, beside the client on two cores).
+            # sendfile(2): the kernel sends from the page cache; no 1 MiB pieces read into Python and
+            # written back out (benchmarks/RESULTS.md, issue 25).
             sent = self.connection.sendfile(f, start, left)
         self._sent += sent
         self.close_connection = self.close_connection or sent < left  # the file shrank: the length was wrong

@@ -3,11 +3,12 @@ into the caller's buffer.
 
 httpx hands a response body to Python 64 KiB at a time, each piece through h11's parser and several
 generator layers, then copied into the destination. For a header that is nothing; for the gigabytes of a
-similarity or drift pass it was most of the client's CPU (0.45 s per GB on a quiet core, several times
-that in reader threads fighting the compute for the GIL). Here the same request goes out on a plain
-socket (TLS with the client's own SSL context), the status line and headers are read into a bounded
-buffer, and the body is received with ``socket.recv_into`` straight into the destination: one copy
-(kernel to buffer), a few Python calls per MiB, the GIL released while the kernel copies.
+similarity or drift pass it was most of the client's CPU (0.45 s per GB in one thread on a quiet core,
+about 0.9 s per GB inside a comparison, whose reader threads compete with the compute for the GIL). Here
+the same request goes out on a plain socket (TLS with the client's own SSL context), the status line and
+headers are read into a bounded buffer, and the body is received with ``socket.recv_into`` straight into
+the destination: one copy (kernel to buffer), a few Python calls per MiB, the GIL released while the
+kernel copies (0.25-0.3 s per GB inside a comparison; benchmarks/RESULTS.md).
 
 The request is the one httpx would send: built by the client itself (``client.build_request``: its default
 headers and cookies; the URL's user:password becomes Basic auth as in httpx) and passed through its
