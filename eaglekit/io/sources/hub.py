@@ -8,6 +8,11 @@ The Hub is not trusted either: every request has the total deadline of :mod:`.ht
 session gets deadline-aware connections: :func:`~eaglekit.io.sources.http.guard_client`, inert outside
 eaglekit's requests), error bodies and listing pages are capped, listings are bounded and checked for
 shape, and the token never follows a link to another host.
+
+Large ranges (similarity, drift and export blocks) take ``range_get``'s socket path
+(:mod:`eaglekit.io.sources.fast_range`): the request built by the library's session (its headers and
+request hooks: offline mode, request id), sent on the source's own keep-alive sockets, the body received
+straight into the caller's buffer; error answers still go through the session and ``hf_raise_for_status``.
 """
 
 from __future__ import annotations
