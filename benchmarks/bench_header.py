@@ -8,7 +8,10 @@ repetitions interleaved, medians reported:
 - eaglekit ``parse_header`` (header bytes already in memory: the parse and every validation rule);
 - eaglekit ``read_inventory`` (open, read the header, parse, build the inventory);
 - ``safe_open`` + ``keys()`` (safetensors parses and validates the header in Rust);
-- ``safe_open`` + ``get_slice(k)`` dtype and shape for every key: the hand-written inventory.
+- ``safe_open`` + ``get_slice(k)`` dtype and shape for every key: the hand-written inventory;
+- ``json_loads``: the standard library's JSON parse of the header alone (the part of ``parse_header`` a
+  faster parser could shorten), and ``orjson_loads`` the same with orjson, when it is importable (it is not
+  a dependency: measured to decide whether it should be).
 
     python benchmarks/bench_header.py [--tensors 100000] [--repeat 5]
 """
@@ -27,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-METHODS = ("parse_header", "read_inventory", "safe_open_keys", "safe_open_inventory")
+METHODS = ("parse_header", "read_inventory", "safe_open_keys", "safe_open_inventory", "json_loads", "orjson_loads")
 
 
 def write(path: Path, count: int) -> Path:
@@ -76,6 +79,16 @@ def child(method: str, path: str) -> dict:
                 s = f.get_slice(k)
                 inventory[k] = (s.get_dtype(), s.get_shape())
             n = len(inventory)
+    elif method in ("json_loads", "orjson_loads"):
+        from eaglekit.core.gcpause import paused_gc  # parse_header parses with the collector paused too
+
+        parse = __import__(method.split("_")[0]).loads
+        with open(path, "rb") as f:
+            data = f.read(int.from_bytes(f.read(8), "little"))
+        with paused_gc():
+            t0 = time.perf_counter()
+            obj = parse(data)
+            n = len(obj) - ("__metadata__" in obj)
     else:
         raise SystemExit(f"unknown method {method}")
     return {"method": method, "seconds": time.perf_counter() - t0, "tensors": n}
@@ -92,9 +105,10 @@ def main() -> None:
         print(json.dumps(child(*args.child)))
         return
     path = write(args.data / f"header-{args.tensors}.safetensors", args.tensors)
-    runs: dict[str, list[float]] = {m: [] for m in METHODS}
+    methods = [m for m in METHODS if m != "orjson_loads" or _importable("orjson")]
+    runs: dict[str, list[float]] = {m: [] for m in methods}
     for _ in range(args.repeat):  # interleaved: load from other processes hits every method alike
-        for m in METHODS:
+        for m in methods:
             out = subprocess.run([sys.executable, __file__, "--child", m, str(path)], capture_output=True, text=True,
                                  check=True).stdout
             result = json.loads(out.strip().splitlines()[-1])
@@ -104,11 +118,19 @@ def main() -> None:
     print(f"## Header of {args.tensors:,} tensors ({path.stat().st_size / 1e9:.2f} GB file, header "
           f"{os.path.getsize(path) and _header_bytes(path):,} B), {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}, median of {args.repeat} interleaved runs")
-    for m in METHODS:
+    for m in methods:
         print(f"{m:<22}{med[m] * 1e3:9.1f} ms   (runs: {', '.join(f'{s * 1e3:.0f}' for s in runs[m])})")
     print(f"read_inventory / safe_open keys: {med['read_inventory'] / med['safe_open_keys']:.2f}x; "
           f"/ safe_open inventory loop: {med['read_inventory'] / med['safe_open_inventory']:.2f}x (goal <= 1.5x)")
     print(f"parse_header / safe_open keys: {med['parse_header'] / med['safe_open_keys']:.2f}x")
+    if "orjson_loads" in med:
+        print(f"json.loads / orjson.loads: {med['json_loads'] / med['orjson_loads']:.2f}x")
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
 
 
 def _header_bytes(path: Path) -> int:

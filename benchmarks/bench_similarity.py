@@ -4,7 +4,8 @@ Two real-scale drafters in the Kimi-K2 EAGLE-3 layout (fc [7168, 21504], q/k/v [
 o [7168, 8192], MLP [18432, 7168] x2 + [7168, 18432], lm_head [32000, 7168], norms, d2t/t2d; 2.38 GB
 each in bf16) are generated under ``--data`` (random: B is A plus 10% drift, with a partly different
 draft vocabulary), reused when present. Every mode runs in its own subprocess while the parent samples
-the child's anonymous memory (RssAnon in /proc/PID/status, every 5 ms); modes are interleaved
+the child's anonymous memory (RssAnon + RssShmem in /proc/PID/status, every 5 ms: the remote ring buffers
+are shared anonymous maps, counted in RssShmem, not RssAnon); modes are interleaved
 (``--repeat`` rounds of every mode in turn, so load from other processes hits them alike) and medians
 are reported, with the load average seen during the runs.
 
@@ -22,7 +23,16 @@ Anchors, measured in the same run:
   (``eaglekit-t2``, only when named in ``--modes``: the same with two torch threads);
 - ``eaglekit-http``, ``eaglekit-hf``: the same through the loopback file server and Hub-compatible
   server (served from the parent process), and ``eaglekit-hf-20ms`` / ``-50ms`` with every answer
-  delayed that long; ``curl``: curl fetching both files from the loopback file server.
+  delayed that long; ``curl``: curl fetching both files from the loopback file server. Suffixes combine
+  (``eaglekit-hf-httpx-20ms``): ``-httpx`` turns range_get's socket path off (every range through httpx,
+  as before issue 25), ``-t1`` / ``-t2`` allow at most one / two reader threads (requests in flight)
+  per side instead of the adaptive 2..6, ``-s1`` starts the pipeline at one request in flight, ``-sw``
+  keeps the interpreter's 5 ms switch interval while reader threads run (instead of 0.2 ms), ``-c4``
+  requests 4 MiB blocks instead of 8 MiB, ``-f32`` allows 32 MiB in flight per side instead of 24 MiB.
+
+Besides wall time, each mode reports the CPU seconds its process spent in the timed part (user + system,
+from getrusage; curl's from its own rusage) and per GB read, and the CPU the parent (the loopback servers)
+spent meanwhile.
 
     python benchmarks/bench_similarity.py               # real scale (about 5 GB of disk), a few minutes
     python benchmarks/bench_similarity.py --small       # 1/4 scale, seconds
@@ -129,7 +139,31 @@ def hub_folder(data: Path, pa: Path, pb: Path) -> Path:
 def child(mode: str, a: str, b: str, endpoint: str) -> dict:
     import torch
 
+    import resource
+
     out, extra = {}, {}
+    if mode.startswith("eaglekit"):
+        import eaglekit.io.pipeline as pipeline
+        import eaglekit.io.sources.http as http
+
+        if "-httpx" in mode:
+            http.FAST_MIN_BYTES = 1 << 62  # every range through httpx: the path before issue 25
+        for flag, depth in (("-t1", 1), ("-t2", 2)):
+            if flag in mode:
+                pipeline.MAX_DEPTH = depth
+        if "-s1" in mode:
+            pipeline.START_DEPTH = 1
+        if "-f32" in mode:
+            pipeline.IN_FLIGHT_BYTES = 32 << 20
+        if "-c4" in mode:
+            import eaglekit.analysis.similarity.measure as measure
+
+            measure.CHUNK_BYTES = 4 << 20
+        if "-sw" in mode:
+            import eaglekit.analysis.similarity.measure as measure
+
+            measure.REMOTE_SWITCH_INTERVAL = sys.getswitchinterval()  # the interpreter's default (5 ms)
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     if mode == "naive":
         from safetensors.torch import load_file
@@ -151,7 +185,8 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
     elif mode.startswith("eaglekit"):
         from eaglekit.analysis.similarity.measure import similarity
 
-        report = similarity(a, b, progress=False, endpoint=endpoint or None, threads=2 if mode == "eaglekit-t2" else None)
+        report = similarity(a, b, progress=False, endpoint=endpoint or None,
+                            threads=2 if mode == "eaglekit-t2" else None)
         out = {t.name: t.cosine for t in report.tensors}
         s = sum(t.totals for t in report.tensors if t.tensor == "fc.weight")  # aa, bb, ab, dd
         out["fc.weight"] = float(s[2] / (s[0] * s[1]) ** 0.5)
@@ -192,12 +227,17 @@ def child(mode: str, a: str, b: str, endpoint: str) -> dict:
     else:
         raise SystemExit(f"unknown mode {mode}")
     seconds = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime
     hwm = int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) * 1024
-    return {"seconds": seconds, "vmhwm": hwm, "cosines": out, **extra}
+    return {"seconds": seconds, "vmhwm": hwm, "cosines": out, "cpu": cpu, **extra}
 
 
 def run_child(mode: str, a: str, b: str, endpoint: str = "") -> dict:
-    """Run one mode in a subprocess, sampling its RssAnon; returns the child's figures plus peak_anon."""
+    """Run one mode in a subprocess, sampling its anonymous memory; returns the child's figures plus peak_anon."""
+    import resource
+
+    parent0 = resource.getrusage(resource.RUSAGE_SELF)
     proc = subprocess.Popen([sys.executable, __file__, "--child", mode, a, b, endpoint], stdout=subprocess.PIPE,
                             text=True)
     peak = [0]
@@ -206,7 +246,8 @@ def run_child(mode: str, a: str, b: str, endpoint: str = "") -> dict:
         path = f"/proc/{proc.pid}/status"
         while proc.poll() is None:
             try:
-                peak[0] = max(peak[0], int(Path(path).read_text().split("RssAnon:")[1].split()[0]) * 1024)
+                status = Path(path).read_text()  # anonymous memory: private (RssAnon) and shared maps (RssShmem)
+                peak[0] = max(peak[0], sum(int(status.split(f"{k}:")[1].split()[0]) * 1024 for k in ("RssAnon", "RssShmem")))
             except (OSError, IndexError):
                 pass
             time.sleep(0.005)
@@ -219,13 +260,25 @@ def run_child(mode: str, a: str, b: str, endpoint: str = "") -> dict:
         raise SystemExit(f"{mode} failed with exit code {proc.returncode}")
     result = json.loads(out.strip().splitlines()[-1])
     result["peak_anon"] = peak[0]
+    result["server_cpu"] = _cpu_since(parent0, resource.RUSAGE_SELF)
     return result
 
 
+def _cpu_since(before, who: int) -> float:
+    import resource
+
+    now = resource.getrusage(who)
+    return now.ru_utime - before.ru_utime + now.ru_stime - before.ru_stime
+
+
 def timed(cmd: list[str]) -> dict:
+    import resource
+
+    parent0, children0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return {"seconds": time.perf_counter() - t0, "peak_anon": 0, "vmhwm": 0, "cosines": {}}
+    return {"seconds": time.perf_counter() - t0, "peak_anon": 0, "vmhwm": 0, "cosines": {},
+            "cpu": _cpu_since(children0, resource.RUSAGE_CHILDREN), "server_cpu": _cpu_since(parent0, resource.RUSAGE_SELF)}
 
 
 def main() -> None:
@@ -265,40 +318,51 @@ def main() -> None:
         for _ in range(args.repeat):
             for mode in modes:
                 loads.append(os.getloadavg()[0])
-                hub.latency = {"eaglekit-hf-20ms": 0.02, "eaglekit-hf-50ms": 0.05}.get(mode, 0.0)
+                hub.latency = files.latency = 0.02 if "-20ms" in mode else 0.05 if "-50ms" in mode else 0.0
                 if mode == "cat":
                     r = timed(["cat", str(pa), str(pb)])
                 elif mode == "curl":
                     r = timed(["curl", "-sf", "-o", "/dev/null", urls[0], "-o", "/dev/null", urls[1]])
                 elif mode == "before":
                     r = run_child(mode, str(pa), str(pb), str(args.before))
-                elif mode == "eaglekit-http":
+                elif mode.startswith("eaglekit-http"):
                     r = run_child(mode, *urls)
                 elif mode.startswith("eaglekit-hf"):
                     r = run_child(mode, "hf://bench/a", "hf://bench/b", hub.endpoint)
                 else:
                     r = run_child(mode, str(pa), str(pb))
                 runs[mode].append(r)
-                print(f"  {mode:<18}{r['seconds']:8.2f} s  load {loads[-1]:.2f}", file=sys.stderr)
+                print(f"  {mode:<24}{r['seconds']:8.2f} s  cpu {r['cpu']:6.2f} s  servers {r['server_cpu']:6.2f} s  "
+                      f"load {loads[-1]:.2f}", file=sys.stderr)
     med = {m: statistics.median(r["seconds"] for r in rs) for m, rs in runs.items()}
     mib = 1024 * 1024
     print(f"\ntwo drafters, {size / 1e9:.2f} GB of safetensors ({'1/4 scale' if args.small else 'Kimi-K2 scale'}), "
           f"{os.cpu_count()} CPUs, median of {args.repeat} interleaved rounds, load average during the runs "
           f"{min(loads):.2f}-{max(loads):.2f} (median {statistics.median(loads):.2f})")
-    print(f"{'mode':<18}{'wall s':>8}{'GB/s':>7}{'peak anon MiB':>15}{'VmHWM MiB':>11}   runs (s)")
+    print(f"{'mode':<24}{'wall s':>8}{'GB/s':>7}{'CPU s':>7}{'CPU s/GB':>9}{'servers CPU s':>14}"
+          f"{'peak anon MiB':>15}{'VmHWM MiB':>11}   runs (s)")
+    cpu = {m: statistics.median(r["cpu"] for r in rs) for m, rs in runs.items()}
     for mode, rs in runs.items():
         anon = max(r["peak_anon"] for r in rs) / mib
         hwm = max(r["vmhwm"] for r in rs) / mib
-        print(f"{mode:<18}{med[mode]:>8.2f}{size / med[mode] / 1e9:>7.2f}{anon:>15.0f}{hwm:>11.0f}   "
+        served = statistics.median(r["server_cpu"] for r in rs)
+        print(f"{mode:<24}{med[mode]:>8.2f}{size / med[mode] / 1e9:>7.2f}{cpu[mode]:>7.2f}"
+              f"{cpu[mode] / (size / 1e9):>9.3f}{served:>14.2f}{anon:>15.0f}{hwm:>11.0f}   "
               f"{', '.join(format(r['seconds'], '.2f') for r in rs)}")
     if "eaglekit" in med:
         e = med["eaglekit"]
         for anchor in ("floor", "cat", "loop64", "loop32", "naive", "before"):
             if anchor in med:
                 print(f"eaglekit throughput / {anchor}: {med[anchor] / e:.2f}")
-        for remote in ("eaglekit-http", "eaglekit-hf", "eaglekit-hf-20ms", "eaglekit-hf-50ms"):
-            if remote in med:
-                print(f"{remote} throughput / local eaglekit: {e / med[remote]:.2f}")
+        for remote in (m for m in med if m.startswith(("eaglekit-http", "eaglekit-hf"))):
+            line = f"{remote} throughput / local eaglekit: {e / med[remote]:.2f}"
+            if "curl" in med:
+                line += f", / curl: {med['curl'] / med[remote]:.2f}"
+            line += f"; client CPU beyond local's: {(cpu[remote] - cpu['eaglekit']) / (size / 1e9):.3f} s/GB"
+            base = remote.replace("-20ms", "").replace("-50ms", "")
+            if base != remote and base in med:
+                line += f"; wall / the same at 0 ms: {med[remote] / med[base]:.2f}"
+            print(line)
     if "loop64" in runs:
         ref = runs["loop64"][0]["cosines"]
         for name in CHECKED:

@@ -34,7 +34,6 @@ from urllib.parse import unquote, urlsplit
 from eaglekit.core.errors import InputError, LocationError, NotFoundError
 
 _RANGE_RE = re.compile(r"bytes=(\d*)-(\d*)")
-_CHUNK = 1 << 20
 _Server = TypeVar("_Server", bound="FileServer")
 
 
@@ -192,11 +191,11 @@ class FileHandler(BaseHTTPRequestHandler):
             return
         left = end - start + 1
         with open(path, "rb") as f:
-            f.seek(start)
-            while left > 0 and (chunk := f.read(min(_CHUNK, left))):
-                self._write(chunk)
-                left -= len(chunk)
-        self.close_connection = self.close_connection or left > 0  # the file shrank: the length was wrong
+            # sendfile(2): the kernel sends from the page cache; no 1 MiB pieces read into Python and
+            # written back out (benchmarks/RESULTS.md, issue 25).
+            sent = self.connection.sendfile(f, start, left)
+        self._sent += sent
+        self.close_connection = self.close_connection or sent < left  # the file shrank: the length was wrong
 
     def _send_json(self, payload: object, headers: Mapping | None = None) -> None:
         self._send(200, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})})

@@ -22,9 +22,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from eaglekit.io.reader import Checkpoint
 
-#: Requests in flight at most per pipeline (per file side): 6 x 4 MiB (similarity.CHUNK_BYTES) cover 50 ms
-#: of latency at 500 MB/s per side, in 7 buffers (28 MiB) per side.
-MAX_DEPTH = 6
+#: Requests in flight at most per pipeline (per file side), and bytes in flight at most: the depth's
+#: ceiling is the smaller of MAX_DEPTH and IN_FLIGHT_BYTES over the largest range. 3 x 8 MiB blocks
+#: (similarity.CHUNK_BYTES) cover 20 ms of latency at 1.2 GB/s per side (50 ms at 0.5 GB/s) in 4 buffers
+#: (32 MiB) per side, which keeps a remote comparison near 236 MiB in all (benchmarks/RESULTS.md): more
+#: in flight would hide 50 ms fully only past the 256 MiB budget.
+MAX_DEPTH = 8
+IN_FLIGHT_BYTES = 24 * 1024 * 1024
+#: Requests in flight at first; the depth then grows while the consumer waits. Starting at one measured
+#: no better (benchmarks/RESULTS.md, issue 25), and one or two at most per side measured slower.
+START_DEPTH = 2
 #: Sources whose client is safe to use from several threads at once.
 CONCURRENT_KINDS = frozenset({"http", "hub"})
 
@@ -36,12 +43,14 @@ class RangePipeline:
     ``piece_bytes`` sizes the buffers when every range is smaller (the usual case: blocks of rows)."""
 
     def __init__(self, ckpt: Checkpoint, ranges: Sequence[tuple[str, int, int]], *, piece_bytes: int = 0,
-                 max_depth: int = MAX_DEPTH) -> None:
+                 max_depth: int | None = None) -> None:
         self.ckpt, self.ranges = ckpt, list(ranges)
         concurrent = ckpt.source.kind in CONCURRENT_KINDS
-        self.max_depth = max(1, max_depth if concurrent else 1)
-        self.depth = min(2, self.max_depth)
         self.size = max([piece_bytes, *(length for _, _, length in self.ranges)]) if self.ranges else 0
+        if max_depth is None:
+            max_depth = min(MAX_DEPTH, IN_FLIGHT_BYTES // max(self.size, 1))
+        self.max_depth = max(1, max_depth if concurrent else 1)
+        self.depth = min(START_DEPTH, self.max_depth)
         self.buffers: list[mmap.mmap] = []
         self.waits = 0  # times the consumer found its next range not yet arrived (the depth grew each time)
         self.allocated = 0  # buffers allocated (each of ``size`` bytes), at most max_depth + 1

@@ -45,7 +45,7 @@ from eaglekit.io.drafter import read_map
 Device = Literal["cpu", "cuda", "auto"]
 DEFAULT_GRID = (64, 64)
 #: Bytes per side per range request to a remote source; several are in flight (see RangePipeline).
-CHUNK_BYTES = 4 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024
 #: Bytes per side per block of a local (memory-mapped) file: rows handed to the compute at once.
 LOCAL_CHUNK_BYTES = 16 * 1024 * 1024
 #: Elements per side converted to float32 at a time (4 MiB): the conversions and products stay in the

@@ -25,6 +25,7 @@ from eaglekit.core.errors import (AuthError, InputError, LocationError, NotFound
                                   RateLimitError)
 from eaglekit.core.redact import redact_url, shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
+from eaglekit.io.sources.fast_range import FAST_MIN_BYTES, FastRanges
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+)")
 #: Seconds a request may take in all (connecting, waiting, transferring) unless EAGLEKIT_TIMEOUT says.
@@ -192,7 +193,7 @@ def transport_errors(url: str, deadline: Deadline | None = None) -> Iterator[Non
 
 def range_get(client, url: str, start: int, length: int, *, headers: Mapping[str, str] | None = None,
               what: str | None = None, check: Callable | None = None, deadline: Deadline | None = None,
-              into: bytearray | memoryview | None = None) -> Chunk:
+              into: bytearray | memoryview | None = None, fast: FastRanges | None = None) -> Chunk:
     """One ``Range: bytes=start-(start+length-1)`` GET through an httpx-style client: the one primitive
     every remote byte read goes through (HTTP and Hub sources, and any pipelining built on them).
 
@@ -209,7 +210,11 @@ def range_get(client, url: str, start: int, length: int, *, headers: Mapping[str
     - ``check(response, deadline)`` raises for error statuses before the body is read (the Hub passes
       its error translation); otherwise error statuses become eaglekit's errors, reading no body;
     - with ``into`` (a writable buffer of at least ``length`` bytes) the body is written there and the
-      chunk's data is a memoryview of it: no allocation per request (streamed reads reuse buffers).
+      chunk's data is a memoryview of it: no allocation per request (streamed reads reuse buffers);
+    - with ``fast`` (the source's :class:`~eaglekit.io.sources.fast_range.FastRanges`), a range of at least
+      :data:`~eaglekit.io.sources.fast_range.FAST_MIN_BYTES` is sent on a plain socket and its body received
+      straight into the buffer, checked by the same code; any answer but a 206 with an undecoded body goes
+      through httpx as above, and a client that would not connect directly (a proxy) never takes that path.
     """
     what = what or redact_url(url)
     if length <= 0:
@@ -217,6 +222,10 @@ def range_get(client, url: str, start: int, length: int, *, headers: Mapping[str
     deadline = deadline or Deadline(what)
     end = start + length - 1
     req_headers = {**(headers or {}), "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
+    if fast is not None and length >= FAST_MIN_BYTES:
+        chunk = _fast_range_get(fast, client, url, start, end, req_headers, what, deadline, into)
+        if chunk is not None:
+            return chunk
     with transport_errors(url, deadline), deadline, \
             guard_client(client).stream("GET", url, headers=req_headers, timeout=deadline.left()) as r:
         if r.status_code == 416:
@@ -229,19 +238,50 @@ def range_get(client, url: str, start: int, length: int, *, headers: Mapping[str
                 f"{what}: the server ignored the byte-range request (HTTP {r.status_code} instead of 206) "
                 "and would send the whole file; eaglekit refuses to download it to read a header. "
                 "Use a server that supports Range requests, or download the file and inspect it locally.")
-        encoding = r.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise RangeNotSupportedError(
-                f"{what}: the server answered a byte range with Content-Encoding {shown(encoding)!r} although "
-                "identity was asked for; a compressed range cannot be placed in the file. Use a server that "
-                "sends ranges unencoded.")
-        first, last, total = _range_from(r.headers.get("content-range"), what)
-        if first != start or last != min(end, total - 1):
-            raise RangeNotSupportedError(
-                f"{what}: asked for bytes {start}-{end} but the server answered bytes {first}-{last}/{total}; "
-                "refusing a range that is not the one requested.")
+        first, last, total = check_partial(r.headers, start, end, what)
         data = _read_exactly(r, last - first + 1, what, deadline, into)
     return Chunk(data, total)
+
+
+def check_partial(headers: Mapping[str, str], start: int, end: int, what: str) -> tuple[int, int, int]:
+    """(first, last, total) of a 206 answer to ``Range: bytes=start-end``, from its headers (looked up by
+    lower-case name); refuses an encoded body and a Content-Range that is not the range asked for (up to
+    the end of the file). The same checks for an httpx answer and a socket one."""
+    encoding = headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise RangeNotSupportedError(
+            f"{what}: the server answered a byte range with Content-Encoding {shown(encoding)!r} although "
+            "identity was asked for; a compressed range cannot be placed in the file. Use a server that "
+            "sends ranges unencoded.")
+    first, last, total = _range_from(headers.get("content-range"), what)
+    if first != start or last != min(end, total - 1):
+        raise RangeNotSupportedError(
+            f"{what}: asked for bytes {start}-{end} but the server answered bytes {first}-{last}/{total}; "
+            "refusing a range that is not the one requested.")
+    return first, last, total
+
+
+def _fast_range_get(fast: FastRanges, client, url: str, start: int, end: int, headers: Mapping[str, str],
+                    what: str, deadline: Deadline, into: bytearray | memoryview | None) -> Chunk | None:
+    """The range through ``fast``'s sockets, or None when httpx is to answer it (see :func:`range_get`)."""
+    try:
+        r = fast.open(client, url, headers, deadline, what)
+        if r is None:
+            return None
+        with r:
+            if r.status_code != 206 or not r.framed:
+                return None  # an error, a 200, a 416, a chunked body: httpx answers it, as before
+            first, last, total = check_partial(r.headers, start, end, what)
+            want = last - first + 1
+            buf = (memoryview(bytearray(want)) if into is None else memoryview(into).cast("B"))[:want]
+            got = r.read_into(buf, what)
+    except TimeoutError as e:  # a socket wait cut short by the deadline
+        raise deadline.expired() from e
+    except OSError as e:  # refused, reset, DNS, TLS
+        raise connect_error(url, e) from e
+    if got < want:
+        raise LocationError(f"{what}: the server's answer ended after {got} of the {want} bytes it announced.")
+    return Chunk(buf if into is not None else bytes(buf), total)
 
 
 def _read_exactly(response, want: int, what: str, deadline: Deadline,
@@ -328,18 +368,20 @@ class HttpSource(Source):
         self.timeout = None if timeout is None else check_timeout(timeout)
         self._query = query or {}  # name -> "?..." (kept for the file the location named)
         self._client = guard_client(httpx.Client(follow_redirects=True))
+        self._fast = FastRanges()  # sockets for large ranges (range_get's socket path)
 
     def url(self, name: str) -> str:
         return f"{self.base_url}/{name}{self._query.get(name, '')}"
 
     def read(self, name: str, start: int, length: int) -> Chunk:
         url = self.url(name)
-        return range_get(self._client, url, start, length, deadline=Deadline(redact_url(url), self.timeout))
+        return range_get(self._client, url, start, length, deadline=Deadline(redact_url(url), self.timeout),
+                         fast=self._fast)
 
     def read_into(self, name: str, start: int, buffer: bytearray | memoryview) -> int:
         url = self.url(name)
         return len(range_get(self._client, url, start, len(buffer), deadline=Deadline(redact_url(url), self.timeout),
-                             into=buffer).data)
+                             into=buffer, fast=self._fast).data)
 
     def read_small(self, name: str, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
         url = self.url(name)
@@ -353,4 +395,5 @@ class HttpSource(Source):
             return read_capped(r, limit, what, deadline)
 
     def close(self) -> None:
+        self._fast.close()
         self._client.close()

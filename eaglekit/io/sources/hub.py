@@ -8,6 +8,11 @@ The Hub is not trusted either: every request has the total deadline of :mod:`.ht
 session gets deadline-aware connections: :func:`~eaglekit.io.sources.http.guard_client`, inert outside
 eaglekit's requests), error bodies and listing pages are capped, listings are bounded and checked for
 shape, and the token never follows a link to another host.
+
+Large ranges (similarity, drift and export blocks) take ``range_get``'s socket path
+(:mod:`eaglekit.io.sources.fast_range`): the request built by the library's session (its headers and
+request hooks: offline mode, request id), sent on the source's own keep-alive sockets, the body received
+straight into the caller's buffer; error answers still go through the session and ``hf_raise_for_status``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from eaglekit.core.errors import AuthError, LocationError, NotFoundError, Offlin
 from eaglekit.core.redact import redact_url
 from eaglekit.core.safejson import loads
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
+from eaglekit.io.sources.fast_range import FastRanges
 from eaglekit.io.sources.http import (Deadline, check_timeout, guard_client, range_get, read_capped, read_error_body, retry_hint,
                                       transport_errors)
 from eaglekit.io.location import check_hub_path, check_repo_id
@@ -147,6 +153,7 @@ class HubSource(Source):
         self.endpoint = check_endpoint(endpoint or constants.ENDPOINT)
         self._token = token  # None: HF_TOKEN or the stored login; never rendered
         self.timeout = None if timeout is None else check_timeout(timeout)
+        self._fast = FastRanges()  # sockets for large ranges (range_get's socket path), beside the session
 
     def __repr__(self) -> str:  # no token here, ever
         return f"HubSource({self.display!r}, endpoint={redact_url(self.endpoint)!r})"
@@ -172,7 +179,8 @@ class HubSource(Source):
 
         with hub_errors(self._what(name), endpoint=self.endpoint):
             return range_get(get_session(), self.url(name), start, length, headers=self._headers(),
-                             what=self._what(name), check=_check, deadline=Deadline(self._what(name), self.timeout))
+                             what=self._what(name), check=_check, deadline=Deadline(self._what(name), self.timeout),
+                             fast=self._fast)
 
     def read_into(self, name: str, start: int, buffer: bytearray | memoryview) -> int:
         from huggingface_hub.utils import get_session
@@ -180,7 +188,8 @@ class HubSource(Source):
         with hub_errors(self._what(name), endpoint=self.endpoint):
             return len(range_get(get_session(), self.url(name), start, len(buffer), headers=self._headers(),
                                  what=self._what(name), check=_check, into=buffer,
-                                 deadline=Deadline(self._what(name), self.timeout)).data)
+                                 deadline=Deadline(self._what(name), self.timeout),
+                                 fast=self._fast).data)
 
     def read_small(self, name: str, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
         from huggingface_hub.utils import get_session
@@ -194,6 +203,9 @@ class HubSource(Source):
                 return None
             _check(r, deadline)
             return read_capped(r, limit, what, deadline)
+
+    def close(self) -> None:
+        self._fast.close()
 
     def list(self) -> list[str]:
         url = f"{self.endpoint}/api/models/{self.repo_id}/tree/{quote(self.revision, safe='')}"
