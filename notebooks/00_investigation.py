@@ -175,6 +175,27 @@ else:
 if warm is not None:
     display(eaglekit.check(warm.out, target=TARGET, endpoint=endpoint))
 
+# %% [markdown]
+# ## 8. The bottom line on the demo
+# Will the K2 drafter pay off on K2.5, or should the warm start be trained? On the trained demo world (its K2
+# and K2.5 targets, the K2 drafter, and two K2.5 drafters trained on the same few samples: one from scratch,
+# one warm-started from the K2 drafter), every figure in the paragraph below is measured on this page, at
+# the deployment's K = 2, and judged against the break-even of the measured cycle of section 6 (the 30 ms
+# verify plus two draft steps). The seed's own figures (accept length 3.2 to 3.5 for the public K2 drafter on
+# K2) are projections from another model, and stay in section 6.
+
+# %%
+def on_demo(drafter, target):
+    return eaglekit.measure_acceptance(trained.drafter(drafter), target=trained.target(target),
+                                       prompts=trained.prompts(target), steps=STEPS, max_new_tokens=32)
+
+
+own_target, scratch, warm_start = on_demo("k2", "k2"), on_demo("k25-scratch", "k25"), on_demo("k25-warm", "k25")
+bottom_line = eaglekit.conclude_acceptance(own=own_target, new_target=measured, scratch=scratch, warm=warm_start,
+                                           baseline_tps=BASELINE_TPS, verify_ms=VERIFY_MS,
+                                           draft_ms=account.draft_ms)
+bottom_line
+
 # %%
 ckpt_a.close()
 ckpt_b.close()

@@ -92,3 +92,27 @@ def test_section_7_check_headline_names_each_engine_release(executed_notebook):
     assert "READY to serve" not in text
     assert ("UNSURE for SGLang since #25454 (aux ids ambiguous); UNSURE for SGLang before #25454 (aux ids "
             "ambiguous); UNSURE for vLLM (aux ids ambiguous)") in text, text[:2000]
+
+
+def test_the_bottom_line_numbers_are_the_pages_own(executed_notebook):
+    """Issue 24: page 00 ends with one paragraph answering the seed's question on the demo, and each number in
+    it appears where the page measured it: the K2 drafter on K2.5 (section 6b), the break-even of the measured
+    cycle (section 6), the warm start and the scratch drafter (section 8)."""
+    import re
+
+    nb = executed_notebook("00_investigation")
+
+    def text_of(marker: str, kind: str = "text/plain") -> str:
+        cell = next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+        return "".join(o.get("data", {}).get(kind, "") for o in cell.get("outputs", []))
+
+    bottom = text_of("bottom_line = eaglekit.conclude_acceptance(")
+    measured = text_of("measured = eaglekit.measure_acceptance(", "text/html")  # the table the page shows
+    account = text_of("account = eaglekit.Account.from_measurements(", "text/html")
+    on_new = float(re.search(r"on the new target version it falls to (\d+\.\d\d)", bottom).group(1))
+    shown = float(re.search(r"(\d+\.\d{3}) \(vLLM convention", measured).group(1))
+    assert round(shown, 2) == on_new, (on_new, shown)
+    be = re.search(r"the break-even accept length is (\d+\.\d\d)", bottom).group(1)
+    assert be == "2.73" and f"accept length {be} on the measured cycle" in account
+    assert re.search(r"warm-started drafter reaches \d+\.\d\d and the one trained from scratch \d+\.\d\d", bottom)
+    assert re.search(r"warm start \d+\.\d\d \((GO|NO-GO)\)", bottom)
