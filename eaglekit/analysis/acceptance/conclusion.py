@@ -41,7 +41,7 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
     for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm)):
         go = r.accept_length > be
         lines.append(f"{name} {r.accept_length:.2f} ({'GO' if go else 'NO-GO'})")
-    s.append(f"At {baseline_tps:g} tok/s baseline and {e.cycle_ms:g} ms per cycle (K = {warm.steps}) the break-even "
+    s.append(f"At {baseline_tps:g} tok/s baseline and {e.cycle_ms:.1f} ms per cycle (K = {warm.steps}) the break-even "
              f"accept length is {be:.2f}: " + "; ".join(lines) + ".")
     verdict = "go" if max(warm.accept_length, scratch.accept_length) > be else "no-go"
     return Conclusion(verdict, tuple(s))
