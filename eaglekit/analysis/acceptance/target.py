@@ -191,8 +191,7 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
         remote_code({"config.json": config_dict}, name=name, trust_remote_code=trust)
     check_fits(config_dict, what=f"{name} config.json", dtype=dtype, available=_memory_available())
     try:
-        model = AutoModelForCausalLM.from_pretrained(repo, config=config, dtype=torch_dtype,
-                                                     trust_remote_code=trust)
+        model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=trust, config=config, dtype=torch_dtype)
     except pickle.UnpicklingError as e:
         raise LocationError(f"{name}: its pytorch_model.bin holds more than tensors and eaglekit loads it only as "
                             f"tensors (torch.load weights_only: {_refused_global(e)}); use a safetensors copy from "
