@@ -93,7 +93,10 @@ eaglekit.plan_steps_figure(plan)
 # first release of the feature took) and SGLang's flags per batch range:
 
 # %%
-print(json.dumps(plan.engine_config, indent=2))
+for engine, config in plan.engine_config.items():  # one line per setting, as it goes into a launch script
+    print(f"{engine}:")
+    for key, value in config.items():
+        print(f"  {key}: {json.dumps(value)}")
 
 # %% [markdown]
 # ## The widget
