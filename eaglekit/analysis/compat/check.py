@@ -150,15 +150,23 @@ class CheckReport:
         return tuple((key, name, *self.status(key)) for key, name in named)
 
     @property
+    def verdict_line(self) -> str:
+        """The verdicts alone, as the first line gives them: NOT READY with the count of errors every engine
+        shares, else the verdict per engine release ("UNSURE for SGLang since #25454 (aux ids ambiguous); ...")."""
+        common = [f for f in self.errors if f.engine is None]
+        if common:
+            return f"NOT READY ({len(common)} error{'s' if len(common) != 1 else ''})"
+        return "; ".join(f"{verdict} for {name}" + (f" ({why})" if why else "")
+                         for _, name, verdict, why in self.verdicts)
+
+    @property
     def summary(self) -> str:
         """The first line: the verdict per engine release, each named with the releases it means."""
         where = f" for target {self.target}" if self.target else " (no target given: target checks skipped)"
-        common = [f for f in self.errors if f.engine is None]
-        if common:
-            head = f"{self.drafter}: NOT READY ({len(common)} error{'s' if len(common) != 1 else ''}){where}"
+        if any(f.engine is None for f in self.errors):
+            head = f"{self.drafter}: {self.verdict_line}{where}"
         else:
-            head = f"{self.drafter}{where}: " + "; ".join(
-                f"{verdict} for {name}" + (f" ({why})" if why else "") for _, name, verdict, why in self.verdicts)
+            head = f"{self.drafter}{where}: {self.verdict_line}"
         return head + (f"; {len(self.warnings)} warning{'s' if len(self.warnings) != 1 else ''}" if self.warnings else "")
 
     def to_json(self) -> dict:
