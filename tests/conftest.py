@@ -67,3 +67,23 @@ def executed_notebook(demo, trained):
         return cache[name]
 
     return run
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package (.ci/run installs it)
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Chromium through Playwright, for the browser tests (offline: no background traffic)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not os.access(CHROMIUM, os.X_OK):
+        message = f"no {CHROMIUM}: install Debian's chromium package (.ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()

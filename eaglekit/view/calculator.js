@@ -231,30 +231,11 @@ function render({model, el: root}) {
   const unboundedRow = el("label", {class: "row check"});
   unboundedRow.append(unbounded, document.createTextNode(" unbounded chain (no k, drafting counted free)"));
   for (const [name, label, min, max, step] of CONTROLS) {
-    const row = el("label", {class: "row", "data-name": name});
-    const range = el("input", {type: "range", min, max, step, name});
-    const number = el("input", {type: "number", min, max, step, name: `${name}-value`});
     const set = (value) => { model.set(name, name === "steps" ? Math.round(value) : value); model.save_changes(); update(); };
-    range.addEventListener("input", () => { clamped = null; set(Number(range.value)); });
-    const commit = () => {
-      const v = Number(number.value);
-      if (number.value.trim() === "" || !Number.isFinite(v)) { update(); return; }  // not a number: show the value again
-      const kept = Math.min(max, Math.max(min, v));
-      clamped = kept === v ? null : {label, asked: v, kept, min, max};
-      if (kept !== v) number.value = shown(kept, step);  // the box keeps focus: show the clamped value here
-      set(kept);
-    };
-    number.addEventListener("change", commit);
-    // JupyterLab takes Enter for its notebook commands before a change event fires: commit here, keep it here.
-    number.addEventListener("keydown", (event) => {
-      if (event.key !== "Enter") return;
-      event.preventDefault();
-      event.stopPropagation();
-      commit();
-    });
-    row.append(el("span", {class: "name"}, label), range, number);
-    inputs[name] = {row, range, number, step};
-    controls.append(row);
+    const control = numberControl({name, label, min, max, step, format: shown, onClamp: (c) => { clamped = c; },
+                                   onSet: (value) => (value === null ? update() : set(value))});
+    inputs[name] = control;
+    controls.append(control.row);
     if (name === "overhead_ms") controls.append(unboundedRow, mode);
   }
   const side = el("div", {class: "side"});
@@ -287,10 +268,7 @@ function render({model, el: root}) {
         `(${r.clamped.ceiling} tokens per cycle): computed at ${f2(r.accept_length)}. Raise k or tick "unbounded chain".`
       : "";
     note.hidden = !r.clamped;
-    inputNote.textContent = clamped
-      ? `${clamped.label} ${g(clamped.asked)} is outside this control's range (${g(clamped.min)} to ${g(clamped.max)}): ` +
-        `set to ${g(clamped.kept)}.`
-      : "";
+    inputNote.textContent = clampNote(clamped);
     inputNote.hidden = !clamped;
     table.replaceChildren(...describe(p, r).map(([k, v]) => {
       const tr = el("tr", {"data-field": k});

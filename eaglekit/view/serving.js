@@ -138,24 +138,19 @@ function render({model, el: root}) {
   root.classList.add("eaglekit-serving");
   const controls = el("div", {class: "controls"});
   const inputs = {};
+  let clamped = null;  // the last typed value that was out of its control's range, shown until the next change
   for (const [name, label, min, max, step] of CONTROLS) {
-    const row = el("label", {class: "row", "data-name": name});
-    const range = el("input", {type: "range", min, max, step, name});
-    const number = el("input", {type: "number", min, max, step, name: `${name}-value`});
     const set = (value) => { model.set(name, value); model.save_changes(); update(); };
-    range.addEventListener("input", () => set(Number(range.value)));
-    number.addEventListener("change", () => {
-      const v = Number(number.value);
-      if (Number.isFinite(v)) set(Math.min(max, Math.max(min, v)));
-    });
-    row.append(el("span", {class: "name"}, label), range, number);
-    inputs[name] = {row, range, number};
-    controls.append(row);
+    const control = numberControl({name, label, min, max, step, onClamp: (c) => { clamped = c; },
+                                   onSet: (value) => (value === null ? update() : set(value))});
+    inputs[name] = control;
+    controls.append(control.row);
   }
   const side = el("div", {class: "side"});
+  const inputNote = el("p", {class: "input-note", role: "status"});
   const summary = el("p", {class: "summary", role: "status"});
   const table = el("table", {class: "readout"});
-  side.append(summary, table);
+  side.append(inputNote, summary, table);
   const chart = svg("svg", {class: "chart", role: "img", "aria-label": "tokens per second by draft steps"});
   const top = el("div", {class: "top"});
   top.append(controls, side);
@@ -172,6 +167,8 @@ function render({model, el: root}) {
       row.classList.toggle("disabled", off);
       range.disabled = number.disabled = off;
     }
+    inputNote.textContent = clampNote(clamped);
+    inputNote.hidden = !clamped;
     const r = compute(p);
     const b = r.options[r.best_steps];
     const sched = "{" + r.schedule.map(([lo, hi, k]) => `"${lo}-${hi}": ${k}`).join(", ") + "}";

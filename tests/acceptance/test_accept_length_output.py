@@ -19,16 +19,6 @@ from eaglekit.core.errors import InputError
 from eaglekit.core.specmath import Scenario
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 # -- the sampled figure on the cycle basis ---------------------------------------------------------------
 def test_expected_cycles_equal_the_greedy_simulation_when_acceptance_is_certain():
     rng = np.random.default_rng(0)

@@ -15,17 +15,6 @@ from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_
 from eaglekit.core.errors import InputError, NotFoundError, VocabMapError
 
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The trained world's models are tiny: one torch thread per test worker (two on two cores starve)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 # -- the convention, by hand ---------------------------------------------------------------------------
 def test_simulation_counts_cycles_by_hand():
     # 10 tokens after prefill; matches at each continuation offset

@@ -13,17 +13,6 @@ KEYS = ["steps", "temperature", "prompts", "generated_tokens", "cycles", "accept
         "accept_length_by_steps"]
 
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The trained world's models are tiny: one torch thread per test worker (two on two cores starve)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 def _run(capsys, *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()

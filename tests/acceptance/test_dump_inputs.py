@@ -16,14 +16,6 @@ from eaglekit.cli import main
 H, V = 64, 96   # the trained world's target
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _sample(T=20, *, h=H, n_aux=3, vocab=V, nan=False, seed=0):
     g = torch.Generator().manual_seed(seed)
     d = {"input_ids": torch.randint(0, vocab, (T,), generator=g), "loss_mask": torch.ones(T, dtype=torch.int64),

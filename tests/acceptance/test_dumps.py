@@ -19,15 +19,6 @@ from eaglekit.demo.dumps import FORMATS, dataset_texts, write_training_dumps
 N_PROMPTS, NEW = 5, 24
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one torch thread (two test processes on two cores starve otherwise)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def prompts(trained):
     lines = trained.prompts("k2").read_text().splitlines()[:N_PROMPTS]

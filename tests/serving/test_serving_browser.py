@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 
 import pytest
 
@@ -12,21 +11,7 @@ from eaglekit.view.frontend import esm
 from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
 
 pytestmark = [pytest.mark.browser]
-CHROMIUM = "/usr/bin/chromium"
 
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.access(CHROMIUM, os.X_OK):
-        message = f"no {CHROMIUM}: install Debian's chromium package (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield browser
-        browser.close()
 
 
 def _close(py, js, path=()):
@@ -97,5 +82,11 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute
     assert summary.text_content().startswith("Batch 256: best k = 2,")
     assert widget.locator("table.readout tr").count() == 10 and widget.locator("table.readout tr.best").count() == 1
+    note = widget.locator("p.input-note")
+    assert note.is_hidden()
+    set_value("context", "1e12")  # out of range: clamped to the slider's maximum, and the page says so
+    assert note.is_visible() and "is outside this control's range" in note.text_content(), note.text_content()
+    kept = widget.locator('input[name="context-value"]').input_value()
+    assert note.text_content().endswith(f"set to {kept}.") and float(kept) < 1e12
     assert problems == []
     page.close()

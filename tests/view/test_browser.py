@@ -31,27 +31,11 @@ from reportfixtures import NAMES, ROOT, report  # noqa: F401  (report: the sessi
 
 pytestmark = [pytest.mark.browser, pytest.mark.notebook, pytest.mark.xdist_group("report")]
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 SCREENSHOTS = os.environ.get("EAGLEKIT_SCREENSHOTS") == "1"
 DOCS = ROOT / "docs"
 MAX_SCREENSHOT_BYTES = 300_000
 CALCULATOR = "05_accept_length"
 
-
-@pytest.fixture(scope="module")
-def chromium():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.access(CHROMIUM, os.X_OK):
-        message = f"no {CHROMIUM}: install Debian's chromium package (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
 
 
 def _watch(page, problems: list[str], *, allowed: re.Pattern[str]) -> None:
