@@ -15,7 +15,8 @@ import argparse
 import sys
 
 from eaglekit.cli._dumps import add_dump_options, is_training_dump, run_dump
-from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, emit,
+from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, check_device,
+                                 emit,
                                  temperature)
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--target needs --prompts FILE (JSONL: input_ids, text or messages per line).")
     if args.hidden_states is not None and args.prompts is not None:
         raise InputError("--prompts goes with --target; a dump already holds its prompts.")
-    _check_device(args.device)
+    check_device(args.device)
     if is_training_dump(args):
         return run_dump(args)
     if args.chat_template is not None or args.compare_templates is not None:
@@ -93,23 +94,10 @@ def _run_templates(args: argparse.Namespace) -> int:
         raise InputError("--chat-template / --compare-templates measure at temperature 0 with the drafter's own aux "
                          "convention; drop --temperature / --aux-convention.")
     common = dict(target=args.target, prompts=args.prompts, max_new_tokens=args.max_new_tokens, steps=args.steps,
-                  device=args.device, dtype=args.dtype, endpoint=args.endpoint, timeout=args.timeout)
+                  device=args.device, dtype=args.dtype, trust_remote_code=args.trust_remote_code, endpoint=args.endpoint, timeout=args.timeout)
     if args.compare_templates is not None:
         out = compare_templates(args.drafter, a=args.compare_templates[0], b=args.compare_templates[1], **common)
     else:
         out = measure_with_template(args.drafter, template=args.chat_template, **common)
     emit(out, args)
     return 0
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    from eaglekit.core.errors import InputError
-
-    try:
-        dev = torch.device(device)
-    except RuntimeError as e:
-        raise InputError(f"--device {device!r} is not a torch device ({e}).") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"--device {device}: this torch sees no CUDA device; use --device cpu.")

@@ -112,6 +112,18 @@ def index_list(text: str) -> list[int]:
     return values
 
 
+def check_device(device: str) -> None:
+    """``--device``: a torch device this torch can use, or one line (torch loads here, for the commands that compute)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise InputError(f"--device {device!r} is not a torch device ({e}).") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"--device {device}: this torch sees no CUDA device; use --device cpu.")
+
+
 def check_writable(path: str, option: str) -> None:
     """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
     folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""

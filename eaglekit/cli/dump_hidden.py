@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_remote_options, add_trust_remote_code_option, index_list
+from eaglekit.cli.common import add_remote_options, check_device, add_trust_remote_code_option, index_list
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -37,11 +37,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, read_prompts
-    from eaglekit.cli.acceptance import _check_device
 
     from eaglekit.io.dumps.native import check_new_folder
 
-    _check_device(args.device)
+    check_device(args.device)
     check_new_folder(args.out)
     read_prompts(args.prompts)  # a bad prompts file fails before the target is loaded
     target = load_target_model(args.target, device=args.device, trust_remote_code=args.trust_remote_code)

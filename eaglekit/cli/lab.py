@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from eaglekit.core.errors import InputError
+
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ROOT / "notebooks"
@@ -155,7 +157,6 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> None:
     """EaglekitError when ``host:port`` is taken, so no URL is printed for a server that cannot start."""
     import socket
 
-    from eaglekit.core.errors import InputError
 
     if not 0 < port < 65536:
         raise InputError(f"port {port} is not a TCP port: give 1 to 65535 (make lab PORT=8890)")
@@ -175,8 +176,16 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.demo.world import build_demo
 
     check_port_free(args.port)
+    try:  # the working copy's folder first: a folder that cannot be written is one line, before the demo is built
+        Path(args.workdir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create --workdir {args.workdir}: {e.strerror or e}; choose a writable folder.") from e
     build_demo(args.demo)
-    for line in working_copy(args.notebooks, args.workdir):
+    try:
+        said = working_copy(args.notebooks, args.workdir)
+    except (OSError, ValueError) as e:
+        raise InputError(f"cannot copy the notebooks of {args.notebooks} into {args.workdir}: {e}") from e
+    for line in said:
         if line.startswith("kept"):
             print(line)
     token = secrets.token_hex(24)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_json_option, add_location, add_remote_options, print_json
+from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option,
+                                 check_device, print_json)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                 "--vocab-map) or .pt (SpecForge)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
     add_json_option(p)
+    add_trust_remote_code_option(p)
     add_remote_options(p)
     p.set_defaults(func=run)
 
@@ -46,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--prompts and --chat-template go with --target; a dump already holds its prompts.")
     if args.out is not None:
         check_map_path(args.out)
+    check_device(args.device)
     cov = vocab_coverage(args.drafter, target=args.target, prompts=args.prompts, hidden_states=args.hidden_states,
                          chat_template=args.chat_template, max_new_tokens=args.max_new_tokens, device=args.device,
-                         endpoint=args.endpoint, timeout=args.timeout)
+                         trust_remote_code=args.trust_remote_code, endpoint=args.endpoint, timeout=args.timeout)
     written = write_vocab_map(args.out, cov.recommended_d2t, cov.recommended_t2d) if args.out else None
     if args.json:
         out = cov.to_json()

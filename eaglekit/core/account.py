@@ -231,9 +231,11 @@ class Account:
         growing = []
         grows = verify_grows_for or {}
         named = grows.items() if isinstance(grows, Mapping) else (published(n) for n in grows)
+        # the verify table reaches past the measured k and every projection's k (the slope needs one beyond k)
+        top = max(GROWTH_STEPS, k + 1, *(p.steps for p in projections))
         for label, shape in named:
             model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k)
-            verify = tuple(model.ms(1, j + 1) for j in range(1, GROWTH_STEPS + 1))
+            verify = tuple(model.ms(1, j + 1) for j in range(1, top + 1))
             verify = tuple(verify_ms if j == k else v for j, v in enumerate(verify, 1))  # the measured one as it is
             growing.append(GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
                                          tuple((r.target_tps, r.min_steps) for r in ts),

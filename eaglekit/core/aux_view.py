@@ -19,7 +19,7 @@ from html import escape
 from typing import Literal
 
 from eaglekit.core.engine_readings import (RELEASES, SGLANG_RELEASES, EngineChoice, Family, Release, Rule,
-                                           capturable, capture_range, default_ids, ids_selecting, outputs_selected,
+                                           capturable, capture_range, ids_selecting, outputs_selected,
                                            parse_engine, target_family)
 from eaglekit.core.errors import InputError
 from eaglekit.core.layers import (ENGINES, READER_CONVENTION, READER_NAMES, _check_num_layers, _convention_of,
@@ -273,7 +273,7 @@ def _training(trained_by: str, ids, num_layers, family: Family) -> TrainingReadi
         outs = default_aux_layers(num_layers, convention="outputs")
         return TrainingReading(trained_by, (TrainingCandidate(outs, ("the trainer's default",)),), True)
     paths: list[tuple[str, tuple[int, ...], bool]] = []  # (capture path, outputs it feeds, can it capture them)
-    # A trainer reading all hidden states takes ids 0..L-1 in its own spelling (valid_range).
+    # A trainer reading all hidden states takes ids 0..L-1 in its own spelling.
     reach = num_layers is None or all(0 <= i < num_layers for i in ids)
     if trained_by == "specforge":
         paths.append(("SpecForge's Hugging Face backend", ids, reach))
@@ -356,7 +356,7 @@ def _reads(release: Release, family: Family, ids, num_layers):
 def _engine_reading(release: Release, family: Family, ids, num_layers, training: TrainingReading, *,
                     key: str, name: str, span: str, pinned: bool, spec: str) -> EngineReading:
     rule = release.rule(family)
-    used = ids if ids is not None else (default_ids(num_layers) if num_layers else None)
+    used = ids if ids is not None else (default_aux_layers(num_layers, convention="inputs") if num_layers else None)
     if used is None:
         return EngineReading(release.engine, key, name, span, rule, None, True, None, None, "unknown", (),
                              release.change, pinned, spec)

@@ -193,6 +193,10 @@ def _ignored(module: str, ignore: Sequence[Any]) -> bool:
     return False
 
 
+def _whole(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
 def _bytes_per_param(quant: Mapping[str, Any], module: str) -> tuple[float, str]:
     """Bytes per weight of ``module`` under the config's quantisation, and the compute dtype it implies."""
     method = str(quant.get("quant_method", "")).lower()
@@ -200,7 +204,9 @@ def _bytes_per_param(quant: Mapping[str, Any], module: str) -> tuple[float, str]
         return 2.0, "bf16"
     if method == "fp8":
         block = quant.get("weight_block_size") or [128, 128]
-        cells = block[0] * block[1] if isinstance(block, list) and len(block) == 2 else 16384
+        if not (isinstance(block, list) and len(block) == 2 and all(_whole(c) for c in block)):
+            raise InputError(f"quantization_config.weight_block_size must be two positive integers, got {block!r}.")
+        cells = block[0] * block[1]
         if _ignored(module, quant.get("modules_to_not_convert") or quant.get("ignored_layers") or []):
             return 2.0, "bf16"
         return 1.0 + 4.0 / cells, "fp8"  # e4m3 weights + one fp32 weight_scale_inv per block
@@ -210,9 +216,13 @@ def _bytes_per_param(quant: Mapping[str, Any], module: str) -> tuple[float, str]
         groups = quant.get("config_groups") or {}
         for group in groups.values() if isinstance(groups, Mapping) else ():
             w = group.get("weights") if isinstance(group, Mapping) else None
-            if isinstance(w, Mapping) and isinstance(w.get("num_bits"), int):
-                bits, size = w["num_bits"], w.get("group_size") or 128
-                return bits / 8.0 + 2.0 / size, "bf16"  # packed weights + one bf16 scale per group (W4A16)
+            if isinstance(w, Mapping) and _whole(w.get("num_bits")):
+                size = w.get("group_size")
+                if size in (None, -1):  # per channel: one scale per row, negligible beside the weights
+                    return w["num_bits"] / 8.0, "bf16"
+                if not _whole(size):
+                    raise InputError(f"quantization_config group_size must be a positive integer or -1, got {size!r}.")
+                return w["num_bits"] / 8.0 + 2.0 / size, "bf16"  # packed weights + one bf16 scale per group (W4A16)
     return 2.0, "bf16"
 
 

@@ -204,10 +204,6 @@ def ids_selecting(rule: Rule, outputs_of: Sequence[int], num_layers: int | None)
     return ids
 
 
-def default_ids(num_layers: int) -> tuple[int, ...]:
-    """What every engine captures without ids: inputs ``[2, L//2, L-3]`` (no offset in any release)."""
-    return (2, num_layers // 2, num_layers - 3)
-
 
 def _version_tuple(version: str, shown: str) -> tuple[int, ...]:
     m = re.match(r"^v?(\d+(?:\.\d+)*)", version)
@@ -217,4 +213,4 @@ def _version_tuple(version: str, shown: str) -> tuple[int, ...]:
 
 
 __all__ = ["EngineChoice", "Release", "RELEASES", "LAST_KNOWN_OLD", "SGLANG_RELEASES", "VLLM_RELEASES", "parse_engine",
-           "target_family", "outputs_selected", "capture_range", "capturable", "ids_selecting", "default_ids"]
+           "target_family", "outputs_selected", "capture_range", "capturable", "ids_selecting"]

@@ -117,21 +117,6 @@ def outputs_read(ids: Sequence[int], reader: str) -> tuple[int, ...]:
     return convert_aux_layers(ids, from_convention=_convention_of(reader), to_convention="outputs")
 
 
-def ids_for(outputs_of: Sequence[int], reader: str) -> tuple[int, ...]:
-    """The ids to write so that ``reader`` selects the outputs of layers ``outputs_of``."""
-    return convert_aux_layers(outputs_of, from_convention="outputs", to_convention=_convention_of(reader))
-
-
-def valid_range(reader: str, num_layers: int) -> tuple[int, int]:
-    """Ids ``reader`` can capture in a ``num_layers``-layer target, inclusive.
-
-    An inputs reader captures the state entering layer k while running it: 0..L-1. SGLang captures id
-    i at the input of layer i + 1, so its last id is L-2; a trainer reading output_hidden_states can
-    take the last layer's output too (0..L-1)."""
-    _check_num_layers(num_layers)
-    if reader == "sglang":
-        return 0, num_layers - 2
-    return 0, num_layers - 1
 
 
 @dataclass(frozen=True)

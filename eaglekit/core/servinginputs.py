@@ -227,7 +227,7 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
                      "`eaglekit acceptance --json`?")
 
 
-_VLLM = re.compile(r"Per-position acceptance rate:\s*([0-9.eE+\-,\s]+)")
+_VLLM = re.compile(r"Per-position acceptance rate:[ \t]*([0-9.eE+\-, \t]+)")  # one line: a timestamp may follow
 
 
 def acceptance_from_vllm_log(text: str, *, what: str = "vLLM log") -> Acceptance:

@@ -276,8 +276,7 @@ class Reach:
                 "tokens_per_cycle_at_most": k + 1, "ceiling_tps": (k + 1) * 1000.0 / self.cycle_ms,
                 "fixed_part_alone_tps": (k + 1) * 1000.0 / self.fixed_ms,
                 "max_draft_ms": self.max_draft_ms, "min_steps": self.min_steps,
-                "min_steps_cycle_ms": (self.fixed_ms + self.min_steps * self.draft_ms
-                                       if self.min_steps is not None else None),
+                "min_steps_cycle_ms": self.cycle_at(self.min_steps) if self.min_steps is not None else None,
                 "min_steps_accept_length": self.min_steps_accept_length, "min_steps_alpha": self.min_steps_alpha,
                 "min_steps_tokens_per_cycle_at_most": self.min_steps + 1 if self.min_steps is not None else None}
 
@@ -335,7 +334,8 @@ def reach(target_tps: float, *, verify_ms: float, steps: int, draft_ms: float = 
     k = check_steps(steps)
     if k is None:
         raise InputError("reach needs the number of draft steps k: the ceiling is k + 1 tokens per cycle")
-    fixed = _positive(verify_ms, "verify time", "ms") + overhead_ms
+    fixed = _positive(verify_ms, "verify time", "ms") + _non_negative(overhead_ms, "overhead", "ms")
+    draft_ms = _non_negative(draft_ms, "draft time per step", "ms")
     g = _non_negative(verify_growth_ms, "verify growth", "ms per drafted token")
     if verify_ms - (k - 1) * g <= 0:
         raise InputError(f"a verify of {verify_ms:g} ms at k = {k} growing {g:g} ms per drafted token leaves the verify "
@@ -427,6 +427,15 @@ class Estimate:
         understated by the drafter's share of the cycle."""
         return self.scenario.steps is None or self.scenario.draft_ms == 0
 
+    def reach(self) -> Reach:
+        """What the target throughput needs at the scenario's k (verify growth included); the text and the
+        JSON both read it from here. Needs a target and a step count."""
+        s, t = self.scenario, self.target
+        if t is None or s.steps is None:
+            raise InputError("reach needs a target throughput and the scenario's draft steps k")
+        return reach(t.tokens_per_s, verify_ms=s.verify_ms, steps=s.steps, draft_ms=s.draft_ms,
+                     overhead_ms=s.overhead_ms, verify_growth_ms=s.verify_growth_ms)
+
     def to_json(self) -> dict:
         """The ``eaglekit speedup --json`` object: every figure the text prints."""
         s = self.scenario
@@ -435,8 +444,7 @@ class Estimate:
             t = self.target
             target = {"tokens_per_s": t.tokens_per_s, "accept_length": t.accept_length, "alpha": t.alpha}
             if s.steps is not None:
-                target.update(reach(t.tokens_per_s, verify_ms=s.verify_ms, steps=s.steps, draft_ms=s.draft_ms,
-                                    overhead_ms=s.overhead_ms).to_json())
+                target.update(self.reach().to_json())
         return {
             "baseline_tps": s.baseline_tps, "verify_ms": s.verify_ms, "draft_ms": s.draft_ms, "steps": s.steps,
             "overhead_ms": s.overhead_ms, "drafting_counted_free": self.drafting_counted_free,
@@ -470,9 +478,7 @@ class Estimate:
         if self.target is not None:
             t = self.target
             if s.steps is not None:
-
-                r = reach(t.tokens_per_s, verify_ms=s.verify_ms, steps=s.steps, draft_ms=s.draft_ms,
-                          overhead_ms=s.overhead_ms, verify_growth_ms=s.verify_growth_ms)
+                r = self.reach()
                 rows.append(("target", r.headline()))
                 if not r.reachable:
                     rows.append(("to reach it", r.remedy()))

@@ -233,3 +233,15 @@ def test_an_ambiguous_folder_needs_dump_format(trained, tmp_path, capsys):
     code, out, err = _run(capsys, trained, mixed, "--dump-format", "modelopt", "--json")
     assert code == 0, err
     assert json.loads(out)["dump"]["format"] == "modelopt"
+
+
+@pytest.mark.parametrize("line, says", [
+    ({"file": "x", "assistant_start": 0, "length": 10**12}, "assistant_start"),  # would allocate a terabyte list
+    ({"file": "x", "assistant_start": -5, "length": 10}, "assistant_start"),
+    ({"file": "x", "assistant_start": True, "length": 10}, "assistant_start"),
+])
+def test_loss_masks_declaring_absurd_spans_are_refused_unbuilt(trained, tmp_path, capsys, line, says):
+    folder = _dump(tmp_path / "d", _sample())
+    masks = tmp_path / "masks.jsonl"
+    masks.write_text(json.dumps(line) + "\n")
+    assert says in _error(capsys, trained, folder, "--loss-masks", str(masks))

@@ -88,6 +88,8 @@ def test_temperature_uses_the_same_head(trained, greedy, prompts, k2, tmp_path):
                      temperature=0.7, limit=2, progress=False)
     assert r.result.expected_acceptance == pytest.approx(ref.expected_acceptance, rel=1e-5)
     assert 0 < r.result.expected_acceptance[0] < 1
+    # the sampled accept length on the greedy cycle basis comes through from dumps as from --target
+    assert r.result.expected_accept_length == pytest.approx(ref.expected_accept_length, rel=1e-5)
 
 
 # -- dataset text: coverage drops, the figure follows the definition -----------------------------------------

@@ -99,3 +99,12 @@ def test_renders_as_text_and_html():
     assert str(a).startswith("Throughput account\n- Measured:")
     html = a._repr_html_()
     assert html.startswith("<table") and "why two figures" in html and "2.73" in html
+
+
+def test_a_growing_verify_reaches_past_the_deployments_steps_and_projections():
+    """The verify table covers the measured k + 1 and every projection's k: no IndexError at k = 10."""
+    a = Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, expected=(10.5,),
+                                  verify_grows_for=("kimi-k2-fp8",))
+    grow = a.growing[0]
+    assert len(grow.verify_ms) >= 10 and "accept length 10.5 gives" in grow.sentence()
+    assert grow.slope_ms > 0

@@ -117,3 +117,24 @@ def test_bad_configs_and_points_say_what_is_missing():
         Point(1, 1, -3.0)
     with pytest.raises(InputError, match="tokens per request"):
         Point(1, 0, 3.0)
+
+
+@pytest.mark.parametrize("quant, says", [
+    ({"quant_method": "fp8", "weight_block_size": [0, 128]}, "weight_block_size"),
+    ({"quant_method": "fp8", "weight_block_size": ["128", "128"]}, "weight_block_size"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": 0}}}},
+     "group_size"),
+])
+def test_quantisation_settings_that_make_no_sense_are_one_error(quant, says):
+    from eaglekit.core.costmodel import _bytes_per_param
+    from eaglekit.core.errors import InputError
+
+    with pytest.raises(InputError, match=says):
+        _bytes_per_param(quant, "model.layers.3.mlp.experts.0.up_proj")
+
+
+def test_per_channel_int4_counts_no_group_scales():
+    from eaglekit.core.costmodel import _bytes_per_param
+
+    per_channel = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": -1}}}}
+    assert _bytes_per_param(per_channel, "model.layers.3.mlp.experts.0.up_proj") == (0.5, "bf16")

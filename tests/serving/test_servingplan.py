@@ -129,3 +129,10 @@ def test_a_dense_target_takes_fewer_steps_as_batch_grows():
              calibrate_points=[(1, 1, 6.0)], batches=(1, 8, 64, 256, 1024, 2048), draft_costs={1: 0.5, 1024: 2.0})
     assert list(p.best_steps) == sorted(p.best_steps, reverse=True) and p.best_steps[0] > 0
     assert p.stops_paying_at is not None
+
+
+def test_a_vllm_log_line_followed_by_a_timestamp_reads_only_its_own_rates():
+    from eaglekit.core.servinginputs import acceptance_from_vllm_log
+
+    log = "INFO Per-position acceptance rate: 0.800, 0.600\n2026-05-01 12:00:01 INFO next line\n"
+    assert acceptance_from_vllm_log(log).per_step == pytest.approx((0.8, 0.75))

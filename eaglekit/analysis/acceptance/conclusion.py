@@ -87,6 +87,3 @@ def compare_readings(trained: AcceptanceResult, other: AcceptanceResult, *, chai
                                                if abs(diffs.mean()) < 2 * se else "."))
     return " ".join(out)
 
-
-def _list(steps: list[int]) -> str:
-    return ", ".join(map(str, steps)) if steps else "none"

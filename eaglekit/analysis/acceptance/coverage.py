@@ -54,7 +54,8 @@ def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None =
 
 
 def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_template=None, max_new_tokens: int = 64,
-                   device: str = "cpu", dtype: str = "float32", progress: bool | None = None) -> list[np.ndarray]:
+                   device: str = "cpu", dtype: str = "float32", progress: bool | None = None,
+                   trust_remote_code: bool = False) -> list[np.ndarray]:
     """The target's output tokens, one array per prompt: greedy continuations of ``prompts`` by ``target``
     (rendered with ``chat_template`` when given: a path or ``"raw"``), or the continuations in the dump
     ``hidden_states``."""
@@ -71,7 +72,8 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
         raise InputError("traffic from a target needs prompts (a JSONL file).")
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
-    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype)
+    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype,
+                                                                              trust_remote_code=trust_remote_code)
     plist, psource = read_prompts(prompts) if isinstance(prompts, (str, os.PathLike)) else (tuple(prompts), "prompts")
     if chat_template is not None:
         if tmodel.tokenizer is None:
@@ -90,12 +92,14 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
 
 def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, chat_template=None,
                    max_new_tokens: int = 64, steps: int = 5, device: str = "cpu", dtype: str = "float32",
-                   endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None) -> Coverage:
+                   endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
+                   trust_remote_code: bool = False) -> Coverage:
     """The drafter's draft vocabulary against the target's output tokens on your traffic, and the map
     SpecForge's rule would build from that traffic (:class:`~eaglekit.core.coverage.Coverage`)."""
     d2t, vocab, label, notes = drafter_map(drafter, endpoint=endpoint, timeout=timeout)
     seqs = traffic_tokens(target=target, prompts=prompts, hidden_states=hidden_states, chat_template=chat_template,
-                          max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress)
+                          max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress,
+                          trust_remote_code=trust_remote_code)
     where = f"dump {hidden_states}" if hidden_states is not None else \
         f"{getattr(target, 'name', target)} on {prompts if isinstance(prompts, (str, os.PathLike)) else 'prompts'}" \
         + (f" rendered with {chat_template}" if chat_template is not None else "")

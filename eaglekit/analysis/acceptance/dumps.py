@@ -38,6 +38,7 @@ from eaglekit.analysis.acceptance.measure import (
     simulate_cycles,
     summarise,
 )
+from eaglekit.analysis.acceptance.notes import collapse_note
 from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
 from eaglekit.core.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
@@ -45,7 +46,7 @@ from eaglekit.core.layers import default_aux_layers
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.dumps.detect import open_training_dump, read_sample
-from eaglekit.io.dumps.files import DumpFolder
+from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
 from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
@@ -311,8 +312,15 @@ def _read_masks(path) -> dict[str, tuple[int, ...]]:
         if not isinstance(obj, dict) or not isinstance(obj.get("file"), str):
             raise InputError(f"{shown(p)} line {k}: expected an object with \"file\" and \"loss_mask\".")
         mask = obj.get("loss_mask")
-        if mask is None and isinstance(obj.get("assistant_start"), int) and isinstance(obj.get("length"), int):
-            mask = [0] * obj["assistant_start"] + [1] * (obj["length"] - obj["assistant_start"])
+        start, length = obj.get("assistant_start"), obj.get("length")
+        if mask is None and start is not None:
+            if not (type(start) is int and type(length) is int and 0 <= start <= length <= MAX_POSITIONS):
+                raise InputError(f"{shown(p)} line {k}: \"assistant_start\" and \"length\" must be whole numbers with "
+                                 f"0 <= assistant_start <= length <= {MAX_POSITIONS:,}.")
+            mask = [0] * start + [1] * (length - start)
+        if isinstance(mask, list) and len(mask) > MAX_POSITIONS:
+            raise InputError(f"{shown(p)} line {k}: a loss mask of {len(mask):,} positions, more than any sample holds "
+                             f"({MAX_POSITIONS:,}).")
         if not isinstance(mask, list) or not all(v in (0, 1, True, False) for v in mask):
             raise InputError(f"{shown(p)} line {k}: \"loss_mask\" must be a list of 0/1.")
         out[obj["file"]] = tuple(int(v) for v in mask)
@@ -365,7 +373,8 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
         aux_indices=hidden_state_indices(ids, convention) if ids else (),
         accept_length_by_convention={convention: main["accept_length"]},
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        positions=sum(f.positions for f in measured), notes=tuple(notes))
+        expected_accept_length=main["expected_accept_length"],
+        positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main)))
     asst = sum(f.assistant for f in measured)
     ok = sum(f.consistent for f in measured)
     per_file = [(sum(s.generated for s in f.spans), _cycles(f.spans, steps), len(f.spans)) for f in measured]
@@ -377,6 +386,12 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
                           nonfinite_rows=sum(f.nonfinite_rows for f in files), assistant_tokens=asst,
                           consistent_tokens=ok, spans=len(spans), sampled=sampled, interval=interval,
                           where=where, masked_by=measured[0].masked_by, **conv)
+
+
+def _collapse(main: dict) -> list[str]:
+    """The collapse note ``measure_acceptance`` gives, for the dump path too."""
+    note = collapse_note(main["per_step_acceptance"])
+    return [note] if note else []
 
 
 def _cycles(spans: Sequence[SampleStats], steps: int) -> int:

@@ -213,11 +213,12 @@ def _segments(samples, prompt_ids, steps: int, opens: set[int], closes: set[int]
 
 def compare_templates(drafter, *, target, prompts, a, b, max_new_tokens: int = 64, steps: int = 5,
                       device: str = "cpu", dtype: str = "float32", endpoint: str | None = None, timeout: float | None = None,
-                      progress: bool | None = None) -> TemplateComparison:
+                      progress: bool | None = None, trust_remote_code: bool = False) -> TemplateComparison:
     """Measure ``drafter`` on ``target`` with ``prompts`` rendered by template ``a`` and by ``b`` (paths,
     ``"raw"`` or :class:`Template`); see the module docstring."""
     ta, tb = as_template(a), as_template(b)
-    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype)
+    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype,
+                                                                              trust_remote_code=trust_remote_code)
     if tmodel.tokenizer is None:
         raise InputError(f"{tmodel.name} has no tokenizer: templates render text, which needs one.")
     plist, _ = read_prompts(prompts) if isinstance(prompts, (str, os.PathLike)) else (tuple(prompts), "prompts")
@@ -248,12 +249,13 @@ def compare_templates(drafter, *, target, prompts, a, b, max_new_tokens: int = 6
                               segments=segments, by_position=by_pos, notes=tuple(notes))
 
 
-def measure_with_template(drafter, *, target, prompts, template, **kwargs):
+def measure_with_template(drafter, *, target, prompts, template, trust_remote_code: bool = False, **kwargs):
     """:func:`~eaglekit.analysis.acceptance.measure.measure_acceptance` with every prompt rendered by
     ``template`` (a path, ``"raw"`` or :class:`Template`) in the bounded sandbox."""
     t = as_template(template)
     device, dtype = kwargs.get("device", "cpu"), kwargs.get("dtype", "float32")
-    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype)
+    tmodel = target if isinstance(target, TargetModel) else load_target_model(target, device=device, dtype=dtype,
+                                                                              trust_remote_code=trust_remote_code)
     if tmodel.tokenizer is None:
         raise InputError(f"{tmodel.name} has no tokenizer: a chat template renders text, which needs one.")
     plist, _ = read_prompts(prompts) if isinstance(prompts, (str, os.PathLike, Path)) else (tuple(prompts), "prompts")

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from eaglekit.core.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
 from eaglekit.core.aux_view import SETTLE, AuxEngineView, EngineReading
-from eaglekit.core.engine_readings import capture_range, default_ids, parse_engine
+from eaglekit.core.engine_readings import capture_range, parse_engine
 from eaglekit.core.layers import ENGINES, READER_NAMES, check_engine, default_aux_layers
 from eaglekit.core.names import find, normalize_name
 from eaglekit.core.render import ansi, html_badge, html_table, use_colour
@@ -410,7 +410,7 @@ def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Se
     if training.in_range is False:
         add("aux layers", "error", f"aux ids {list(aux.ids)} name layers a {L}-layer target does not have.",
             f"Write the ids of the layers training used, or drop them: without ids every engine captures the inputs "
-            f"of layers {list(default_ids(L))} (the outputs of {list(default_aux_layers(L, convention='outputs'))}).")
+            f"of layers {list(default_aux_layers(L, convention='inputs'))} (the outputs of {list(default_aux_layers(L, convention='outputs'))}).")
     guessed = "" if aux.trained_by.startswith("declared") else " (trainer guessed from the config format)"
     for e in aux.engines:
         ids = f"{list(e.ids)}" + (" (its default)" if e.from_default else "")
