@@ -23,7 +23,7 @@ from eaglekit.demo.fileserver import FileServer
 from eaglekit.io.reader import open_checkpoint
 from eaglekit.io.sources import http
 from eaglekit.io.sources.fast_range import FAST_MIN_BYTES, HEAD_LIMIT, FastRanges
-from eaglekit.io.sources.http import Deadline, range_get
+from eaglekit.io.sources.http import Deadline, guard_client, range_get
 
 SIZE = 3 * FAST_MIN_BYTES + 12_345  # not a multiple of anything
 DATA = np.random.default_rng(25).integers(0, 256, SIZE, dtype=np.uint8).tobytes()
@@ -371,3 +371,12 @@ def test_threads_share_one_fast_ranges(server, fast):
         t.join()
     assert not errors and len(results) == 12 and all(results.values())
 
+
+
+@pytest.mark.parametrize("to", ["http://[::1", "http://a..b/model.safetensors", "http://127.0.0.1:99999/x"])
+def test_a_malformed_redirect_target_is_one_location_error(server, fast, to):
+    """A redirect no socket can follow (a broken IPv6 literal, an empty host label, a port past 65535) ends
+    as eaglekit's LocationError, on the socket path as on httpx's: never a raw ValueError or UnicodeError."""
+
+    with guard_client(httpx.Client(follow_redirects=True)) as client, pytest.raises(LocationError):
+        _get(fast, client, server.url(f"redirect/x?to={to}"), 0, FAST_MIN_BYTES, timeout=10)

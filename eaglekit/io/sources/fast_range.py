@@ -114,9 +114,13 @@ class FastRanges:
                 return response  # too many redirects: range_get asks httpx, which says so as before
             response.discard()
             hops += 1
-            new = urljoin(str(target), location)
-            if urlsplit(new).scheme not in _DEFAULT_PORTS:
-                return None
+            try:
+                new = urljoin(str(target), location)
+                if urlsplit(new).scheme not in _DEFAULT_PORTS:
+                    return None
+                urlsplit(new).port  # noqa: B018  (a malformed host or port raises here, not deeper down)
+            except ValueError:
+                return None  # httpx follows (or refuses) this redirect itself, with its own one-line errors
             if not _keeps_authorization(str(target), new):
                 base = {k: v for k, v in base.items() if k.lower() != "authorization"}
             url = new

@@ -277,7 +277,7 @@ def _fast_range_get(fast: FastRanges, client, url: str, start: int, end: int, he
             got = r.read_into(buf, what)
     except TimeoutError as e:  # a socket wait cut short by the deadline
         raise deadline.expired() from e
-    except OSError as e:  # refused, reset, DNS, TLS
+    except (OSError, ValueError, OverflowError) as e:  # refused, reset, DNS, TLS; a host name no socket takes
         raise connect_error(url, e) from e
     if got < want:
         raise LocationError(f"{what}: the server's answer ended after {got} of the {want} bytes it announced.")
