@@ -286,3 +286,11 @@ class VocabMap:
               name: str = "A") -> VocabCheck:
         return check_vocab_map(self.d2t, self.t2d, vocab_size=vocab_size, draft_vocab_size=draft_vocab_size,
                                name=name)
+
+
+def unreadable_d2t(d2t, *, vocab_size: int | None) -> str | None:
+    """Why an engine could not read ``d2t`` alone (no t2d to check it against), or None: it must be one
+    dimension of integer offsets whose targets ``i + d2t[i]`` lie in ``0..vocab_size-1``."""
+    c = check_vocab_map(d2t, None, vocab_size=vocab_size)
+    bad = [p for r, p in zip(c.rules, c.problems) if r in ("d2t-1d", "targets-nonnegative", "targets-in-range")]
+    return bad[0].removeprefix("A: ") if bad else None

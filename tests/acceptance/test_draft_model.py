@@ -190,3 +190,21 @@ def test_refusals(tmp_path):
 def test_hidden_state_indices_conventions():
     assert hidden_state_indices([2, 30, 58], "outputs") == (3, 31, 59)
     assert hidden_state_indices([2, 30, 58], "inputs") == (2, 30, 58)
+
+
+@pytest.mark.parametrize("shift, says", [(V, "outside"), (-V, "negative")])
+def test_a_d2t_pointing_outside_the_vocabulary_without_t2d_is_refused(tmp_path, shift, says):
+    """No t2d to check it against: the d2t must still point at target ids an engine can read (else the draft
+    forward would index past the embedding: a raw IndexError, or a silent wrap for negative ids)."""
+    from eaglekit.core.errors import VocabMapError
+
+    cfg, t = make_drafter(seed=4)
+    embed = t.pop("embed_tokens.weight")
+    t.pop("t2d")
+    t["d2t"] = t["d2t"].clone()
+    t["d2t"][-1] += shift
+    save_file({k: v.contiguous() for k, v in t.items()}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(VocabMapError, match="an engine could not map its draft ids") as e:
+        DraftModel.load(tmp_path, embed=embed)
+    assert says in str(e.value).lower() or "range" in str(e.value).lower()

@@ -21,7 +21,7 @@ from eaglekit.analysis.acceptance.templates import as_template, render_prompts
 from eaglekit.core.config import normalize_config
 from eaglekit.core.coverage import Coverage, coverage
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.vocab import check_vocab_map
+from eaglekit.core.vocab import check_vocab_map, unreadable_d2t
 from eaglekit.io.drafter import read_map
 from eaglekit.io.dumps.native import open_dump
 from eaglekit.io.reader import open_checkpoint
@@ -43,10 +43,10 @@ def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None =
             notes.append(f"the drafter has no d2t: engines read draft id i as target id i (ids 0.."
                          f"{cfg.draft_vocab_size - 1}); coverage counted for that reading")
     else:
-        c = check_vocab_map(d2t, None, vocab_size=cfg.vocab_size)
-        bad = [p for r, p in zip(c.rules, c.problems) if r in ("d2t-1d", "targets-nonnegative", "targets-in-range")]
+        bad = unreadable_d2t(d2t, vocab_size=cfg.vocab_size)
         if bad:
-            raise VocabMapError(f"{label}: {bad[0].removeprefix('A: ')}; coverage needs a d2t an engine could read.")
+            raise VocabMapError(f"{label}: {bad}; coverage needs a d2t an engine could read.")
+        c = check_vocab_map(d2t, None, vocab_size=cfg.vocab_size)
         if c.identity and cfg.draft_vocab_size < cfg.vocab_size:
             notes.append(f"the drafter's d2t is all zeros: engines read draft id i as target id i (ids 0.."
                          f"{cfg.draft_vocab_size - 1}); coverage counted for that reading")

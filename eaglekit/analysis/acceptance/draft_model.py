@@ -28,13 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from eaglekit.core.config import DrafterConfig, normalize_config, require_llama_attention
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.layers import AuxConvention, default_aux_layers
-from eaglekit.core.vocab import check_vocab_map, require_valid
+from eaglekit.core.vocab import check_vocab_map, require_valid, unreadable_d2t
+from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import Checkpoint, open_checkpoint
 
 Layout = Literal["specforge", "speculators"]
@@ -74,7 +76,12 @@ def engine_reading(d2t, t2d, *, vocab_size: int, draft_vocab_size: int, where: s
     if d2t_np is None and draft_vocab_size < vocab_size:
         return (f"{where} has no d2t: engines read draft id i as target id i, so it can propose only target ids "
                 f"0..{draft_vocab_size - 1}; measured as the engine would serve it (fix: eaglekit export --vocab-map).",)
-    if d2t_np is None or t2d is None:
+    if d2t_np is None:
+        return ()
+    if t2d is None:  # nothing to check it against: it must at least point at target ids an engine can read
+        bad = unreadable_d2t(d2t_np, vocab_size=vocab_size)
+        if bad:
+            raise VocabMapError(f"{where}: {bad}; an engine could not map its draft ids to target ids.")
         return ()
     c = check_vocab_map(d2t_np, t2d, vocab_size=vocab_size, draft_vocab_size=draft_vocab_size, name=f"of {where}")
     if c.identity and set(c.rules) <= {"identity-needs-full-vocab", "t2d-matches-d2t", "t2d-count"}:
@@ -181,7 +188,7 @@ class DraftModel:
             config = normalize_config(ckpt.inventory.config, source=f"{where}/config.json")
             names = set(ckpt.inventory.names)
             layout = check_layout(config, names, where=where)
-            used = {"fc.weight", "input_norm.weight", "norm.weight", "lm_head.weight", "d2t",
+            used = {"fc.weight", "input_norm.weight", "norm.weight", "lm_head.weight",
                     *(LAYER_PREFIX[layout] + t for t in LAYER_TENSORS)}
             # only what the forward uses (a speculators checkpoint may also carry the verifier's head)
             wanted = [n for n in names if n in used or n.startswith("fc_norm.")]
@@ -189,7 +196,10 @@ class DraftModel:
             own = next((n for n in ("embed_tokens.weight", "model.embed_tokens.weight") if n in names), None)
             if own is not None:
                 embed = ckpt.read_tensor(own)
-            notes = engine_reading(tensors.get("d2t"), ckpt.read_numpy("t2d") if "t2d" in names else None,
+            d2t, t2d = read_maps(ckpt)  # bounded by the vocabulary the config declares
+            if d2t is not None:
+                tensors["d2t"] = torch.from_numpy(np.array(d2t, dtype=np.int64))  # a writable copy (a few KiB)
+            notes = engine_reading(d2t, t2d,
                                    vocab_size=config.vocab_size, draft_vocab_size=tensors["lm_head.weight"].shape[0],
                                    where=where)
         finally:
