@@ -26,7 +26,7 @@ Results are the records :class:`Scenario`, :class:`Estimate`, :class:`Target`, :
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Integral, Real
 
 from eaglekit.core.errors import InputError
@@ -384,6 +384,11 @@ class Scenario:
     def verify_at(self, k: int) -> float:
         """The verify of ``k`` drafts: ``verify_ms`` at the scenario's steps, moved by the growth per step."""
         return self.verify_ms + (k - (self.steps or k)) * self.verify_growth_ms
+
+    def at_steps(self, k: int) -> Scenario:
+        """The same deployment drafting ``k`` steps: its verify moved to :meth:`verify_at` ``k`` (the growth
+        keeps its anchor at the new k)."""
+        return replace(self, steps=k, verify_ms=self.verify_at(k))
 
     @classmethod
     def seed(cls) -> Scenario:

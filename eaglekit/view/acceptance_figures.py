@@ -7,7 +7,6 @@ plotly is imported inside each function.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Union
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
@@ -25,9 +24,9 @@ def _named(results: Results) -> dict[str, AcceptanceResult]:
 
 
 def break_even_by_steps(scenario: Scenario, steps: int) -> tuple[float, ...]:
-    """Break-even accept length at K = 1..``steps`` (the scenario's own steps ignored): each draft step
-    lengthens the cycle, so break-even rises with K (cycle x baseline tok/s / 1000)."""
-    return tuple(replace(scenario, steps=k).break_even_accept_length for k in range(1, steps + 1))
+    """Break-even accept length at K = 1..``steps``: each draft step lengthens the cycle (and, with a verify
+    that grows per drafted token, the verify too), so break-even rises with K (cycle x baseline tok/s / 1000)."""
+    return tuple(scenario.at_steps(k).break_even_accept_length for k in range(1, steps + 1))
 
 
 def accept_length_vs_steps(results: Results, *, scenario: Scenario | None = None, trained_steps: int | None = None):

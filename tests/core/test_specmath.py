@@ -199,3 +199,15 @@ def test_break_even_below_one_is_flagged():
     low = dict(estimate(Scenario(82.0, 1.0, steps=2), accept_length=2.0).rows())["break-even"]
     assert low.startswith("accept length 0.08: below 1, so any drafter pays") and "check the verify time" in low
     assert dict(estimate(Scenario.seed(), accept_length=2.0).rows())["break-even"] == "accept length 2.46"
+
+
+def test_a_scenario_at_other_steps_moves_its_growing_verify():
+    """Break-even per K with a verify that grows per drafted token: the verify at K, not the one at the
+    scenario's own steps (what notebook 06's chart and steps table draw)."""
+    from eaglekit.core.specmath import Scenario
+
+    s = Scenario(baseline_tps=82.0, verify_ms=30.0, draft_ms=1.67, steps=2, verify_growth_ms=8.8)
+    assert s.at_steps(2) == s
+    at4 = s.at_steps(4)
+    assert at4.steps == 4 and at4.verify_ms == pytest.approx(30.0 + 2 * 8.8)
+    assert at4.break_even_accept_length == pytest.approx((30.0 + 2 * 8.8 + 4 * 1.67) * 82.0 / 1000.0)
