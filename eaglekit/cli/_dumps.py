@@ -39,6 +39,28 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
 
 
 
+#: Options that only a training pipeline's dump reads, with the value that means "not given".
+DUMP_ONLY = {"target_head": None, "aux_layers": None, "final_norm": None, "all_positions": False, "loss_masks": None,
+             "limit": None, "sample": None, "seed": 0, "scheduler": None}
+#: Options a training pipeline's dump cannot honour (the dump holds rendered text and its own capture).
+NOT_FOR_DUMPS = {"chat_template": None, "compare_templates": None, "aux_convention": None}
+
+
+def refuse_unused(args: argparse.Namespace, training_dump: bool) -> None:
+    """One line for an option that would silently do nothing on this kind of run."""
+    from eaglekit.core.errors import InputError
+
+    unused = NOT_FOR_DUMPS if training_dump else DUMP_ONLY
+    given = [name for name, unset in unused.items() if getattr(args, name, unset) != unset]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise InputError(f"{flag} does nothing here: " + (
+            "a training pipeline's dump holds its text and its layers as captured; drop it (give --aux-layers for "
+            "the layers the dump holds)." if training_dump else
+            "it applies to a training pipeline's dump (--hidden-states DIR written by SpecForge, speculators or "
+            "Model-Optimizer); drop it."))
+
+
 def is_training_dump(args: argparse.Namespace) -> bool:
     """True when ``--hidden-states`` names a training pipeline's dump rather than eaglekit's own."""
     if args.hidden_states is None:
@@ -60,8 +82,6 @@ def run_dump(args: argparse.Namespace) -> int:
     if args.target_head is None:
         raise InputError("--hidden-states with a training pipeline's dump needs --target-head LOCATION: the target "
                          "checkpoint whose final norm and lm_head give the target's next tokens.")
-    if args.prompts is not None:
-        raise InputError("--prompts goes with --target; a dump already holds its text.")
     result = measure_dump(
         args.drafter, args.hidden_states, target_head=args.target_head,
         dump_format=fmt, steps=args.steps,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli._dumps import add_dump_options, is_training_dump, run_dump
+from eaglekit.cli._dumps import add_dump_options, is_training_dump, refuse_unused, run_dump
 from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, check_device,
                                  emit,
                                  temperature)
@@ -66,7 +66,10 @@ def run(args: argparse.Namespace) -> int:
     if args.hidden_states is not None and args.prompts is not None:
         raise InputError("--prompts goes with --target; a dump already holds its prompts.")
     check_device(args.device)
-    if is_training_dump(args):
+    training_dump = is_training_dump(args)
+    if training_dump or args.hidden_states is None:  # (eaglekit's own dumps say what they lack themselves)
+        refuse_unused(args, training_dump)
+    if training_dump:
         return run_dump(args)
     if args.chat_template is not None or args.compare_templates is not None:
         return _run_templates(args)

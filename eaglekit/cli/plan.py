@@ -82,7 +82,7 @@ def _point(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.serving.plan import plan
+    from eaglekit.analysis.serving.plan import plan, read_acceptance
     from eaglekit.core.errors import InputError
     from eaglekit.core.servinginputs import parse_numbers
     from eaglekit.core.servingplan import Acceptance
@@ -96,10 +96,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.per_position is not None:
         acceptance = Acceptance.from_positions(parse_numbers(args.per_position, "--per-position"),
                                                source="--per-position (vLLM per-position rates)")
+    elif args.acceptance is not None:
+        acceptance = read_acceptance(args.acceptance, kind="json")
     else:
-        acceptance = args.acceptance or args.vllm_log
-        if args.vllm_log is not None and args.vllm_log.endswith(".json"):
-            raise InputError("--vllm-log takes vLLM's text log; an acceptance result goes to --acceptance")
+        acceptance = read_acceptance(args.vllm_log, kind="log")
     result = plan(acceptance, costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
                   tp=args.tp, context=args.context, calibrate_points=[_point(c) for c in args.calibrate],
                   batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,

@@ -245,3 +245,17 @@ def test_loss_masks_declaring_absurd_spans_are_refused_unbuilt(trained, tmp_path
     masks = tmp_path / "masks.jsonl"
     masks.write_text(json.dumps(line) + "\n")
     assert says in _error(capsys, trained, folder, "--loss-masks", str(masks))
+
+
+@pytest.mark.parametrize("extra, flag", [(["--compare-templates", "raw", "raw"], "--compare-templates"),
+                                         (["--aux-convention", "inputs"], "--aux-convention")])
+def test_options_a_training_dump_cannot_honour_are_refused(trained, tmp_path, capsys, extra, flag):
+    folder = _dump(tmp_path / "d", _sample())
+    assert f"{flag} does nothing here" in _error(capsys, trained, folder, *extra)
+
+
+def test_dump_options_with_a_target_are_refused(trained, capsys):
+    code = main(["acceptance", str(trained.drafter("k2")), "--target", str(trained.target("k2")),
+                 "--prompts", str(trained.prompts("k2")), "--limit", "3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "--limit does nothing here" in err[0]

@@ -292,17 +292,23 @@ def _read_text(path: PathLike, what: str) -> str:
         raise InputError(f"{what} {str(p)!r} cannot be read as text: {e}") from e
 
 
+def read_acceptance(path: str | os.PathLike[str], *, kind: str | None = None) -> Acceptance:
+    """Per-step acceptance from a file: an ``eaglekit acceptance --json`` result (``kind="json"``) or a vLLM
+    log's last "Per-position acceptance rate" line (``kind="log"``); by its suffix when ``kind`` is None."""
+    text = _read_text(path, "acceptance file")
+    if kind == "json" or (kind is None and Path(path).suffix.lower() == ".json"):
+        what = f"acceptance result {Path(path).name}"
+        return acceptance_from_json(safejson.loads(text, what=what, error=InputError), what=what)
+    return acceptance_from_vllm_log(text, what=f"vLLM log {Path(path).name}")
+
+
 def _acceptance(value: Any) -> Acceptance:
     if isinstance(value, Acceptance):
         return value
     if isinstance(value, Mapping):
         return acceptance_from_json(value)
     if isinstance(value, (str, os.PathLike)):
-        text = _read_text(value, "acceptance file")
-        if Path(value).suffix.lower() == ".json":
-            what = f"acceptance result {Path(value).name}"
-            return acceptance_from_json(safejson.loads(text, what=what, error=InputError), what=what)
-        return acceptance_from_vllm_log(text, what=f"vLLM log {Path(value).name}")
+        return read_acceptance(value)
     per_step = getattr(value, "per_step_acceptance", None)  # an AcceptanceResult
     if per_step is not None:
         return acceptance_from_json({"per_step_acceptance": list(per_step), "steps": getattr(value, "steps", None)})
