@@ -8,18 +8,19 @@ containers is refused, as one line.
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 
 import numpy as np
 
-from eaglekit.core.errors import InputError, VocabMapError
+from eaglekit.core.errors import HeaderError, InputError, VocabMapError
 from eaglekit.core.redact import shown
+from eaglekit.io.dumps.files import torch_load
 from eaglekit.io.sources.local import LocalSource
 
 #: Bytes a .pt map may have: d2t and t2d of the largest vocabularies take a few MiB.
 MAX_MAP_FILE = 64 << 20
+
 
 
 def read_map_file(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -33,11 +34,10 @@ def read_map_file(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]
     data = source.read_small(file.name, limit=MAX_MAP_FILE)
     if data is None:
         raise InputError(f"{shown(file)}: no such vocabulary map file.")
-    try:
-        obj = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
-    except Exception as e:  # weights_only refusals and corrupt files alike: never unpickled past the allowlist
-        raise InputError(f"{shown(file)} is not a vocabulary map torch can load safely (weights_only): "
-                         f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}.") from e
+    try:  # torch's zip format only, weights_only: objects are refused, never run
+        obj = torch_load(data, where=str(file), expected="A vocabulary map is {'d2t': tensor, 't2d': tensor}")
+    except HeaderError as e:
+        raise InputError(f"{e} (not a vocabulary map torch can load safely)") from e
     if not isinstance(obj, dict) or not all(isinstance(obj.get(k), torch.Tensor) for k in ("d2t", "t2d")):
         raise VocabMapError(f"{shown(file)} holds no d2t and t2d tensors: give the map SpecForge wrote "
                             "({'d2t': int64 [N], 't2d': bool [vocab]}).")

@@ -108,7 +108,7 @@ def gunzip(data: bytes, *, where: str, limit: int = MAX_SAMPLE_BYTES) -> bytes:
     return out
 
 
-def torch_load(data: bytes, *, where: str) -> Any:
+def torch_load(data: bytes, *, where: str, expected: str = "A dump sample is a dict of tensors") -> Any:
     """``torch.load(weights_only=True)`` of a torch zip file's bytes; one :class:`HeaderError` for
     anything else (a legacy pickle, a compressed or oversized entry, an object the restricted
     unpickler refuses: it is refused, never run)."""
@@ -135,7 +135,7 @@ def torch_load(data: bytes, *, where: str) -> Any:
         first = str(e).strip().splitlines()
         reason = next((ln for ln in first if "Unsupported" in ln or "GLOBAL" in ln), first[0] if first else "")
         raise HeaderError(f"{shown(where)} holds Python objects that weights_only loading refuses "
-                          f"({shown(reason[:200])}); it was not run. A dump sample is a dict of tensors.") from e
+                          f"({shown(reason[:200])}); it was not run. {expected}.") from e
     except Exception as e:  # torch raises RuntimeError, EOFError, ValueError, KeyError... on a broken file
         raise HeaderError(f"{shown(where)}: torch cannot load it ({type(e).__name__}: "
                           f"{shown(str(e).splitlines()[0][:200] if str(e) else '')}).") from e
