@@ -22,7 +22,6 @@ from eaglekit.io.sources.local import LocalSource
 MAX_MAP_FILE = 64 << 20
 
 
-
 def read_map_file(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray]:
     """``(d2t, t2d)`` from a SpecForge ``.pt`` vocabulary map."""
     import torch  # the map is a torch pickle; torch loads only when one is read

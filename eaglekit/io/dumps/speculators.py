@@ -60,12 +60,14 @@ def read_sample(folder: DumpFolder, name: str) -> DumpRecord:
     if header.file_size > MAX_SAMPLE_BYTES:
         raise HeaderError(f"{shown(where)} is {header.file_size} bytes, over the {MAX_SAMPLE_BYTES}-byte limit "
                           "for one dump sample; refusing it.")
-    data = folder.read(name)
     start = header.header_bytes
 
-    def tensor(t):
-        return to_torch(data[start + t.data_offsets[0]:start + t.data_offsets[1]], t.dtype, t.shape,
-                        name=f"{where}: {t.name}")
+    def tensor(t):  # only this tensor's bytes, by range (never the whole file and a slice of it)
+        a, b = t.data_offsets
+        data = folder.source.read(name, start + a, b - a).data
+        if len(data) != b - a:
+            raise HeaderError(f"{shown(where)} ends inside {t.name}: {len(data)} of its {b - a} bytes are there.")
+        return to_torch(data, t.dtype, t.shape, name=f"{where}: {t.name}")
 
     h, tok = tensor(hs), tensor(ids)                                  # (T, L, H), (T,)
     T, L, H = h.shape
