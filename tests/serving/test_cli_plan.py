@@ -102,3 +102,18 @@ def test_hostile_acceptance_files_are_one_line_errors(files):
         r = subprocess.run([sys.executable, "-m", "eaglekit", "plan", "--acceptance", str(files / name), "--costs",
                             str(files / "costs.csv")], capture_output=True, text=True, check=False)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_costs_table_that_is_no_regular_file_is_refused_unread(tmp_path, capsys, kind):
+    """A FIFO would hang the read and /dev/zero would fill memory: both are refused before reading."""
+    import os
+
+    path = tmp_path / "costs.csv"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    code = main(["plan", "--per-step", "0.8", "--costs", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "not a regular file" in err[0]

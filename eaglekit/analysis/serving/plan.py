@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from eaglekit.io.sources.local import read_local_file
 from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
 from eaglekit.core import safejson
 from eaglekit.core.costmodel import (
@@ -281,15 +282,11 @@ PathLike = str | os.PathLike[str]
 
 
 def _read_text(path: PathLike, what: str) -> str:
-    p = Path(path)
+    data = read_local_file(path, limit=16 * 2**20, what=what)  # regular files only, 16 MiB at most
     try:
-        if p.stat().st_size > 16 * 2**20:
-            raise InputError(f"{what} {str(p)!r} is over 16 MiB: expected a small table or JSON file")
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{what} {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{what} {str(p)!r} cannot be read as text: {e}") from e
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{what} {str(path)!r} is not UTF-8 text ({e.reason} at byte {e.start})") from e
 
 
 def read_acceptance(path: str | os.PathLike[str], *, kind: str | None = None) -> Acceptance:

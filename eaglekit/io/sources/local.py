@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+from pathlib import Path
 
 from eaglekit.core.errors import LocationError, NotFoundError
 from eaglekit.core.redact import shown
@@ -127,3 +128,14 @@ def _pread(fd: int, start: int, length: int) -> bytes:
         start += len(part)
         length -= len(part)
     return b"".join(parts)
+
+
+def read_local_file(path: str | os.PathLike[str], *, limit: int, what: str) -> bytes:
+    """The whole of a small local file given by the user (a table, a log, a map), read as checkpoint files
+    are: a regular file only (a FIFO or device is refused unread), its size checked against ``limit`` first."""
+    p = Path(path).expanduser()
+    data = LocalSource(str(p.parent), display=str(p), named=p.name).read_small(p.name, limit) \
+        if p.parent.is_dir() else None
+    if data is None:
+        raise NotFoundError(f"{what} {shown(str(p))}: no such file.")
+    return data
