@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -22,18 +24,23 @@
 # vocabulary maps by value, compares weights and does the payoff maths; its conclusion is generated
 # from those results.
 #
-# The defaults run on the **synthetic demo workspace** served by a Hub-compatible server on 127.0.0.1.
-# Set the parameters to real `hf://`, `https://` or `ssh://` locations (and `ENDPOINT` to a Hub) to run
-# the same walk on real drafters.
+# The defaults run on the **demo world**, served by a Hub-compatible server on 127.0.0.1: small K2 and
+# K2.5 targets trained on a synthetic token language, in the real targets' architecture and shipping
+# layouts (MLA attention, routed and shared experts; K2 in FP8 blocks, K2.5 in INT4 under
+# `language_model.`), a drafter trained for K2 (the public one), and the team's K2.5 drafter trained
+# from scratch on a few samples. Every drafter and target on this page belongs to that one world, so
+# every figure is measured on models that fit each other. Set the parameters to real `hf://`,
+# `https://` or `ssh://` locations (and `ENDPOINT` to a Hub) to run the same walk on real drafters.
 
 # %% tags=["parameters"]
 import os
 
 DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 ENDPOINT = None  # None: serve the demo's Hub on 127.0.0.1
-DRAFTER_A = "hf://demo-aqmed/Kimi-K2-Instruct-eagle3"  # the public drafter
-DRAFTER_B = "hf://demo-team/Kimi-K2.5-eagle3-scratch"  # the team's own drafter for the new target
-TARGET = "hf://demo-moonshot/Kimi-K2.5"
+DRAFTER_A = "hf://demo-mini/Kimi-K2-mini-eagle3"  # the public drafter, trained for TARGET_A
+DRAFTER_B = "hf://demo-team/Kimi-K2.5-mini-eagle3-scratch"  # the team's own drafter for the new target
+TARGET_A = "hf://demo-mini/Kimi-K2-mini"  # the target drafter A was trained on (FP8)
+TARGET = "hf://demo-mini/Kimi-K2.5-mini"  # the new target (INT4)
 BASELINE_TPS = 82.0  # measured without speculation
 SPEC_TPS = 60.0  # measured with the team's drafter
 OBSERVED_ACCEPT_LENGTH = 2.0
@@ -49,6 +56,7 @@ from eaglekit import overview
 from eaglekit import serve_demo_hub
 
 ws = eaglekit.build_demo(DEMO)
+world = ws.trained  # the demo world's local folders: its targets run in transformers, its hidden-state dumps
 hub = None if ENDPOINT else serve_demo_hub(ws)
 endpoint = ENDPOINT or hub.endpoint
 
@@ -98,12 +106,13 @@ if report.verdict != "incompatible":
 # The account's open risk: shapes cannot say. `eaglekit.drift` compares the two targets where drafter A
 # looks (its frozen embedding, its draft rows of lm_head, the layers whose outputs feed it, per engine)
 # and, given two hidden-state dumps of the same prompts (`eaglekit dump-hidden`), the states themselves
-# per aux layer: cosine, and linear CKA, which forgives a rotated basis. Here on the demo's thin
-# synthetic targets (notebook 07 walks through them); point it at real ones to answer for real.
+# per aux layer: cosine, and linear CKA, which forgives a rotated basis. Here on the demo's two
+# targets, read from the Hub by byte range (FP8 against INT4: part of every weight figure is the
+# quantisation), with each target's dump of the same prompts (notebook 07 walks through them).
 
 # %%
-target_drift = eaglekit.drift(ws.target_weights("k2"), ws.target_weights("k25"), drafter=ckpt_a, full=False,
-                              budget="4MB", hidden=(ws.hidden_dump("k2"), ws.hidden_dump("k25")), progress=False)
+target_drift = eaglekit.drift(TARGET_A, TARGET, drafter=ckpt_a, endpoint=endpoint, full=False, budget="4MB",
+                              hidden=(world.hidden_dump("k2"), world.hidden_dump("k25")), progress=False)
 print(target_drift.summary)
 target_drift.hidden
 
@@ -127,17 +136,17 @@ account
 # ## 6b. The accept length, measured
 # The account above takes accept lengths as given. `eaglekit.measure_acceptance` (`eaglekit acceptance`)
 # measures one offline: the target's greedy continuations, the drafter's chain drafts from every
-# position, the serving cycles simulated. The demo's drafters have random weights, so this runs on the
-# trained demo world of notebook 06 (a tiny target, a new version of it, a drafter trained for the old
-# one): the K2 drafter on the new target version, at the deployment's draft steps.
+# position, the serving cycles simulated. Here drafter A on the new target, run in transformers from
+# the world's own folders (the same trained weights as the FP8 and INT4 files above), drafting up to
+# the 3 steps it was trained for: the table gives the accept length at every K up to that.
 
 # %%
 import torch
 
-torch.set_num_threads(1)  # the trained world's models are tiny
-trained = eaglekit.build_trained_demo(os.path.join(DEMO, "trained"))
-measured = eaglekit.measure_acceptance(trained.drafter("k2"), target=trained.target("k25"),
-                                       prompts=trained.prompts("k25"), steps=STEPS, max_new_tokens=32)
+torch.set_num_threads(1)  # the demo world's models are tiny
+K_MAX = world.chain_steps  # the depth the demo drafters were trained to
+measured = eaglekit.measure_acceptance(world.drafter("k2"), target=world.target("k25"),
+                                       prompts=world.prompts("k25"), steps=K_MAX, max_new_tokens=32)
 measured
 
 # %% [markdown]
@@ -147,7 +156,7 @@ measured
 from eaglekit import conclude
 
 conclusion = conclude(report, similarity=sim, account=account, hidden=target_drift.hidden,
-                      measured={"the K2 drafter on the new target version (trained demo world)": measured})
+                      measured={"drafter A on the new target (demo world)": measured})
 conclusion
 
 # %% [markdown]
@@ -156,10 +165,11 @@ conclusion
 # re-aligned to B's vocabulary map by target token (rows for tokens A never had start from the
 # target's lm_head rows, read by byte range), streamed into a new folder. `eaglekit.check` then runs
 # the pre-serving checks on it against the target. Its first line gives a verdict per engine release:
-# the K2 drafter's SpecForge ids `[2, 30, 58]` mean the outputs of those layers to SGLang up to 0.5.10
-# but of `[1, 29, 57]` to SGLang since PR #25454 and to vLLM, and the config does not say which capture
-# trained it, so each engine reads UNSURE until a measurement (`eaglekit acceptance --aux-convention
-# outputs` and `inputs`) or the publisher settles it (docs/aux-layers.md).
+# drafter A's SpecForge ids `[0, 1, 2]` mean the outputs of those layers to SGLang up to 0.5.10 but the
+# token embeddings and the outputs of layers 0 and 1 to SGLang since PR #25454 and to vLLM, and the
+# config does not say which capture trained it, so each engine reads UNSURE until a measurement
+# (`eaglekit acceptance --aux-convention outputs` and `inputs`; notebook 06 does it) or the publisher
+# settles it (docs/aux-layers.md).
 
 # %%
 warm = None
@@ -177,17 +187,18 @@ if warm is not None:
 
 # %% [markdown]
 # ## 8. The bottom line on the demo
-# Will the K2 drafter pay off on K2.5, or should the warm start be trained? On the trained demo world (its K2
-# and K2.5 targets, the K2 drafter, and two K2.5 drafters trained on the same few samples: one from scratch,
-# one warm-started from the K2 drafter), every figure in the paragraph below is measured on this page, at
-# the deployment's K = 2, and judged against the break-even of the measured cycle of section 6 (the 30 ms
-# verify plus two draft steps). The seed's own figures (accept length 3.2 to 3.5 for the public K2 drafter on
-# K2) are projections from another model, and stay in section 6.
+# Will the K2 drafter pay off on K2.5, or should the warm start be trained? Two K2.5 drafters were trained
+# on the same few samples when the demo world was built: the team's, from scratch (drafter B), and a warm
+# start: the checkpoint `eaglekit.export` writes in section 7, fine-tuned. Every figure in the paragraph
+# below is measured on this page, and judged against the break-even of the measured cycle of section 6
+# (the 30 ms verify plus each draft step), at K = 3 and at each drafter's best K (break-even rises with K).
+# The seed's own figures (accept length 3.2 to 3.5 for the public K2 drafter on K2) are projections from
+# another model, and stay in section 6.
 
 # %%
 def on_demo(drafter, target):
-    return eaglekit.measure_acceptance(trained.drafter(drafter), target=trained.target(target),
-                                       prompts=trained.prompts(target), steps=STEPS, max_new_tokens=32)
+    return eaglekit.measure_acceptance(world.drafter(drafter), target=world.target(target),
+                                       prompts=world.prompts(target), steps=K_MAX, max_new_tokens=32)
 
 
 own_target, scratch, warm_start = on_demo("k2", "k2"), on_demo("k25-scratch", "k25"), on_demo("k25-warm", "k25")

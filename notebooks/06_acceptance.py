@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -21,10 +23,12 @@
 # serving cycles counts what the target would accept (vLLM's convention: the bonus token counts, the
 # prefill token does not).
 #
-# The seed's question, replayed on a **trained synthetic world** (random weights accept nothing): a tiny
-# Llama target trained on a token language ("K2"), a new version of it continued on a shifted language
-# ("K2.5"), an EAGLE-3 drafter trained for K2, a drafter trained from scratch on K2.5 with few samples
-# (the team's), and one warm-started from the K2 drafter with the same few samples.
+# The seed's question, replayed on the **demo world** (the one of notebooks 00 and 07; random weights
+# accept nothing): a small target in Kimi-K2's architecture (MLA attention, routed and shared experts)
+# trained on a token language ("K2"), a new version of it continued on a shifted language whose common
+# tokens partly changed ("K2.5"), an EAGLE-3 drafter trained for K2, a drafter trained from scratch on
+# K2.5 with few samples (the team's), and a warm start: the K2 drafter exported onto K2.5's draft
+# vocabulary (notebook 00, section 7), fine-tuned on the same few samples.
 #
 # The drafters were trained with training-time test for a fixed number of chain steps (the world's
 # `chain_steps`, shown under the table below). Beyond that step a drafter drafts what it never learned,

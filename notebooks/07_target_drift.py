@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -29,13 +31,14 @@
 # Two modes: **sampled** (random row blocks under a byte budget, a 95% interval on every figure) and
 # **full** (every byte, on a Dask cluster whose workers read their byte ranges themselves).
 #
-# This notebook runs on the **synthetic demo**: two thin targets in the real layouts (61 layers, MLA
-# attention, 4 routed experts + 1 shared per layer, hidden 64), K2 in FP8 with 128×128 block scales, K2.5
-# in compressed-tensors INT4 (group 32). K2.5 is K2 plus drift that grows with depth (routed experts
-# most) and 300 re-learned embedding rows. The demo's K2 drafter was made for the demo's K2 config
-# (hidden 448), not for these thin hidden-64 weights: the report says it does not fit them. It shares
-# their 10,240-token vocabulary and 61-layer depth, so its draft rows and aux layers still pick what is
-# shown first; with a real drafter and its real target both sizes agree and that line is absent.
+# This notebook runs on the **demo world** (the one notebooks 00 and 06 measure): a small K2 target
+# trained on a synthetic token language and K2.5, the same model trained further on a shifted language,
+# both in the real targets' architecture (MLA attention; layer 0 dense, layers 1-3 with 4 routed
+# experts and a shared one; hidden 64) and shipping layouts: K2 in FP8 with 128×128 block scales, K2.5 in
+# compressed-tensors INT4 (group 32) under `language_model.`. The drafter is the world's K2 drafter,
+# trained on K2's hidden states: its aux ids `[0, 1, 2]` point at the outputs of layers 0, 1 and 2, and
+# its draft vocabulary is K2's 48 most common tokens. The hidden-state dumps are both targets' own, on
+# the same K2.5 prompts (`eaglekit dump-hidden`).
 
 # %% tags=["parameters"]
 import os
@@ -45,18 +48,18 @@ TARGET_A = None  # None: the demo's K2 (FP8); else any location (hf://, https://
 TARGET_B = None  # None: the demo's K2.5 (INT4)
 DRAFTER = None  # None: the demo's K2 drafter; its d2t and aux layer ids pick what is shown first
 DUMPS = None  # None: the demo's two hidden-state dumps; else (dump of A, dump of B) of the same prompts
-BUDGET = "4MB"  # sampled mode: bytes to read (a real 1 TB pair: a few GB)
+BUDGET = "128KB"  # sampled mode: bytes to read (the demo pair is about 0.5 MB; a real 1 TB pair: a few GB)
 WORKERS = 2  # Dask workers for the full pass (threads in this kernel)
 
 # %%
 import eaglekit
 from eaglekit import drafter_view, drift_map
 
-ws = eaglekit.build_demo(DEMO)
-a = TARGET_A or ws.target_weights("k2")
-b = TARGET_B or ws.target_weights("k25")
-drafter = DRAFTER or ws.drafter("k2")
-dumps = DUMPS or (ws.hidden_dump("k2"), ws.hidden_dump("k25"))
+world = eaglekit.build_demo(DEMO).trained
+a = TARGET_A or world.target_weights("k2")
+b = TARGET_B or world.target_weights("k25")
+drafter = DRAFTER or world.drafter("k2")
+dumps = DUMPS or (world.hidden_dump("k2"), world.hidden_dump("k25"))
 
 # %% [markdown]
 # ## 1. Sampled: a few blocks of every layer, an interval on every figure
@@ -92,14 +95,15 @@ full
 
 # %% [markdown]
 # ## 3. Did the sample tell the truth?
-# Each sampled interval against the full pass's value, for the drafter's figures and a deep layer. A 95%
+# Each sampled interval against the full pass's value, for the drafter's figures and its deepest aux layer. A 95%
 # interval misses about one time in twenty; the test suite checks the rate over 200 seeded samples.
 # Strata with few blocks (the norms, the router) are read whole: their figures are exact.
 
 # %%
 import pandas as pd
 
-names = ["embedding", "lm_head (draft rows)", "lm_head"] + [f.name for f in full.strata if f.layer == 58]
+deepest = max(f.layer for f in full.feeds)  # the deepest layer whose output feeds the drafter
+names = ["embedding", "lm_head (draft rows)", "lm_head"] + [f.name for f in full.strata if f.layer == deepest]
 rows = []
 for name in ["whole target", *names]:
     s, f = sampled.figure(name), full.figure(name)
@@ -114,7 +118,8 @@ pd.DataFrame(rows)
 # Relative change ‖b−a‖/‖a‖ per layer and component; dotted lines mark the layers whose outputs feed the
 # drafter. Part of every figure here is quantisation itself: INT4 with group 32 against FP8 blocks
 # moves each weight by several percent even where the BF16 weights did not change (the norms and the
-# router, kept in BF16, show the underlying drift alone).
+# router, kept in BF16, show the underlying drift alone). Here K2.5 was trained on from K2 with a
+# learning rate that moves every weight, so every row moved; the routed experts moved most.
 
 # %%
 drift_map(full)
@@ -125,8 +130,9 @@ drift_map(full)
 # dump-hidden` on each target) give, per aux layer, the mean cosine of the two targets' states on the
 # positions where both saw the same tokens, and linear CKA, which forgives a rotation of the basis:
 # a cosine far below the CKA says the information is still there in a turned basis, which fine-tuning
-# the drafter's `fc` may follow; a low CKA says it is gone. In the demo the deep states turn: cosine
-# falls with depth while CKA stays high.
+# the drafter's `fc` may follow; a low CKA says it is gone. In the demo both fall with depth: the
+# deeper the layer, the more of what the drafter learned to read has gone (notebook 06 measures what
+# that costs in accept length: K2's drafter on K2.5).
 
 # %%
 full.hidden

@@ -18,18 +18,9 @@ os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # a closed port: a test that forgets endpoint= fails fast
 
 
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory):
-    from eaglekit.demo.world import build_demo
-
-    return build_demo(tmp_path_factory.mktemp("demo") / "ws")
-
-
-@pytest.fixture(scope="session")
-def trained(demo, tmp_path_factory):
-    """The trained demo world (tiny target, two versions, EAGLE-3 drafters): trained once for all test
-    workers (and reused by later runs while its version holds) under pytest's temp root, behind a lock,
-    and linked into the demo workspace where notebooks 00 and 06 look for it."""
+def _shared_trained(tmp_path_factory) -> Path:
+    """The trained demo world, trained once for all test workers (and reused by later runs while its version
+    holds) under pytest's temp root, behind a lock."""
     import fcntl
 
     from eaglekit.demo.trained import build_trained_demo
@@ -37,11 +28,22 @@ def trained(demo, tmp_path_factory):
     shared = tmp_path_factory.getbasetemp().parent
     with open(shared / "eaglekit-trained.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        world = build_trained_demo(shared / "eaglekit-trained-demo", progress=False)
-    link = demo.root / "trained"
-    if not link.exists():
-        link.symlink_to(world.root, target_is_directory=True)
-    return build_trained_demo(link, progress=False)
+        return build_trained_demo(shared / "eaglekit-trained-demo", progress=False).root
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    """The demo workspace, its ``trained/`` linked to the shared trained world."""
+    from eaglekit.demo.world import build_demo
+
+    return build_demo(tmp_path_factory.mktemp("demo") / "ws", trained=_shared_trained(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def trained(demo):
+    """The trained demo world (small K2/K2.5 targets, EAGLE-3 drafters), as the demo workspace links it
+    (where notebooks 00, 06 and 07 look for it)."""
+    return demo.trained
 
 
 @pytest.fixture(scope="session")

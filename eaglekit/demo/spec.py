@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-DEMO_VERSION = 3
+DEMO_VERSION = 4
 LABEL = "SYNTHETIC demo data (random weights), Kimi-K2 EAGLE-3 layout scaled 1/16; not a real model"
 
 H, I, HEADS, HEAD_DIM, VOCAB, DRAFT_VOCAB, LAYERS = 448, 1152, 4, 128, 10240, 2000, 61

@@ -1,17 +1,21 @@
-"""Two small demo TARGETS in the real quantised layouts, the second a drifted copy of the first.
+"""Targets in the real quantised layouts: the trained world's, and a planted-drift pair for tests.
 
-SYNTHETIC, like the rest of the demo: random weights. Shapes keep what the drift tools rely on (61
-DeepseekV3-style layers, the first dense and the rest MoE with shared and routed experts, MLA attention
-projections, the demo vocabulary of 10,240 tokens) but are thin (hidden 64, 4 routed experts), so both
-targets together are a few MB and build in about a second.
+:func:`write_target_forms` writes two targets' weights the way the real ones ship:
 
-- ``target-weights/k2-fp8``: Kimi-K2's layout: ``model.*`` names, FP8 e4m3 weights with 128 x 128 block
+- ``k2-fp8``: Kimi-K2's layout: ``model.*`` names, FP8 e4m3 weights with 128 x 128 block
   ``weight_scale_inv`` (ragged: every matrix is narrower than a block), bf16 embedding, norms, router and
   lm_head, two shards and an index.
-- ``target-weights/k25-int4``: Kimi-K2.5's layout: the language model under ``language_model.``,
-  compressed-tensors pack-quantised INT4 (``weight_packed``/``weight_scale``/``weight_shape``, group 32,
-  symmetric), plus a vision tower only it has. Its bf16 weights are K2's plus drift that grows with depth
-  (routed experts most), :data:`MOVED_TOKENS` embedding rows re-learned and every other row unchanged.
+- ``k25-int4``: Kimi-K2.5's layout: the language model under ``language_model.``, compressed-tensors
+  pack-quantised INT4 (``weight_packed``/``weight_scale``/``weight_shape``, group 32, symmetric), plus a
+  vision tower only it has; three shards.
+
+The demo world (:mod:`eaglekit.demo.trained`) writes its trained K2 and K2.5 targets with it: the drift
+pages read those. :func:`build_targets` writes a SYNTHETIC pair with known drift for the drift tests and
+benchmark: random weights in Kimi's depth (61 DeepseekV3-style layers, the first dense and the rest MoE
+with shared and routed experts, MLA attention projections, a vocabulary of 10,240 tokens) but thin
+(hidden 64, 4 routed experts), a few MB in about a second. Its K2.5 is K2 plus drift that grows with depth
+(routed experts most), :data:`MOVED_TOKENS` embedding rows re-learned and every other row unchanged, so a
+test knows the true figures.
 """
 
 from __future__ import annotations
@@ -120,11 +124,13 @@ def _quantised(name: str, w) -> bool:
     return name.startswith("layers.") and w.dim() == 2 and ".mlp.gate." not in name and "norm" not in name
 
 
-def _configs() -> dict[str, dict[str, Any]]:
-    text = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "num_hidden_layers": LAYERS,
-            "hidden_size": HIDDEN, "vocab_size": VOCAB, "n_routed_experts": EXPERTS, "n_shared_experts": 1,
-            "moe_intermediate_size": MOE_INTER, "intermediate_size": DENSE_INTER, "first_k_dense_replace": 1,
-            "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA, "eaglekit_demo": LABEL}
+def _configs(text: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """K2's config (FP8 blocks) and K2.5's (``text_config`` + compressed-tensors INT4) around one text config."""
+    if text is None:
+        text = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "num_hidden_layers": LAYERS,
+                "hidden_size": HIDDEN, "vocab_size": VOCAB, "n_routed_experts": EXPERTS, "n_shared_experts": 1,
+                "moe_intermediate_size": MOE_INTER, "intermediate_size": DENSE_INTER, "first_k_dense_replace": 1,
+                "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA, "eaglekit_demo": LABEL}
     k2 = {**text, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
                                           "weight_block_size": [128, 128]}}
     k25 = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": text,
@@ -133,7 +139,7 @@ def _configs() -> dict[str, dict[str, Any]]:
                                        "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
                                        "group_size": GROUP}}},
                                    "ignore": ["lm_head", "re:.*mlp.gate$", "re:vision_tower.*"]},
-           "eaglekit_demo": LABEL}
+           "eaglekit_demo": text.get("eaglekit_demo", LABEL)}
     return {"k2": k2, "k25": k25}
 
 
@@ -154,13 +160,17 @@ def _save(folder: Path, tensors: dict[str, Any], config: dict[str, Any], shards:
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
-def build_targets(root: Path) -> dict[str, Any]:
-    """Write both demo targets under ``root / "target-weights"``; returns what the manifest records."""
+def write_target_forms(folder: Path, a: dict[str, Any], b: dict[str, Any], text: dict[str, Any] | None = None,
+                       *, seed: int = SEED) -> dict[str, str]:
+    """Write K2's weights ``a`` as Kimi-K2 ships (``model.`` names, FP8 with 128x128 block scales, 2 shards)
+    and K2.5's ``b`` as Kimi-K2.5 ships (``language_model.``, compressed-tensors INT4 group 32, a vision
+    tower, 3 shards) under ``folder``. Names in ``a``/``b`` are without ``model.`` (``layers.0...``,
+    ``embed_tokens.weight``, ``lm_head.weight``); float32 values. Returns {"k2": path, "k25": path}
+    relative to ``folder``'s parent."""
     import torch
 
-    gen = torch.Generator().manual_seed(SEED)
-    a, b, moved = target_tensors(gen)
-    cfg = _configs()
+    cfg = _configs(text)
+    hidden = int(cfg["k2"]["hidden_size"])
     k2: dict[str, Any] = {}
     for name, w in a.items():
         full = f"model.{name}" if name != "lm_head.weight" else name
@@ -168,7 +178,8 @@ def build_targets(root: Path) -> dict[str, Any]:
             k2[full], k2[full + "_scale_inv"] = _fp8_block(w)
         else:
             k2[full] = w.to(torch.bfloat16)
-    k25: dict[str, Any] = {"vision_tower.patch_embed.proj.weight": (torch.randn(HIDDEN, 48, generator=gen) * 0.02)
+    gen = torch.Generator().manual_seed(seed)
+    k25: dict[str, Any] = {"vision_tower.patch_embed.proj.weight": (torch.randn(hidden, 48, generator=gen) * 0.02)
                            .to(torch.bfloat16)}
     for name, w in b.items():
         full = f"language_model.model.{name}" if name != "lm_head.weight" else f"language_model.{name}"
@@ -177,12 +188,21 @@ def build_targets(root: Path) -> dict[str, Any]:
             k25.update({f"{module}.{k}": v for k, v in _int4_pack(w).items()})
         else:
             k25[full] = w.to(torch.bfloat16)
-    folder = root / "target-weights"
     _save(folder / NAMES["k2"], k2, cfg["k2"], shards=2)
     _save(folder / NAMES["k25"], k25, cfg["k25"], shards=3)
+    return {k: f"{folder.name}/{NAMES[k]}" for k in ("k2", "k25")}
+
+
+def build_targets(root: Path) -> dict[str, Any]:
+    """Write both planted-drift targets under ``root / "target-weights"`` and their synthetic dumps under
+    ``root / "hidden-states"``; returns what was built (paths relative to ``root``, the planted figures)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(SEED)
+    a, b, moved = target_tensors(gen)
+    paths = write_target_forms(root / "target-weights", a, b, seed=SEED + 1)
     dumps = build_dumps(root)
-    return {"k2": f"target-weights/{NAMES['k2']}", "k25": f"target-weights/{NAMES['k25']}",
-            "dumps": dumps, "moved_embedding_rows": MOVED_TOKENS, "hidden": HIDDEN, "layers": LAYERS,
+    return {**paths, "dumps": dumps, "moved_embedding_rows": MOVED_TOKENS, "hidden": HIDDEN, "layers": LAYERS,
             "experts": EXPERTS}
 
 

@@ -41,7 +41,7 @@ from eaglekit.demo.trained import (
     sample_language,
 )
 
-TOKENS_VERSION = 2  # bump whenever this build changes: the cache is keyed on it
+TOKENS_VERSION = 3  # bump whenever this build changes: the cache is keyed on it
 MARKERS = ("<|im_end|>", "<|assistant|>", "<think>", "</think>")
 OLD_TEMPLATE = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
 NEW_TEMPLATE = ("{% for m in messages %}{{ m['content'] }} <|im_end|> {% endfor %}"
@@ -137,7 +137,7 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
     """Train (or reuse) the token-level demo beside ``trained`` (default: ``<trained root>/tokens``)."""
     import torch
     from tqdm.auto import tqdm
-    from transformers import LlamaForCausalLM
+    from transformers import DeepseekV3ForCausalLM
 
     root = Path(path) if path is not None else trained.root / "tokens"
     manifest = _manifest(root)
@@ -155,15 +155,16 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
     bar = tqdm(total=2, desc="token-level demo", disable=progress is False, leave=False)
     try:
         gram = _grammar(np.random.default_rng(20261130))   # the trained world's first draw: the same grammar
-        common = gram["common"]
-        mark = markers(common)
+        common = gram["common25"]                           # the k25 language's common (draft) tokens
+        mark = markers(np.union1d(gram["common"], common))  # ids neither language produces by rule
         rng = np.random.default_rng(2026120)
-        think = _think_grammar(rng, common, mark)
+        think = _think_grammar(rng, np.union1d(gram["common"], common), mark)
         torch.manual_seed(2026120)
         chats = _chat_sequences(rng, gram["k25"], common, think, mark, 320)
         plain = sample_language(rng, gram["k25"], common, 192, SEQ)
         model = _target_model()
-        model.load_state_dict(LlamaForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False).state_dict())
+        model.load_state_dict(DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")),
+                                                                    trust_remote_code=False).state_dict())
         _train_target(model, np.concatenate([chats, plain]), steps=250, lr=2e-3, seed=6)
         bar.update()
         folder = root / "targets" / "k25-think"

@@ -1,23 +1,34 @@
 """A trained demo world where accept lengths mean something (random weights accept nothing).
 
+This is the demo's one world: every page that shows a drafter against a target uses these models.
+
 A synthetic token language: 96 tokens, of which 48 "common" ones carry the grammar. Each next token is
 ``perm[x_{n-1} % 2][x_n]`` (a second-order rule: the drafter must read the earlier token from the target's
 hidden states, its embedding input only shows the last one), with 10% noise drawn from all 96 tokens.
-The "K2.5" language redraws 40% of one of the two permutations.
+The "K2.5" language redraws 40% of one of the two permutations and swaps :data:`NEW_COMMON` of the common
+tokens for others, so K2.5's draft vocabulary differs from K2's (a warm start needs a remap).
 
-* ``targets/k2``: a tiny Llama (4 layers, hidden 64) trained on the language;
+* ``targets/k2``: a tiny Kimi-K2-shaped model (DeepseekV3 architecture: MLA attention, layer 0 dense,
+  layers 1-3 with 4 routed experts, top 2, and a shared expert; 4 layers, hidden 64) trained on the language;
 * ``targets/k25``: k2 continued on the shifted language (a new version of the same target);
+* ``target-weights/k2-fp8``, ``target-weights/k25-int4``: the same trained weights in the layouts the
+  real targets ship: K2 in FP8 with 128x128 block scales (two shards), K2.5 under ``language_model.`` in
+  compressed-tensors INT4 (group 32) with a vision tower (three shards) (:mod:`eaglekit.demo.targets`);
+* ``hidden-states/k2``, ``hidden-states/k25``: each target's hidden states on the same K2.5 prompts
+  (``eaglekit dump-hidden``): outputs of the drafter's aux layers and the last layer;
 * ``drafters/k2``: an EAGLE-3 drafter (SpecForge layout, aux ids [0, 1, 2] = outputs of layers 0-2)
-  trained with training-time test on k2's hidden states (draft vocabulary = the 48 common tokens);
+  trained with training-time test on k2's hidden states (draft vocabulary = k2's 48 common tokens);
 * ``drafters/k2-speculators``: the same weights in the speculators layout (ids [1, 2, 3], inputs);
-* ``drafters/k25-scratch``: trained from scratch on k25 with few samples (the team's drafter);
-* ``drafters/k25-warm``: k2's drafter fine-tuned on the same few samples;
+* ``drafters/k25-scratch``: trained from scratch on k25 with few samples (the team's drafter; draft
+  vocabulary = k25's common tokens);
+* ``drafters/k25-warm``: ``eaglekit export`` of k2's drafter onto k25-scratch's vocabulary map (rows of the
+  new tokens from k25's lm_head), fine-tuned on the same few samples;
 * ``drafters/random``: untrained;
 * ``prompts-k2.jsonl``, ``prompts-k25.jsonl``: held-out prompts in each language (token ids), and
   ``prompts-chat.jsonl`` (messages, for the target's word-level tokenizer and chat template).
 
 Models are saved with ``save_pretrained`` / the drafter layouts, so every path runs on them for real.
-Deterministic (fixed seeds, one thread while training), about a minute on 2 cores, cached: a second
+Deterministic (fixed seeds, one thread while training), one to two minutes on 2 cores, cached: a second
 call with the same :data:`TRAINED_VERSION` reuses the folder.
 """
 
@@ -32,17 +43,23 @@ from typing import Any
 
 import numpy as np
 from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.acceptance.target import dump_hidden_states
+from eaglekit.analysis.compat.export import export
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table
+from eaglekit.demo.targets import write_target_forms
 
-TRAINED_VERSION = 2  # bump whenever training or the saved layout changes: caches are keyed on it
-LABEL = "SYNTHETIC trained demo (tiny Llama target on a token language, EAGLE-3 drafters); not a real model"
+TRAINED_VERSION = 3  # bump whenever training or the saved layout changes: caches are keyed on it
+LABEL = "SYNTHETIC trained demo (tiny Kimi-K2-shaped MoE target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
+EXPERTS, TOP_K, MOE_INTER, Q_LORA, KV_LORA = 4, 2, 32, 32, 32
+NEW_COMMON = 8                          # common tokens K2.5's language swaps for others
 AUX_IDS = [0, 1, 2]                     # SpecForge ids: outputs of layers 0, 1, 2 = hidden_states 1, 2, 3
 SEQ, NOISE, SHIFT = 48, 0.10, 0.40
 FEW_SAMPLES = 6
+FEW_STEPS = 200                         # fine-tuning steps of both K2.5 drafters on the few samples
 #: Chain steps the drafters are trained for (training-time test): beyond them per-step acceptance collapses.
-#: Every world of TRAINED_VERSION 2 was trained with this many (manifests from version 3 on record it).
+#: The manifest records it (``drafter_chain_steps``).
 CHAIN_STEPS = 3
 
 
@@ -61,6 +78,15 @@ class TrainedWorld:
 
     def prompts(self, name: str) -> Path:
         return self.root / f"prompts-{name}.jsonl"
+
+    def target_weights(self, name: str) -> Path:
+        """A target's weights in its shipping layout: ``"k2"`` (FP8 blocks) or ``"k25"`` (INT4, under
+        ``language_model.``); the same trained weights as :meth:`target`."""
+        return self.root / self.manifest["target_weights"][name]
+
+    def hidden_dump(self, name: str) -> Path:
+        """A target's hidden-state dump (``eaglekit dump-hidden``), ``"k2"`` or ``"k25"``, same prompts."""
+        return self.root / self.manifest["hidden_states"][name]
 
     @property
     def chain_steps(self) -> int:
@@ -84,12 +110,27 @@ class TrainedWorld:
 
 # -- the language -------------------------------------------------------------------------------------
 def _grammar(rng) -> dict[str, np.ndarray]:
-    common = np.sort(rng.permutation(VOCAB)[:COMMON])
+    """K2's rule (``k2``, over ``common``) and K2.5's (``k25``, over ``common25``): 40% of one permutation
+    redrawn, and NEW_COMMON of K2's common tokens replaced by tokens K2 never produced by rule."""
+    order = rng.permutation(VOCAB)
+    common = np.sort(order[:COMMON])
     perm = np.stack([rng.choice(common, VOCAB), rng.choice(common, VOCAB)])     # (2, V)
     shifted = perm.copy()
     redraw = rng.random(VOCAB) < SHIFT
     shifted[1, redraw] = rng.choice(common, int(redraw.sum()))
-    return {"common": common, "k2": perm, "k25": shifted}
+    dropped = rng.choice(common, NEW_COMMON, replace=False)
+    added = order[COMMON:COMMON + NEW_COMMON]
+    swap = dict(zip(dropped.tolist(), added.tolist()))
+    shifted = np.vectorize(lambda t: swap.get(int(t), int(t)))(shifted).astype(perm.dtype)
+    common25 = np.sort(np.concatenate([np.setdiff1d(common, dropped), added]))
+    return {"common": common, "common25": common25, "k2": perm, "k25": shifted}
+
+
+def vocab_arrays(common: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(d2t, t2d) of a draft vocabulary that is exactly ``common`` (sorted target ids)."""
+    t2d = np.zeros(VOCAB, bool)
+    t2d[common] = True
+    return common - np.arange(len(common)), t2d
 
 
 def sample_language(rng, perm: np.ndarray, common: np.ndarray, n: int, length: int) -> np.ndarray:
@@ -224,14 +265,24 @@ def _save_target(model, folder: Path) -> None:
     fast.save_pretrained(str(folder))
 
 
-def _target_model():
-    from transformers import LlamaConfig, LlamaForCausalLM
+def target_config():
+    """The tiny target's transformers config: Kimi-K2's architecture (DeepseekV3: MLA attention, a dense
+    first layer, routed and shared experts) at toy size."""
+    from transformers import DeepseekV3Config
 
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=LAYERS,
-                      num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=256,
-                      rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=None, eos_token_id=None,
-                      pad_token_id=None)
-    return LlamaForCausalLM(cfg)
+    return DeepseekV3Config(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER, moe_intermediate_size=MOE_INTER,
+        num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=HEADS, n_routed_experts=EXPERTS,
+        num_experts_per_tok=TOP_K, n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
+        q_lora_rank=Q_LORA, kv_lora_rank=KV_LORA, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+        max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=None,
+        eos_token_id=None, pad_token_id=None)
+
+
+def _target_model():
+    from transformers import DeepseekV3ForCausalLM
+
+    return DeepseekV3ForCausalLM(target_config())
 
 
 def build_trained_demo(path: str | os.PathLike[str], *, force: bool = False, progress: bool | None = None) -> TrainedWorld:
@@ -254,7 +305,8 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
         m = json.loads((root / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
-    return m if isinstance(m, dict) and m.get("label") == LABEL else None
+    # any version's label: an older world (another label) is still ours to rebuild
+    return m if isinstance(m, dict) and str(m.get("label", "")).startswith("SYNTHETIC trained demo (") else None
 
 
 def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
@@ -263,14 +315,14 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    bar = tqdm(total=7, desc="training the demo world", disable=progress is False, leave=False)
+    bar = tqdm(total=9, desc="training the demo world", disable=progress is False, leave=False)
     try:
         rng = np.random.default_rng(20261130)
         torch.manual_seed(20261130)
         gram = _grammar(rng)
-        common = gram["common"]
+        common, common25 = gram["common"], gram["common25"]
         k2_data = sample_language(rng, gram["k2"], common, 512, SEQ)
-        k25_data = sample_language(rng, gram["k25"], common, 512, SEQ)
+        k25_data = sample_language(rng, gram["k25"], common25, 512, SEQ)
         k25_few = k25_data[:FEW_SAMPLES]
 
         k2 = _target_model()
@@ -283,52 +335,104 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         _save_target(k25, root / "targets" / "k25")
         bar.update()
 
-        d2t = common - np.arange(COMMON)
-        t2d = np.zeros(VOCAB, bool)
-        t2d[common] = True
-        t2d_index = torch.full((VOCAB,), -1, dtype=torch.int64)
-        t2d_index[torch.from_numpy(common)] = torch.arange(COMMON)
-        embed = k2.get_input_embeddings().weight.detach()
-        d2t_t = torch.from_numpy(d2t)
-
-        def train(tensors, target, data, steps, seed):
+        def train(tensors, target, vocab, data, steps, seed):
+            d2t, _ = vocab_arrays(vocab)
+            t2d_index = torch.full((VOCAB,), -1, dtype=torch.int64)
+            t2d_index[torch.from_numpy(vocab)] = torch.arange(len(vocab))
+            embed = target.get_input_embeddings().weight.detach()
             aux, labels = _target_features(target, data)
-            return _train_drafter(tensors, embed, d2t_t, t2d_index, torch.from_numpy(data), aux, labels, steps=steps, lr=3e-3, seed=seed)
+            return _train_drafter(tensors, embed, torch.from_numpy(d2t), t2d_index, torch.from_numpy(data), aux,
+                                  labels, steps=steps, lr=3e-3, seed=seed)
 
-        k2_drafter = train(_drafter_init(3), k2, k2_data[:256], 300, 3)
-        _save_drafter(root / "drafters" / "k2", k2_drafter, d2t, t2d)
-        _save_drafter(root / "drafters" / "k2-speculators", k2_drafter, d2t, t2d, layout="speculators")
+        drafters = root / "drafters"
+        k2_drafter = train(_drafter_init(3), k2, common, k2_data[:256], 300, 3)
+        _save_drafter(drafters / "k2", k2_drafter, *vocab_arrays(common))
+        _save_drafter(drafters / "k2-speculators", k2_drafter, *vocab_arrays(common), layout="speculators")
         bar.update()
-        scratch = train(_drafter_init(4), k25, k25_few, 120, 4)
-        _save_drafter(root / "drafters" / "k25-scratch", scratch, d2t, t2d)
+        scratch = train(_drafter_init(4), k25, common25, k25_few, FEW_STEPS, 4)
+        _save_drafter(drafters / "k25-scratch", scratch, *vocab_arrays(common25))
         bar.update()
-        warm = train({k: v.clone().requires_grad_() for k, v in k2_drafter.items()}, k25, k25_few, 120, 4)
-        _save_drafter(root / "drafters" / "k25-warm", warm, d2t, t2d)
+        warm = train(_warm_start(root), k25, common25, k25_few, FEW_STEPS, 4)
+        _save_drafter(drafters / "k25-warm", warm, *vocab_arrays(common25))
         bar.update()
-        _save_drafter(root / "drafters" / "random", {k: v.detach() for k, v in _drafter_init(5).items()}, d2t, t2d)
+        _save_drafter(drafters / "random", {k: v.detach() for k, v in _drafter_init(5).items()}, *vocab_arrays(common))
         bar.update()
 
         prng = np.random.default_rng(7)
-        for name, perm in (("k2", gram["k2"]), ("k25", gram["k25"])):
-            held = sample_language(prng, perm, common, 12, 10)
+        for name, perm, vocab in (("k2", gram["k2"], common), ("k25", gram["k25"], common25)):
+            held = sample_language(prng, perm, vocab, 12, 10)
             (root / f"prompts-{name}.jsonl").write_text("".join(json.dumps({"input_ids": p.tolist()}) + "\n" for p in held))
         chat = sample_language(prng, gram["k2"], common, 3, 8)
         (root / "prompts-chat.jsonl").write_text("".join(
             json.dumps({"messages": [{"role": "user", "content": " ".join(f"t{i}" for i in p)}]}) + "\n" for p in chat))
+        bar.update()
+        weights = _target_forms(root, k2, k25)
+        bar.update()
+        dumps = _hidden_dumps(root)
         bar.update()
     finally:
         torch.set_num_threads(threads)
         bar.close()
     manifest = {
         "version": TRAINED_VERSION, "label": LABEL,
-        "targets": {"k2": "tiny Llama (4 layers, hidden 64, vocab 96) trained on the token language",
-                    "k25": f"k2 continued on the shifted language ({SHIFT:.0%} of one rule redrawn)"},
+        "targets": {"k2": f"tiny Kimi-K2-shaped MoE (DeepseekV3: MLA, {EXPERTS} routed experts top {TOP_K} + 1 shared; "
+                          f"{LAYERS} layers, hidden {HIDDEN}, vocab {VOCAB}) trained on the token language",
+                    "k25": f"k2 continued on the shifted language ({SHIFT:.0%} of one rule redrawn, "
+                           f"{NEW_COMMON} common tokens swapped)"},
         "drafters": {"k2": "EAGLE-3 drafter trained on k2 (SpecForge layout, aux ids [0, 1, 2], outputs)",
                      "k2-speculators": "the same weights in the speculators layout (ids [1, 2, 3], inputs)",
-                     "k25-scratch": f"trained from scratch on k25 with {FEW_SAMPLES} samples",
-                     "k25-warm": f"k2's drafter fine-tuned on the same {FEW_SAMPLES} k25 samples",
+                     "k25-scratch": f"trained from scratch on k25 with {FEW_SAMPLES} samples (k25's draft vocabulary)",
+                     "k25-warm": f"k2's drafter exported onto k25-scratch's vocabulary map, fine-tuned on the same "
+                                 f"{FEW_SAMPLES} k25 samples",
                      "random": "untrained (random weights)"},
+        "target_weights": weights, "hidden_states": dumps,
         "draft_vocab": COMMON, "vocab": VOCAB, "drafter_chain_steps": CHAIN_STEPS,
+        "common_k2": [int(t) for t in common], "common_k25": [int(t) for t in common25],
     }
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return TrainedWorld(root, manifest)
+
+
+def _warm_start(root: Path) -> dict[str, Any]:
+    """k2's drafter as ``eaglekit export`` turns it into a K2.5 warm start: lm_head rows re-aligned to
+    k25-scratch's vocabulary map by target token, rows of the new tokens from k25's lm_head."""
+    import tempfile
+
+    from safetensors.torch import load_file
+
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        out = Path(tmp) / "warm-start"
+        export(root / "drafters" / "k2", out, vocab_map=root / "drafters" / "k25-scratch", target=root / "targets" / "k25",
+               progress=False)
+        tensors = load_file(str(out / "model.safetensors"))
+    return {k: v.float().clone().requires_grad_() for k, v in tensors.items() if k not in ("d2t", "t2d")}
+
+
+def _target_forms(root: Path, k2, k25) -> dict[str, str]:
+    """Both targets' trained weights in their shipping layouts (FP8 blocks, INT4 under language_model.)."""
+    def strip(model):
+        return {(k[len("model."):] if k.startswith("model.") else k): v.detach().float()
+                for k, v in model.state_dict().items()}
+
+    text = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", **{
+        k: v for k, v in target_config().to_dict().items()
+        if k in ("vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+                 "num_attention_heads", "num_key_value_heads", "n_routed_experts", "num_experts_per_tok",
+                 "n_shared_experts", "first_k_dense_replace", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                 "qk_nope_head_dim", "v_head_dim", "max_position_embeddings", "rope_theta", "rms_norm_eps")},
+        "eaglekit_demo": LABEL}
+    return write_target_forms(root / "target-weights", strip(k2), strip(k25), text)
+
+
+#: Hidden-state indices the dumps hold: the outputs of the drafters' aux layers 0, 1, 2 and of the last layer.
+DUMP_LAYERS = (1, 2, 3, 4)
+
+
+def _hidden_dumps(root: Path) -> dict[str, str]:
+    """Each target's hidden states on the K2.5 prompts, through the kit's own ``dump-hidden``."""
+    out = {}
+    for name in ("k2", "k25"):
+        out[name] = f"hidden-states/{name}"
+        dump_hidden_states(root / "targets" / name, root / "prompts-k25.jsonl", root / out[name], layers=DUMP_LAYERS,
+                           max_new_tokens=24, progress=False)
+    return out

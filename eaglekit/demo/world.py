@@ -1,7 +1,13 @@
-"""A deterministic demo workspace: synthetic EAGLE-3 drafters in real layout, at 1/16 scale.
+"""A deterministic demo workspace: the trained demo world, and random drafters in real layout at 1/16 scale.
 
-Everything here is SYNTHETIC (random weights, labelled so in every config and file metadata). The
-shapes, names, dtypes, ratios and config formats follow the public Kimi-K2 EAGLE-3 drafter (docs/config-formats.md)
+``trained/`` holds the demo's one world (:mod:`eaglekit.demo.trained`): small K2 and K2.5 targets trained on a
+token language, in the real layouts (MoE with MLA names; FP8 and INT4 forms of the same trained weights),
+the K2 drafter, the K2.5 scratch and warm-start drafters, and the targets' hidden-state dumps. Every page
+that shows a drafter against a target uses it, and the demo Hub serves it (:data:`TRAINED_HUB_REPOS`).
+
+The rest is where real shapes matter (header inspection, search, config diffs, the checks' planted faults,
+streamed similarity at scale): REAL-SHAPE RANDOM weights, labelled so in every config and file metadata,
+that accept nothing. The shapes, names, dtypes, ratios and config formats follow the public Kimi-K2 EAGLE-3 drafter (docs/config-formats.md)
 scaled by 1/16 (hidden 7168 -> 448, vocab 163840 -> 10240, draft vocab 32000 -> 2000); the target
 configs keep Kimi's 61 layers and are scaled the same way so the drafters fit them.
 
@@ -21,9 +27,6 @@ Targets (``targets/<name>/``) hold config.json and a partial checkpoint with onl
 drafter shares with its target: the token embedding and lm_head (K2.5's under ``language_model.``; its
 embedding is the one k25-scratch saved). ``broken/<name>`` holds drafters with one fault each for
 ``eaglekit check`` (:mod:`eaglekit.demo.broken`).
-``target-weights/`` holds two thin quantised targets in full layout, Kimi-K2 in FP8 blocks and a
-drifted Kimi-K2.5 in compressed-tensors INT4, and ``hidden-states/`` a synthetic hidden-state dump of
-each, for ``eaglekit drift`` (:mod:`eaglekit.demo.targets`).
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, H
 from eaglekit.core.errors import InputError
 from eaglekit.core.vocab import build_vocab_map
 from eaglekit.demo.broken import build_broken
-from eaglekit.demo.targets import build_targets
 from eaglekit.demo.shelf import build_demo_hub_repos
+from eaglekit.demo.trained import TrainedWorld, build_trained_demo
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,10 @@ class DemoWorkspace:
     def target(self, name: str) -> Path:
         return self.root / "targets" / name / "config.json"
 
-    def target_weights(self, name: str) -> Path:
-        """A thin quantised demo target, ``"k2"`` (FP8 blocks) or ``"k25"`` (INT4, drifted); see
-        :mod:`eaglekit.demo.targets`."""
-        return self.root / self.manifest["target_weights"][name]
-
-    def hidden_dump(self, name: str) -> Path:
-        """A SYNTHETIC hidden-state dump of one demo target, ``"k2"`` or ``"k25"`` (same prompts)."""
-        return self.root / self.manifest["target_weights"]["dumps"][name]
+    @property
+    def trained(self) -> TrainedWorld:
+        """The demo's one world (targets, drafters, dumps that fit each other): ``trained/``."""
+        return build_trained_demo(self.root / "trained")
 
     def broken(self, name: str) -> Path:
         """A drafter with one deliberate fault (see :mod:`eaglekit.demo.broken`)."""
@@ -79,12 +78,20 @@ class DemoWorkspace:
 
         rows = "".join(f"<li><code>{escape(n)}</code>: {escape(d)}</li>"
                        for n, d in self.manifest["drafters"].items())
-        return f"<b>eaglekit demo workspace</b> at <code>{escape(str(self.root))}</code> ({LABEL})<ul>{rows}</ul>"
+        return (f"<b>eaglekit demo workspace</b> at <code>{escape(str(self.root))}</code><br>"
+                f"<code>trained/</code>: {escape(_TRAINED_LINE)}<br>real-shape random drafters ({LABEL}):"
+                f"<ul>{rows}</ul>")
 
     def __str__(self) -> str:
-        lines = [f"eaglekit demo workspace at {self.root} ({LABEL})"]
+        lines = [f"eaglekit demo workspace at {self.root}", f"  trained/: {_TRAINED_LINE}",
+                 f"  real-shape random drafters ({LABEL}):"]
         lines += [f"  drafters/{n}: {d}" for n, d in self.manifest["drafters"].items()]
         return "\n".join(lines)
+
+
+_TRAINED_LINE = ("the demo world: small K2 and K2.5 targets (FP8 and INT4 forms too), the K2 drafter, the K2.5 "
+                 "scratch and warm-start drafters, hidden-state dumps; every page that shows a drafter against a "
+                 "target uses it")
 
 
 def target_configs() -> dict[str, dict[str, Any]]:
@@ -214,8 +221,11 @@ def _write(folder: Path, tensors: dict[str, Any], config: dict[str, Any], d2t, t
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
-def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWorkspace:
-    """Write (or reuse) the demo workspace at ``path``: drafters, target configs and a Hub folder."""
+def build_demo(path: str | os.PathLike[str], *, force: bool = False, trained: str | os.PathLike[str] | None = None,
+               progress: bool | None = None) -> DemoWorkspace:
+    """Write (or reuse) the demo workspace at ``path``: the trained world, the real-shape random drafters, target
+    configs and a Hub folder serving both. ``trained``: an already built trained world to link in as
+    ``trained/`` instead of training one (about a minute on 2 cores; cached either way)."""
 
     root = Path(path)
     if root.exists() and not root.is_dir():
@@ -227,9 +237,11 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False) -> DemoWork
         raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder "
                          "(eaglekit never deletes a folder it did not write).")
     try:
-        if root.exists():
-            shutil.rmtree(root)  # proven ours: its manifest carries the demo's label
-        return _build(root)
+        if root.exists():  # proven ours: its manifest carries the demo's label; the trained world is kept
+            for child in root.iterdir():
+                if child.name != "trained":
+                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        return _build(root, trained=trained, progress=progress)
     except OSError as e:
         raise InputError(f"Cannot write the demo workspace at {root}: {e.strerror or e}.") from e
 
@@ -243,7 +255,7 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) and manifest.get("label") == LABEL else None
 
 
-def _build(root: Path) -> DemoWorkspace:
+def _build(root: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> DemoWorkspace:
     import numpy as np
     import torch
 
@@ -279,7 +291,10 @@ def _build(root: Path) -> DemoWorkspace:
 
     broken = build_broken(root / "broken", gen, k2, *maps["k2"], write=_write)
 
-    target_weights = build_targets(root)
+    link = root / "trained"
+    if trained is not None and not link.exists():
+        link.symlink_to(Path(trained).resolve(), target_is_directory=True)
+    world = build_trained_demo(link, progress=progress)
 
     manifest = {
         "version": DEMO_VERSION, "label": LABEL,
@@ -292,13 +307,14 @@ def _build(root: Path) -> DemoWorkspace:
             "llama-small": "a drafter for another target (hidden 256): incompatible",
         },
         "broken": broken,
-        "target_weights": target_weights,
+        "trained": {"version": world.manifest["version"], "hub": dict(TRAINED_HUB_REPOS)},
         "overlap": {"k2~k25-finetuned": FT_SHARED, "k2~k25-scratch": SCRATCH_SHARED},
         "ft_drift": {k: list(v) if isinstance(v, tuple) else v for k, v in FT_DRIFT.items()},
         "shapes": {"hidden": H, "intermediate": I, "heads": HEADS, "head_dim": HEAD_DIM, "vocab": VOCAB,
                    "draft_vocab": DRAFT_VOCAB, "target_layers": LAYERS, "aux_layer_ids": AUX_IDS},
     }
     _build_hub(root)
+    _build_trained_hub(root, world)
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return DemoWorkspace(root, manifest)
 
@@ -326,16 +342,51 @@ HUB_REPOS = {
 }
 
 
+#: The trained world on the demo Hub (owner/name -> folder of ``trained/``). Its targets are served in their
+#: shipping layouts (FP8, INT4 under ``language_model.``) with the tokenizer of the trained folder.
+TRAINED_HUB_REPOS = {
+    "demo-mini/Kimi-K2-mini-eagle3": "drafters/k2",
+    "demo-mini/Kimi-K2-mini-speculator.eagle3": "drafters/k2-speculators",
+    "demo-team/Kimi-K2.5-mini-eagle3-scratch": "drafters/k25-scratch",
+    "demo-mini/Kimi-K2-mini": "target-weights/k2-fp8",
+    "demo-mini/Kimi-K2.5-mini": "target-weights/k25-int4",
+}
+_TOKENIZER_OF = {"demo-mini/Kimi-K2-mini": "targets/k2", "demo-mini/Kimi-K2.5-mini": "targets/k25"}
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _build_trained_hub(root: Path, world: TrainedWorld) -> None:
+    """Serve the trained world's drafters and targets from the demo Hub folder (files hard-linked)."""
+    for n, (repo, src) in enumerate(TRAINED_HUB_REPOS.items()):
+        dst = root / "hub" / repo
+        if dst.exists():
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
+        for f in sorted((world.root / src).iterdir()):
+            _link(f, dst / f.name)
+        tok = world.root / _TOKENIZER_OF.get(repo, "-")
+        for name in _TOKENIZER_FILES:
+            if (tok / name).is_file():
+                _link(tok / name, dst / name)
+        meta = {"tags": ["eaglekit-demo", "synthetic", "trained-demo"], "downloads": 1000 - 100 * n, "likes": 5 - n,
+                "lastModified": "2026-11-01T00:00:00.000Z", "cardData": {"tags": ["synthetic"]}}
+        (dst / ".hub.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
 def _build_hub(root: Path) -> None:
     """The Hub-compatible server's folder: one repo per drafter/target, files hard-linked (no copies)."""
     for repo, src in HUB_REPOS.items():
         dst = root / "hub" / repo
         dst.mkdir(parents=True, exist_ok=True)
         for f in sorted((root / src).iterdir()):
-            try:
-                os.link(f, dst / f.name)
-            except OSError:
-                shutil.copy2(f, dst / f.name)
+            _link(f, dst / f.name)
         meta = {"tags": ["eaglekit-demo", "synthetic"], "downloads": 0, "likes": 0,
                 "lastModified": "2026-11-01T00:00:00.000Z", "cardData": {"tags": ["synthetic"]}}
         (dst / ".hub.json").write_text(json.dumps(meta, indent=2) + "\n")

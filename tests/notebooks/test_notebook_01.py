@@ -33,9 +33,9 @@ def test_shows_the_story(executed):
     code = [c for c in executed.cells if c.cell_type == "code"]
     by_source = {c.source.strip().splitlines()[-1]: c for c in code}
     everything = _outputs(by_source["print(repr(everything))"])
-    assert "13 EAGLE-3 drafters among 23 Hub models" in everything
+    assert "16 EAGLE-3 drafters among 28 Hub models" in everything
     log = _outputs(next(c for c in code if "listing page" in c.source))
-    assert "'listing page': 3" in log  # 23 models in pages of 8
+    assert "'listing page': 4" in log  # 28 models in pages of 8
     excluded = _outputs(next(c for c in code if "everything.excluded" in c.source))
     assert "excluded  demo-mirror/Llama-3.1-8B-Instruct-EAGLE3" in excluded
     assert "card says 'demo-RedHatAI/Qwen3-8B-speculator.eagle3' for demo-AngelSlim/Qwen3-8B_eagle3" in excluded

@@ -22,6 +22,9 @@ OTHER_DRAFTERS = {
     "demo-lmsys/sglang-EAGLE3-Llama-3.1-8B-Instruct", "demo-nvidia/Llama-3.3-70B-Instruct-Eagle3",
     "demo-AngelSlim/Qwen3-8B_eagle3", "demo-RedHatAI/Qwen3-8B-speculator.eagle3",
 }
+#: the demo world's drafters (trained, hidden 64): they fit its small targets, not the real-shape ones
+MINI_DRAFTERS = {"demo-mini/Kimi-K2-mini-eagle3", "demo-mini/Kimi-K2-mini-speculator.eagle3",
+                 "demo-team/Kimi-K2.5-mini-eagle3-scratch"}
 BROKEN = {"demo-wip/Qwen3-4B-Eagle3", "demo-wip/Llama-3.1-8B-Instruct-eagle3-upload"}
 LOOK_ALIKES = {"demo-mirror/Llama-3.1-8B-Instruct-EAGLE3", "demo-rwkv/Eagle-7B", "demo-recursal/EagleX-7B",
                "demo-nvidia/Eagle2-1B"}
@@ -53,7 +56,7 @@ def for_k2(hub) -> SearchResults:
 # -- detection by config ---------------------------------------------------------------------------
 
 def test_keeps_exactly_the_repos_whose_config_says_eagle3(everything):
-    assert {h.repo for h in everything} == KIMI_DRAFTERS | OTHER_DRAFTERS | BROKEN
+    assert {h.repo for h in everything} == KIMI_DRAFTERS | OTHER_DRAFTERS | MINI_DRAFTERS | BROKEN
     assert {repo for repo, _ in everything.excluded} == LOOK_ALIKES
 
 
@@ -133,7 +136,7 @@ def test_pagination_followed(demo):
     assert len(pages) == -(-results.scanned // 4) >= 5
     assert [("cursor=" in r.query) for r in pages] == [False] + [True] * (len(pages) - 1)
     assert all(r.status == 200 for r in pages)
-    assert {h.repo for h in results} == KIMI_DRAFTERS | OTHER_DRAFTERS | BROKEN
+    assert {h.repo for h in results} == KIMI_DRAFTERS | OTHER_DRAFTERS | MINI_DRAFTERS | BROKEN
 
 
 def test_only_candidates_configs_are_fetched(hub_log):
@@ -164,7 +167,7 @@ def test_bad_limit(limit):
 def test_target_fit_and_ranking(for_k2):
     assert {h.repo for h in for_k2.fitting} == KIMI_DRAFTERS
     flags = [h.fits_target for h in for_k2]
-    assert flags == [True] * 7 + [False] * 6 + [None] * 2
+    assert flags == [True] * 7 + [False] * 9 + [None] * 2
     fitting = list(for_k2)[:7]
     assert [h.downloads for h in fitting] == sorted((h.downloads for h in fitting), reverse=True)
     assert fitting[0].repo == "demo-aqmed/Kimi-K2-Instruct-eagle3"
@@ -173,6 +176,14 @@ def test_target_fit_and_ranking(for_k2):
     assert for_k2["demo-AngelSlim/Qwen3-8B_eagle3"].why == "hidden 256 != target 448; vocab 9496 != target 10240"
     assert for_k2.target == "demo-moonshot/Kimi-K2-Instruct"
     assert (for_k2.target_config.hidden_size, for_k2.target_config.vocab_size) == (448, 10240)
+
+
+def test_the_demo_worlds_drafters_fit_its_small_target(hub):
+    """Issue 24: the demo world's target finds exactly the world's drafters fitting it, by config."""
+    results = find_drafters(target="demo-mini/Kimi-K2.5-mini", endpoint=hub.endpoint)
+    assert {h.repo for h in results.fitting} == MINI_DRAFTERS
+    assert (results.target_config.hidden_size, results.target_config.vocab_size) == (64, 96)
+    assert results["demo-mini/Kimi-K2-mini-eagle3"].aux_layer_ids == (0, 1, 2)
 
 
 def test_only_hidden_misfit_is_explained_alone(hub):
@@ -285,22 +296,22 @@ def test_json_schema_exactly(for_k2):
 
 def test_text_and_html(for_k2):
     text = str(for_k2)
-    assert text.splitlines()[0] == ("13 EAGLE-3 drafters among 23 Hub models; 4 look-alikes excluded by config; "
+    assert text.splitlines()[0] == ("16 EAGLE-3 drafters among 28 Hub models; 4 look-alikes excluded by config; "
                                    "2 candidates with no readable config; 7 fit target demo-moonshot/Kimi-K2-Instruct "
                                    "(hidden 448, vocab 10240)")
     assert "hidden 256 != target 448; vocab 8016 != target 10240" in text
     assert text.splitlines()[-1].startswith("excluded: demo-nvidia/Eagle2-1B (config.json has architectures")
     html = for_k2._repr_html_()
-    assert html.count("<tr") == 16 and html.count('onclick="var t=this.closest(&#x27;table&#x27;)') == 13
+    assert html.count("<tr") == 19 and html.count('onclick="var t=this.closest(&#x27;table&#x27;)') == 13
     assert "excluded by config (4)" in html and "demo-mirror/Llama-3.1-8B-Instruct-EAGLE3" in html
 
 
 def test_pandas_and_locations(for_k2, hub):
     frame = for_k2.to_pandas()
-    assert len(frame) == 15 and frame["location"][0] == "hf://demo-aqmed/Kimi-K2-Instruct-eagle3"
+    assert len(frame) == 18 and frame["location"][0] == "hf://demo-aqmed/Kimi-K2-Instruct-eagle3"
     assert str(frame["hidden_size"].dtype) == "Int64" and frame["hidden_size"].isna().sum() == 2
     assert frame["fits_target"].sum() == 7
-    with pytest.raises(KeyError, match="'nope/nope' is not among the 15 drafters found"):
+    with pytest.raises(KeyError, match="'nope/nope' is not among the 18 drafters found"):
         for_k2["nope/nope"]
     from eaglekit.io.reader import read_inventory
 
@@ -314,4 +325,4 @@ def test_hit_defaults():
 
 
 def test_repr_is_the_caption(for_k2):
-    assert repr(for_k2).startswith("<SearchResults: 13 EAGLE-3 drafters among 23 Hub models;")
+    assert repr(for_k2).startswith("<SearchResults: 16 EAGLE-3 drafters among 28 Hub models;")

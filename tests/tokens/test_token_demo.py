@@ -93,7 +93,7 @@ def test_recommended_map_exports_and_is_measured(capsys, tokens_world, chats, tm
                           "--max-new-tokens", str(NEW), "--out", str(out_map), "--json")
     assert code == 0, err
     cov = json.loads(out)
-    assert cov["coverage"] < 0.5 < cov["recommended_coverage"] and cov["written"] == str(out_map)
+    assert cov["coverage"] < cov["recommended_coverage"] - 0.15 and cov["written"] == str(out_map)
     assert len(cov["coverage_by_position"]) == NEW and "caps per-step acceptance" in cov["note"]
     remapped = tmp_path / "remapped"
     code, _, err = _run(capsys, "export", str(w.drafter("k25-warm")), "--out", str(remapped), "--vocab-map",
