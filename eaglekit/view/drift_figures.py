@@ -46,7 +46,7 @@ def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
         if feed.layer in col:
             fig.add_vline(x=feed.layer, line={"width": 1, "dash": "dot", "color": "#c11574"})
     fed = sorted({(f.layer, f.engine) for f in report.feeds})
-    note = "; ".join(f"{e}: output of layer {l}" for l, e in fed)
+    note = "; ".join(f"{e}: " + ("the token embeddings" if l < 0 else f"output of layer {l}") for l, e in fed)
     fig.update_layout(
         title={"text": f"Drift map: {_LABELS[measure]} per layer and component"
                        + (f"<br><sup>dotted: layers feeding the drafter ({html.escape(note)})</sup>" if note else "")},

@@ -379,3 +379,16 @@ def test_contradicting_mode_options_are_worded_for_library_and_cli(pair, capsys)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "drop the scheduler, or the budget" in err
     assert "full=True" not in err and "(--full)" not in err
+
+
+def test_the_demo_worlds_drafter_fits_its_targets_and_the_map_names_the_embeddings(trained):
+    """Issue 24: the demo world's K2 drafter fits its FP8/INT4 targets (no misfit line, every figure of what it
+    reads is there), and the map's note says "the token embeddings" where vLLM's aux id 0 reads them."""
+    from eaglekit.view.drift_figures import drift_map
+
+    r = drift(trained.target_weights("k2"), trained.target_weights("k25"), drafter=trained.drafter("k2"), full=True,
+              progress=False)
+    assert r.drafter_misfit == () and "does not fit" not in str(r)
+    assert {(f.engine, f.layer) for f in r.feeds} >= {("SGLang", 2), ("vLLM", -1)}
+    title = drift_map(r).layout.title.text
+    assert "vLLM: the token embeddings" in title and "layer -1" not in title

@@ -21,3 +21,18 @@ def test_target_drift_notebook(executed_notebook):
     # issue 24: one world: the drafter fits the targets, so the figures of what it reads are all there
     assert "does not fit" not in text and "drafter_misfit=()" in text
     assert "lm_head, draft rows" in text and "SGLang aux id 2" in text and "Embedding (the drafter's frozen copy)" in text
+
+
+def test_the_index_says_which_pages_run_on_the_demo_world():
+    """Issue 24: the report's index text is true: the pages that build the trained world are the ones it names,
+    and the random real-shape pages never measure a drafter against a target."""
+    import re
+    from pathlib import Path
+
+    from eaglekit.view.report import INDEX_STORY
+
+    folder = Path(__file__).resolve().parents[2] / "notebooks"
+    on_world = {p.name[:2] for p in folder.glob("0*.py")
+                if re.search(r"\.trained\b|build_trained_demo|build_token_demo", p.read_text())}
+    named = re.search(r"wherever a drafter meets a target \(([\d, ]+)\)", INDEX_STORY).group(1)
+    assert set(named.split(", ")) == on_world == {"00", "06", "07", "09"}
