@@ -107,12 +107,12 @@ def test_page_holds_no_absolute_path_or_token(report, name):  # noqa: F811
 @pytest.mark.notebook
 def test_no_page_holds_a_machine_address_and_the_index_tells_the_truth(report):  # noqa: F811
     """Issue 24: 07 linked the Dask dashboard at this machine's address, 03 a loopback server that stopped
-    with the kernel; the index said "random weights" while 00 and 06 measure on the trained world."""
+    with the kernel; the index said "random weights" while 00, 06, 07 and 09 run on the demo world."""
     pages = sorted(report.out.glob("*.html")) + sorted((report.out / "single").glob("*.html"))
     found = {p.name: machine_addresses(p.read_text(encoding="utf-8")) for p in pages}
     assert {name: a for name, a in found.items() if a} == {}
     index = (report.out / "index.html").read_text(encoding="utf-8")
-    assert "a tiny trained world" in index and "(00 and 06;" in index
+    assert "wherever a drafter meets a target (00, 06, 07, 09)" in index and "(01 to 04)" in index
 
 
 @pytest.mark.notebook
