@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -19,8 +21,10 @@
 # sharded checkpoint, a Hub repo, any HTTP server, or a host over SSH. The original investigation
 # downloaded a 2.22 GB file and loaded every tensor twice just to print shapes.
 #
-# This notebook runs on the **synthetic demo workspace** (random weights in the real Kimi-K2 EAGLE-3
-# layout, scaled 1/16). Point the parameters at real locations to inspect real drafters.
+# This notebook reads the **synthetic demo workspace**: its real-shape random drafters (the Kimi-K2
+# EAGLE-3 layout scaled 1/16, random weights) where shapes and files are the point, and its trained
+# demo world for the checks of a drafter against its target. Point the parameters at real locations to
+# inspect real drafters.
 
 # %% tags=["parameters"]
 import os
@@ -119,21 +123,24 @@ eaglekit.compat("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", "hf://demo-lab/Llama-
 
 # %% [markdown]
 # ## Before serving: one drafter against its target
-# `eaglekit.check` finds the faults that no engine reports before serving badly. The demo holds one
-# broken copy of K2 per fault; each is caught (NOT READY). The healthy drafters pass every check but one
-# question their configs cannot settle: which layers their aux ids meant in training, so the verdict per
-# engine release is UNSURE until a measurement settles it (section 7 of notebook 00, docs/aux-layers.md).
+# `eaglekit.check` finds the faults that no engine reports before serving badly. Here on the **demo
+# world** (notebooks 00, 06, 07): its trained K2 drafter against its K2 target, which it fits. The world
+# holds one broken copy of that drafter per fault; each is caught (NOT READY). The healthy drafters
+# pass every check but one question their configs cannot settle: which layers their aux ids meant in
+# training, so the verdict per engine release is UNSURE until a measurement settles it (notebook 06,
+# section 7 of notebook 00, docs/aux-layers.md).
 
 # %%
 import pandas as pd
 
+world = ws.trained
 rows = []
-for name, what in ws.manifest["broken"].items():
-    r = eaglekit.check(ws.broken(name), target=ws.target("kimi-k2").parent)
+for name, what in world.manifest["broken"].items():
+    r = eaglekit.check(world.broken(name), target=world.target("k2"))
     rows.append({"drafter": name, "planted fault": what, "verdict": r.verdict_line,
                  "found": "; ".join(f"{f.check}: {f.message}" for f in r.errors)})
-for name in ["k2", "k2-sharded", "k25-finetuned"]:
-    r = eaglekit.check(ws.drafter(name), target=ws.target("kimi-k25" if "k25" in name else "kimi-k2").parent)
+for name, target in [("k2", "k2"), ("k25-scratch", "k25"), ("k25-warm", "k25")]:
+    r = eaglekit.check(world.drafter(name), target=world.target(target))
     rows.append({"drafter": name, "planted fault": "-", "verdict": r.verdict_line, "found": ""})
 pd.DataFrame(rows).style.hide(axis="index").set_properties(**{"white-space": "normal", "text-align": "left"})
 
@@ -142,14 +149,14 @@ pd.DataFrame(rows).style.hide(axis="index").set_properties(**{"white-space": "no
 # rows read by byte range (`full=True` compares every row). The aux table says what each engine feeds.
 
 # %%
-eaglekit.check(ws.broken("foreign-embed"), target=ws.target("kimi-k2").parent)
+eaglekit.check(world.broken("foreign-embed"), target=world.target("k2"))
 
 # %% [markdown]
 # Through the Hub it reads the same few bytes: headers, config, the maps.
 
 # %%
-eaglekit.check("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", target="hf://demo-moonshot/Kimi-K2-Instruct",
-               endpoint=endpoint, engine="vllm")
+eaglekit.check("hf://demo-mini/Kimi-K2-mini-eagle3", target="hf://demo-mini/Kimi-K2-mini", endpoint=endpoint,
+               engine="vllm")
 
 # %%
 if hub is not None:

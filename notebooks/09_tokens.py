@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -21,7 +23,7 @@
 # template, same drafter). And the draft vocabulary (d2t: the N target tokens the drafter can propose)
 # was chosen from the old version's traffic: on the new traffic it may miss the tokens that matter.
 #
-# The story on the **trained synthetic world** (notebook 06): "K2.5-think" is the K2.5 target continued
+# The story on the **demo world** (notebooks 00, 06, 07): "K2.5-think" is the K2.5 target continued
 # on chats whose new template ends the user's turn with `<|im_end|>` and opens `<|assistant|> <think>`;
 # the thinking block is written in tokens of its own. The drafters were trained on the old stream.
 

@@ -24,6 +24,7 @@ tokens for others, so K2.5's draft vocabulary differs from K2's (a warm start ne
 * ``drafters/k25-warm``: ``eaglekit export`` of k2's drafter onto k25-scratch's vocabulary map (rows of the
   new tokens from k25's lm_head), fine-tuned on the same few samples;
 * ``drafters/random``: untrained;
+* ``broken/<fault>``: copies of ``drafters/k2`` with one planted fault each (:mod:`eaglekit.demo.broken`);
 * ``prompts-k2.jsonl``, ``prompts-k25.jsonl``: held-out prompts in each language (token ids), and
   ``prompts-chat.jsonl`` (messages, for the target's word-level tokenizer and chat template).
 
@@ -47,9 +48,10 @@ from eaglekit.analysis.acceptance.target import dump_hidden_states
 from eaglekit.analysis.compat.export import export
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table
+from eaglekit.demo.broken import build_broken
 from eaglekit.demo.targets import write_target_forms
 
-TRAINED_VERSION = 3  # bump whenever training or the saved layout changes: caches are keyed on it
+TRAINED_VERSION = 4  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Kimi-K2-shaped MoE target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 EXPERTS, TOP_K, MOE_INTER, Q_LORA, KV_LORA = 4, 2, 32, 32, 32
@@ -78,6 +80,11 @@ class TrainedWorld:
 
     def prompts(self, name: str) -> Path:
         return self.root / f"prompts-{name}.jsonl"
+
+    def broken(self, name: str) -> Path:
+        """A copy of the K2 drafter with one planted fault (:mod:`eaglekit.demo.broken`), for ``eaglekit check``
+        against ``target("k2")``."""
+        return self.root / "broken" / name
 
     def target_weights(self, name: str) -> Path:
         """A target's weights in its shipping layout: ``"k2"`` (FP8 blocks) or ``"k25"`` (INT4, under
@@ -195,7 +202,8 @@ def _drafter_init(seed: int) -> dict[str, Any]:
 def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
     layer = {"hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS,
              "num_key_value_heads": HEADS, "head_dim": HIDDEN // HEADS, "vocab_size": VOCAB, "rms_norm_eps": 1e-6,
-             "rope_theta": 10000.0, "max_position_embeddings": 512, "hidden_act": "silu", "num_hidden_layers": 1}
+             "rope_theta": 10000.0, "max_position_embeddings": 512, "hidden_act": "silu", "num_hidden_layers": 1,
+             "torch_dtype": "bfloat16"}
     if layout == "specforge":
         return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", **layer,
                 "draft_vocab_size": COMMON, "eaglekit_demo": LABEL,
@@ -234,17 +242,23 @@ def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, 
     return {k: v.detach() for k, v in tensors.items()}
 
 
-def _save_drafter(folder: Path, tensors: dict[str, Any], d2t, t2d, *, layout: str = "specforge") -> None:
+def _save_drafter(folder: Path, tensors: dict[str, Any], d2t, t2d, *, layout: str = "specforge",
+                  config: dict[str, Any] | None = None) -> None:
+    """Save as published drafters are: bf16 weights (trained in float32), int64 d2t, bool t2d."""
     import torch
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    out = {(k.replace("midlayer.", "layers.0.") if layout == "speculators" else k): v.detach().contiguous()
-           for k, v in tensors.items()}
+    out = {(k.replace("midlayer.", "layers.0.") if layout == "speculators" else k):
+           v.detach().to(torch.bfloat16).contiguous() for k, v in tensors.items()}
     out["d2t"] = torch.as_tensor(d2t, dtype=torch.int64)
     out["t2d"] = torch.as_tensor(t2d, dtype=torch.bool)
     save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt", "eaglekit_demo": LABEL})
-    (folder / "config.json").write_text(json.dumps(drafter_config(layout=layout), indent=2) + "\n")
+    (folder / "config.json").write_text(json.dumps(config or drafter_config(layout=layout), indent=2) + "\n")
+
+
+def _write_broken(folder: Path, tensors: dict[str, Any], config: dict[str, Any], d2t, t2d) -> None:
+    _save_drafter(folder, tensors, d2t, t2d, config=config)
 
 
 def _save_target(model, folder: Path) -> None:
@@ -348,6 +362,8 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         k2_drafter = train(_drafter_init(3), k2, common, k2_data[:256], 300, 3)
         _save_drafter(drafters / "k2", k2_drafter, *vocab_arrays(common))
         _save_drafter(drafters / "k2-speculators", k2_drafter, *vocab_arrays(common), layout="speculators")
+        broken = build_broken(root / "broken", torch.Generator().manual_seed(8), k2_drafter, *vocab_arrays(common),
+                              write=_write_broken, config=drafter_config(), layers=LAYERS)
         bar.update()
         scratch = train(_drafter_init(4), k25, common25, k25_few, FEW_STEPS, 4)
         _save_drafter(drafters / "k25-scratch", scratch, *vocab_arrays(common25))
@@ -385,7 +401,7 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
                      "k25-warm": f"k2's drafter exported onto k25-scratch's vocabulary map, fine-tuned on the same "
                                  f"{FEW_SAMPLES} k25 samples",
                      "random": "untrained (random weights)"},
-        "target_weights": weights, "hidden_states": dumps,
+        "broken": broken, "target_weights": weights, "hidden_states": dumps,
         "draft_vocab": COMMON, "vocab": VOCAB, "drafter_chain_steps": CHAIN_STEPS,
         "common_k2": [int(t) for t in common], "common_k25": [int(t) for t in common25],
     }

@@ -51,6 +51,25 @@ def test_each_broken_drafter_is_caught(demo, name, check_id, fragment):
     assert {f.check for f in _errors(r)} == {check_id}
 
 
+@pytest.mark.parametrize("name, check_id, fragment", [
+    ("no-lm-head", "lm_head", "lm_head.weight is missing"),
+    ("zero-d2t", "vocab map", "an all-zero d2t means identity"),
+    ("fc-4-layers", "fc", "fc.weight [64, 256] reads 4 aux layers of width 64, but the config names 3"),
+    ("foreign-embed", "embed_tokens", "embed_tokens.weight is not the target's"),
+    ("ids-out-of-range", "aux layers", "aux ids [0, 1, 4] name layers a 4-layer target does not have"),
+    ("eagle1-architecture", "architecture", "names the EAGLE(-1/2) model on an EAGLE-3 checkpoint"),
+])
+def test_each_fault_planted_in_the_demo_world_is_caught(trained, name, check_id, fragment):
+    """Issue 24: the planted faults are copies of the demo world's trained K2 drafter, checked against its own
+    trained target (a folder transformers wrote); the healthy drafter passes the same checks."""
+    r = check(trained.broken(name), target=trained.target("k2"))
+    assert not r.ready and r.exit_code == 4
+    assert any(fragment in f.message for f in _errors(r, check_id)), str(r)
+    assert {f.check for f in _errors(r)} == {check_id}
+    healthy = check(trained.drafter("k2"), target=trained.target("k2"))
+    assert not _errors(healthy) and healthy.exit_code == 0, str(healthy)
+
+
 def test_aux_layers_per_engine(demo):
     # The demo K2 drafter is a SpecForge config [2, 30, 58] on a DeepseekV3 target: its training is
     # ambiguous (SpecForge's HF backend fed the outputs of [2, 30, 58], its SGLang backend on a release
