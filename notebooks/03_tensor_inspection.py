@@ -138,7 +138,7 @@ rows = []
 for name, what in world.manifest["broken"].items():
     r = eaglekit.check(world.broken(name), target=world.target("k2"))
     rows.append({"drafter": name, "planted fault": what, "verdict": r.verdict_line,
-                 "found": "; ".join(f"{f.check}: {f.message}" for f in r.errors)})
+                 "found": " ".join(f"{f.check}: {f.message}" for f in r.errors)})
 for name, target in [("k2", "k2"), ("k25-scratch", "k25"), ("k25-warm", "k25")]:
     r = eaglekit.check(world.drafter(name), target=world.target(target))
     rows.append({"drafter": name, "planted fault": "-", "verdict": r.verdict_line, "found": ""})

@@ -41,12 +41,13 @@ from eaglekit.demo.trained import (
     sample_language,
 )
 
-TOKENS_VERSION = 3  # bump whenever this build changes: the cache is keyed on it
+TOKENS_VERSION = 4  # bump whenever this build changes: the cache is keyed on it
 MARKERS = ("<|im_end|>", "<|assistant|>", "<think>", "</think>")
 OLD_TEMPLATE = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
 NEW_TEMPLATE = ("{% for m in messages %}{{ m['content'] }} <|im_end|> {% endfor %}"
                 "{% if add_generation_prompt %}<|assistant|> <think> {% endif %}")
-THINK_TOKENS, THINK_END = 24, 0.12
+THINK_TOKENS, THINK_END = 24, 0.04
+THINK_STEPS = 250  # training steps of k25-think on the new chats
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
         model = _target_model()
         model.load_state_dict(DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")),
                                                                     trust_remote_code=False).state_dict())
-        _train_target(model, np.concatenate([chats, plain]), steps=250, lr=2e-3, seed=6)
+        _train_target(model, np.concatenate([chats, plain]), steps=THINK_STEPS, lr=2e-3, seed=6)
         bar.update()
         folder = root / "targets" / "k25-think"
         from transformers.utils import logging as hf_logging

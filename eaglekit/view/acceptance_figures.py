@@ -72,10 +72,20 @@ def steps_table(results: Results, scenario: Scenario):
         row: dict[str, object] = {"K": k, "break-even": round(be[k - 1], 3)}
         for label, r in named.items():
             row[label] = round(r.accept_length_by_steps[k - 1], 3) if k <= r.steps else None
-        row["pays at this K"] = ", ".join(label for label, r in named.items()
-                                          if k <= r.steps and r.accept_length_by_steps[k - 1] > be[k - 1]) or "none"
+        row["pays at this K"] = _payers([label for label, r in named.items()
+                                         if k <= r.steps and r.accept_length_by_steps[k - 1] > be[k - 1]], list(named))
         rows.append(row)
     return pd.DataFrame(rows).set_index("K")
+
+
+def _payers(pay: list[str], every: list[str]) -> str:
+    """Who pays at one K, short enough for a table cell: "none", "all", "all but X" or the names."""
+    if not pay:
+        return "none"
+    if len(every) >= 3 and len(pay) > len(every) / 2:
+        rest = [label for label in every if label not in pay]
+        return "all" if not rest else "all but " + ", ".join(rest)
+    return ", ".join(pay)
 
 
 def per_step_acceptance(results: Results):

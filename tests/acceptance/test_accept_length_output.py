@@ -194,3 +194,15 @@ def test_go_no_go_without_draft_ms_says_drafting_is_free(trained, k2):
     assert "counted free" not in r.go_no_go(baseline_tps=82, verify_ms=30, draft_ms=1.67)
     assert r.speedup(baseline_tps=82, verify_ms=30).to_json()["drafting_counted_free"] is True
     assert r.speedup(baseline_tps=82, verify_ms=30, draft_ms=1.67).to_json()["drafting_counted_free"] is False
+
+
+def test_who_pays_stays_short_enough_for_a_table_cell():
+    """The "pays at this K" column said "K2 drafter on K2, scratch on K2.5, warm start ..." (pandas cuts cells
+    at 50 characters): with three or more drafters it names the ones that do not pay instead."""
+    from eaglekit.view.acceptance_figures import _payers
+
+    every = ["K2 drafter on K2", "K2 drafter on K2.5", "scratch on K2.5", "warm start on K2.5"]
+    assert _payers(["K2 drafter on K2", "scratch on K2.5", "warm start on K2.5"], every) == "all but K2 drafter on K2.5"
+    assert _payers(every, every) == "all" and _payers([], every) == "none"
+    assert _payers(["K2 drafter on K2", "warm start on K2.5"], every) == "K2 drafter on K2, warm start on K2.5"
+    assert _payers(["k2"], ["k2"]) == "k2"

@@ -96,8 +96,8 @@ def test_missing_small_file_keeps_the_connection(tmp_path, monkeypatch):
     monkeypatch.setattr(fileserver._HTTPServer, "process_request",
                         lambda self, request, address: accepted.append(address) or original(self, request, address))
     with HubServer(tmp_path) as server:
-        read_inventory("hf://org/noconfig", endpoint=server.endpoint)  # opens the connections it needs
-        opened = len(accepted)
-        for _ in range(4):
+        for _ in range(5):
             assert read_inventory("hf://org/noconfig", endpoint=server.endpoint).config is None
-        assert len(accepted) == opened
+    # config.json and the header are fetched side by side, so a call holds at most two connections at once
+    # (one or two, with the scheduling); a 404 left undrained would cost a new connection on every call.
+    assert 1 <= len(accepted) <= 2, accepted

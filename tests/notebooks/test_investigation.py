@@ -122,3 +122,29 @@ def test_the_bottom_line_numbers_are_the_pages_own(executed_notebook):
     assert re.search(r"old drafter on the new target \d+\.\d\d at K = \d against \d+\.\d\d \(NO-GO\)", bottom)
     assert re.search(r"warm-started drafter reaches \d+\.\d\d and the one trained from scratch \d+\.\d\d", bottom)
     assert re.search(r"warm start \d+\.\d\d \((GO|NO-GO)\)", bottom)
+
+
+@pytest.mark.notebook
+def test_the_bottom_line_agrees_with_page_06(executed_notebook):
+    """Issue 24: one world, one set of numbers: page 00's bottom line (K = 3) says what page 06's table of
+    accept length by K says for the same drafters and targets."""
+    import re
+
+    def text_of(nb, marker, kind="text/plain"):
+        cell = next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+        return "".join(o.get("data", {}).get(kind, "") for o in cell.get("outputs", []))
+
+    bottom = text_of(executed_notebook("00_investigation"), "bottom_line = eaglekit.conclude_acceptance(")
+    table = text_of(executed_notebook("06_acceptance"), "steps_table(results, serving)", "text/html")
+    rows = {int(r[0]): r[1:] for r in (re.findall(r"<t[hd][^>]*>([^<]*)</t[hd]>", tr)
+                                       for tr in re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)) if r and r[0].isdigit()}
+    be, own, new, scratch, warm = (float(x) for x in rows[3][:5])  # K = 3, three decimals
+
+    def said(pattern):  # the bottom line's two decimals
+        return float(re.search(pattern, bottom).group(1))
+
+    assert abs(said(r"reaches accept length (\d+\.\d\d) at K = 3") - own) <= 0.0051
+    assert abs(said(r"on the new target version it falls to (\d+\.\d\d)") - new) <= 0.0051
+    assert abs(said(r"warm-started drafter reaches (\d+\.\d\d)") - warm) <= 0.0051
+    assert abs(said(r"the one trained from scratch (\d+\.\d\d)") - scratch) <= 0.0051
+    assert abs(said(r"the break-even accept length is (\d+\.\d\d)") - be) <= 0.0051
