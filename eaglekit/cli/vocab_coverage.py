@@ -24,7 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_location(p, "drafter", "the drafter")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", metavar="T", help="a causal LM transformers loads: its greedy continuations are the traffic")
-    src.add_argument("--hidden-states", metavar="DIR", help="a dump folder: its continuations are the traffic")
+    src.add_argument("--hidden-states", metavar="DIR",
+                     help="a dump folder: eaglekit dump-hidden's (its continuations are the traffic) or a training "
+                          "pipeline's (SpecForge: the assistant tokens; speculators, Model-Optimizer: every token)")
     p.add_argument("--prompts", metavar="FILE", help="JSONL prompts (needed with --target)")
     p.add_argument("--chat-template", metavar="FILE", help="render the prompts with this template (or 'raw') in the "
                                                            "bounded sandbox instead of the target's own")

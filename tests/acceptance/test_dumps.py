@@ -192,3 +192,26 @@ def test_two_dask_workers_equal_one_process_even_when_a_worker_dies(trained, gre
     a, b = single.to_json(), spread.to_json()
     assert a["dump"].pop("ran_on") == "this process" and b["dump"].pop("ran_on").startswith("a Dask cluster")
     assert a == b
+
+
+def test_vocab_coverage_reads_training_dumps(trained, greedy, prompts, k2, capsys):
+    """`vocab-coverage --hidden-states` on a training pipeline's dump: SpecForge's assistant tokens (its loss
+    masks) are exactly the target's greedy continuations; the formats without masks count every token."""
+    from eaglekit.analysis.acceptance.coverage import traffic_tokens, vocab_coverage
+    from eaglekit.cli import main
+
+    root, dirs = greedy
+    ran = vocab_coverage(trained.drafter("k2"), target=k2, prompts=trained.prompts("k2"), max_new_tokens=NEW,
+                         steps=3, progress=False)
+    spec = vocab_coverage(trained.drafter("k2"), hidden_states=dirs["specforge"], steps=3, progress=False)
+    per_prompt = [len(s) for s in traffic_tokens(hidden_states=dirs["specforge"], progress=False)]
+    assert per_prompt == [NEW] * N_PROMPTS and spec.tokens == NEW * N_PROMPTS
+    first = traffic_tokens(target=k2, prompts=trained.prompts("k2"), max_new_tokens=NEW, progress=False)[:N_PROMPTS]
+    assert [list(s) for s in traffic_tokens(hidden_states=dirs["specforge"], progress=False)] == \
+        [list(s) for s in first]
+    assert "specforge dump" in spec.traffic and "loss masks" in spec.traffic and ran.tokens >= spec.tokens
+    for fmt in ("speculators", "modelopt"):
+        every = vocab_coverage(trained.drafter("k2"), hidden_states=dirs[fmt], steps=3, progress=False)
+        assert every.tokens == sum(len(p) + NEW for p in prompts) and "every token" in every.traffic
+    assert main(["vocab-coverage", str(trained.drafter("k2")), "--hidden-states", str(dirs["modelopt"]), "--json"]) == 0
+    assert '"coverage"' in capsys.readouterr().out

@@ -2,7 +2,9 @@
 
 Traffic is the target's own output: its greedy continuations of your prompts (a target transformers
 runs, prompts optionally rendered with a chat template in the bounded sandbox), or the continuations
-held in a hidden-state dump (``input_ids`` after ``prompt_len``). SpecForge builds the draft vocabulary
+held in a hidden-state dump: eaglekit's own (``input_ids`` after ``prompt_len``), or a training pipeline's
+(SpecForge's assistant tokens by its loss masks; every token of speculators' and Model-Optimizer's samples,
+which keep no mask beside them). SpecForge builds the draft vocabulary
 from the assistant tokens of its training data (``loss_mask == 1``): the continuation is the same part of
 a sequence. The maths is :mod:`eaglekit.core.coverage`; :func:`write_vocab_map` saves a map that
 ``eaglekit export --vocab-map`` reads (safetensors) or SpecForge's ``--vocab-mapping-path`` loads (``.pt``,
@@ -23,6 +25,7 @@ from eaglekit.core.coverage import Coverage, coverage
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.vocab import check_vocab_map, unreadable_d2t
 from eaglekit.io.drafter import read_map
+from eaglekit.io.dumps.detect import open_training_dump
 from eaglekit.io.dumps.native import open_dump
 from eaglekit.io.reader import open_checkpoint
 
@@ -66,6 +69,8 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
     if hidden_states is not None:
         if chat_template is not None:
             raise InputError("a dump already holds rendered prompts; --chat-template goes with --target.")
+        if not os.path.lexists(os.path.join(os.path.expanduser(str(hidden_states)), "manifest.json")):
+            return _training_dump_tokens(hidden_states, progress=progress)
         dump = open_dump(hidden_states)
         return [np.asarray(s.input_ids, np.int64)[int(s.prompt_len):] for s in dump]
     if prompts is None:
@@ -90,6 +95,21 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
     return out
 
 
+def _training_dump_tokens(path, *, progress: bool | None = None) -> list[np.ndarray]:
+    """A training pipeline's dump (SpecForge, speculators, Model-Optimizer) as traffic: each sample's assistant
+    tokens where the format stores a loss mask (SpecForge), else every token of the sample (the others keep
+    their masks elsewhere, or none)."""
+    from tqdm.auto import tqdm  # progress bars load with the work that shows them
+
+    dump = open_training_dump(path)
+    out = []
+    for i in tqdm(range(len(dump)), desc="dump traffic", unit="sample", disable=progress is False, leave=False):
+        r = dump.read(i)
+        ids = r.input_ids.numpy().astype(np.int64)
+        out.append(ids[r.loss_mask.numpy().astype(bool)] if r.loss_mask is not None else ids)
+    return out
+
+
 def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, chat_template=None,
                    max_new_tokens: int = 64, steps: int = 5, device: str = "cpu", dtype: str = "float32",
                    endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
@@ -100,10 +120,18 @@ def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, ch
     seqs = traffic_tokens(target=target, prompts=prompts, hidden_states=hidden_states, chat_template=chat_template,
                           max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress,
                           trust_remote_code=trust_remote_code)
-    where = f"dump {hidden_states}" if hidden_states is not None else \
+    where = _dump_label(hidden_states) if hidden_states is not None else \
         f"{getattr(target, 'name', target)} on {prompts if isinstance(prompts, (str, os.PathLike)) else 'prompts'}" \
         + (f" rendered with {chat_template}" if chat_template is not None else "")
     return coverage(d2t, seqs, vocab_size=vocab, drafter=label, traffic=str(where), steps=steps, notes=notes)
+
+
+def _dump_label(path) -> str:
+    if os.path.lexists(os.path.join(os.path.expanduser(str(path)), "manifest.json")):
+        return f"dump {path}"
+    dump = open_training_dump(path)
+    return f"{dump.format} dump {path} (" + ("assistant tokens by its loss masks" if dump.has_loss_mask
+                                            else "every token: the format keeps no loss mask") + ")"
 
 
 def check_map_path(path: str | os.PathLike[str]) -> Path:
