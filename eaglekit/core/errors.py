@@ -27,6 +27,11 @@ class HostKeyError(LocationError):
     """An SSH host key is unknown or does not match known_hosts; never accepted silently."""
 
 
+class TooLargeError(LocationError):
+    """A small file (a config, a tokenizer file, a template) is larger than the cap for its kind: refused
+    before its bytes are read past the cap."""
+
+
 class RangeNotSupportedError(LocationError):
     """An HTTP server ignored a byte-range request; eaglekit refuses to stream the whole file."""
 

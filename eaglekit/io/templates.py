@@ -25,7 +25,7 @@ except ImportError:  # not on Windows: there the wall clock alone bounds the chi
     resource = None
 
 from eaglekit.core.chat_template import MAX_RENDERED_CHARS, MAX_TEMPLATE_BYTES, TemplateLimitError, render
-from eaglekit.core.errors import InputError, LocationError
+from eaglekit.core.errors import InputError, TooLargeError
 from eaglekit.core.redact import shown
 from eaglekit.io.sources.local import LocalSource
 
@@ -45,11 +45,9 @@ def read_template(path: str | os.PathLike[str], *, limit: int = MAX_TEMPLATE_BYT
     source = LocalSource(str(file.parent), display=str(file), named=file.name)
     try:
         data = source.read_small(file.name, limit=limit)
-    except LocationError as e:
-        if "larger than" in str(e):
-            raise InputError(f"{shown(file)} is larger than {limit:,} bytes; a chat template is a few KiB: refusing "
-                             "it.") from e
-        raise
+    except TooLargeError as e:
+        raise InputError(f"{shown(file)} is larger than {limit:,} bytes; a chat template is a few KiB: refusing "
+                         "it.") from e
     if data is None:
         raise InputError(f"{shown(file)}: no such chat template file.")
     try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eaglekit.core.chat_template import MAX_TEMPLATE_BYTES
-from eaglekit.core.errors import ConfigError, InputError, LocationError
+from eaglekit.core.errors import ConfigError, InputError, TooLargeError
 from eaglekit.core.redact import visible
 from eaglekit.core.safejson import loads
 from eaglekit.core.tokendiff import TokenizerDiff, diff_tokenizers
@@ -58,11 +58,9 @@ def _read_files(location, *, endpoint, timeout, token, required: bool) -> dict[s
                 continue
             try:
                 data = source.read_small(name, limit=LIMITS[name])
-            except LocationError as e:
-                if "larger than" in str(e):
-                    raise InputError(f"{source.display}/{name} is larger than {LIMITS[name]:,} bytes, more than any "
-                                     "real tokenizer file of its kind; refusing to read it.") from e
-                raise
+            except TooLargeError as e:
+                raise InputError(f"{source.display}/{name} is larger than {LIMITS[name]:,} bytes, more than any "
+                                 "real tokenizer file of its kind; refusing to read it.") from e
             if data is not None:
                 raw[name] = data
     if required and not raw:

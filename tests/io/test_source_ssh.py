@@ -13,7 +13,7 @@ import pytest
 from sshd import SshServer, free_port, keygen, sshd  # noqa: F401 - sshd is the fixture
 
 import eaglekit.io.sources.ssh as ssh_mod
-from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError
+from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError, TooLargeError
 from eaglekit.io.sources import open_source
 from eaglekit.io.sources.ssh import SshSource
 
@@ -138,7 +138,7 @@ def test_read_small_present_absent_empty_and_too_large(sshd, remote, home):
         assert src.read_small("config.json") == (remote / "config.json").read_bytes()
         assert src.read_small("absent.json") is None
         assert src.read_small("empty.json") == b""
-        with pytest.raises(LocationError, match=r"model\.safetensors is \d+ bytes, larger than 1000"):
+        with pytest.raises(TooLargeError, match=r"model\.safetensors is \d+ bytes, larger than 1000"):
             src.read_small(MODEL, limit=1000)
 
 
@@ -279,3 +279,21 @@ def test_proxy_jump_host_key_is_checked_too(sshd, remote, tmp_path, monkeypatch)
     other_home(sshd, monkeypatch, tmp_path, config=config, known_hosts="")
     with pytest.raises(HostKeyError, match=f"Host key for 127.0.0.1:{sshd.port} is not in"):
         SshSource("behind", str(remote))
+
+
+def test_too_large_is_its_own_error_on_every_source(tmp_path):
+    """A small file past its cap raises TooLargeError (a LocationError) from the local and HTTP sources as from
+    SSH above, so callers catch the type instead of matching message text."""
+    from eaglekit.demo.fileserver import FileServer
+    from eaglekit.io.sources import open_source
+
+    (tmp_path / "config.json").write_bytes(b"{" + b" " * 5000 + b"}")
+    (tmp_path / "model.safetensors").write_bytes(b"")  # an HTTP location names a file; config.json sits beside it
+    local, _ = open_source(str(tmp_path))
+    with local, pytest.raises(TooLargeError, match="larger than 1000 bytes"):
+        local.read_small("config.json", limit=1000)
+    with FileServer(tmp_path) as server:
+        remote, _ = open_source(server.endpoint + "/files/model.safetensors")
+        with remote, pytest.raises(TooLargeError, match="larger than 1000 bytes"):
+            remote.read_small("config.json", limit=1000)
+    assert issubclass(TooLargeError, LocationError)

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from eaglekit.core.errors import (AuthError, InputError, LocationError, NotFoundError, RangeNotSupportedError,
-                                  RateLimitError)
+                                  RateLimitError, TooLargeError)
 from eaglekit.core.redact import redact_url, shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
 from eaglekit.io.sources.fast_range import FAST_MIN_BYTES, FastRanges
@@ -303,7 +303,7 @@ def _read_exactly(response, want: int, what: str, deadline: Deadline,
 def read_capped(response, limit: int, what: str, deadline: Deadline | None = None) -> bytes:
     """The body of a streamed response, refusing one larger than ``limit`` (a small JSON file expected)
     and, with a ``deadline``, one that arrives too slowly."""
-    too_big = LocationError(f"{what} is larger than {limit} bytes; expected a small JSON file.")
+    too_big = TooLargeError(f"{what} is larger than {limit} bytes; expected a small JSON file.")
     try:
         announced = int(response.headers.get("content-length") or 0)
     except ValueError:

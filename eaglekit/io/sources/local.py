@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from eaglekit.core.errors import LocationError, NotFoundError
+from eaglekit.core.errors import LocationError, NotFoundError, TooLargeError
 from eaglekit.core.redact import shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
 
@@ -104,7 +104,7 @@ class LocalSource(Source):
         fd, size = self._open(path)
         try:
             if size > limit:
-                raise LocationError(f"{shown(path)} is larger than {limit} bytes; expected a small JSON file.")
+                raise TooLargeError(f"{shown(path)} is larger than {limit} bytes; expected a small JSON file.")
             return _pread(fd, 0, size)
         finally:
             os.close(fd)

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 import paramiko
 from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64
 
-from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError
+from eaglekit.core.errors import AuthError, HostKeyError, LocationError, NotFoundError, TooLargeError
 from eaglekit.core.redact import shown
 from eaglekit.io.sources.base import SMALL_FILE_LIMIT, Chunk, Source
 from eaglekit.io.location import check_ssh_host
@@ -433,7 +433,7 @@ class SshSource(Source):
         except NotFoundError:
             return None
         if size > limit:
-            raise LocationError(f"{self.display}: {path} is {size} bytes, larger than {limit}; "
+            raise TooLargeError(f"{self.display}: {path} is {size} bytes, larger than {limit}; "
                                 "expected a small JSON file.")
         return self.read(name, 0, size).data if size else b""
 
