@@ -57,20 +57,29 @@ def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
 
 def drafter_view(report: DriftReport):
     """The drafter's view as bars with error bars: whole target, embedding, draft lm_head rows and each
-    layer whose output feeds it (per engine), by ``1 - cosine`` on a log axis."""
+    layer whose output feeds it (one bar per layer; its hover names the engine releases that feed it), by
+    ``1 - cosine`` on a log axis."""
     import plotly.graph_objects as go
 
     figs = [report.whole, report.embedding, report.draft_lm_head]
     names = ["whole target", "embedding", "lm_head (draft rows)"]
+    hover = ["", "the drafter's frozen copy", "the rows of its draft vocabulary"]
+    readers: dict[int, list[str]] = {}  # one bar per layer fed, however many engine releases feed it
     for f in report.feeds:
-        figs.append(f.own)
-        names.append(f"{f.engine} id {f.aux_id}: layer {f.layer}")
-    pairs = [(n, f) for n, f in zip(names, figs) if f is not None and math.isfinite(f.cosine.value)]
+        if f.own is not None:
+            readers.setdefault(f.layer, []).append(f"{f.engine} (id {f.aux_id})")
+    for layer, who in sorted(readers.items()):
+        figs.append(next(f.own for f in report.feeds if f.layer == layer and f.own is not None))
+        names.append(f"layer {layer} output")
+        hover.append("fed by " + ", ".join(who))
+    keep = [i for i, f in enumerate(figs) if f is not None and math.isfinite(f.cosine.value)]
+    pairs = [(names[i], figs[i]) for i in keep]
     y = [max(1e-9, 1 - f.cosine.value) for _, f in pairs]
     hi = [max(0.0, (1 - f.cosine.low) - v) if math.isfinite(f.cosine.low) else 0.0 for (_, f), v in zip(pairs, y)]
     lo = [max(0.0, v - (1 - f.cosine.high)) if math.isfinite(f.cosine.high) else 0.0 for (_, f), v in zip(pairs, y)]
     fig = go.Figure(go.Bar(x=[n for n, _ in pairs], y=y, error_y={"type": "data", "array": hi, "arrayminus": lo},
-                           marker_color="#175cd3"))
+                           text=[hover[i] for i in keep], hovertemplate="%{x}: 1 − cosine %{y:.4g}<br>%{text}"
+                           "<extra></extra>", textposition="none", marker_color="#175cd3"))
     fig.update_layout(title={"text": "Where the drafter looks: 1 − cosine (bars: interval)"},
                       yaxis={"type": "log", "title": {"text": "1 − cosine"}}, height=380,
                       margin={"l": 70, "r": 20, "t": 60, "b": 110})

@@ -107,7 +107,8 @@ def test_drafters_view(full_report, drafter):
     assert full_report.draft_lm_head.rows == len(drafter[1])
     assert set(full_report.draft_moved) <= set(int(i) for i in drafter[1])
     feeds = {(f.engine, f.aux_id): f.layer for f in full_report.feeds}
-    assert feeds[("SGLang", 2)] == 2 and feeds[("vLLM", 2)] == 1  # output of layer i vs input of layer i
+    assert feeds[("SGLang before #25454", 2)] == 2 and feeds[("vLLM", 2)] == 1  # output of layer i vs input of layer i
+    assert feeds[("SGLang since #25454", 2)] == 1  # DeepSeek-family model code reads ids not starting at 1 as inputs
     deep, shallow = (next(f for f in full_report.feeds if f.layer == k) for k in (58, 2))
     assert deep.own.relative.value > shallow.own.relative.value  # the demo drifts more with depth
     assert full_report.only_b == ("vision_tower.patch_embed.proj.weight",)
@@ -282,7 +283,12 @@ def test_moved_rows_decoded_and_figures_render(pair, full_report, tmp_path, caps
     fig = drift_map(full_report)
     assert fig.data[0].z.shape == (6, 61)  # attention, dense mlp, shared, routed, router, norms x 61 layers
     assert len(fig.layout.shapes) == len(full_report.feeds)  # the layers feeding the drafter, marked
-    assert [b for b in drafter_view(full_report).data[0].x][:3] == ["whole target", "embedding", "lm_head (draft rows)"]
+    bars = drafter_view(full_report).data[0]
+    assert list(bars.x)[:3] == ["whole target", "embedding", "lm_head (draft rows)"]
+    fed = sorted({f.layer for f in full_report.feeds})
+    assert list(bars.x)[3:] == [f"layer {k} output" for k in fed]  # one bar per layer, however many engines feed it
+    assert "SGLang before #25454 (id 2)" in bars.text[3 + fed.index(2)]
+    assert "SGLang since #25454 (id 2)" in bars.text[3 + fed.index(1)] and "vLLM (id 2)" in bars.text[3 + fed.index(1)]
     page = tmp_path / "drift.html"
     assert main(["drift", str(pair[0]), str(pair[1]), "--full", "--scheduler", "inline", "--html", str(page)]) == 0
     html = page.read_text()
@@ -389,6 +395,24 @@ def test_the_demo_worlds_drafter_fits_its_targets_and_the_map_names_the_embeddin
     r = drift(trained.target_weights("k2"), trained.target_weights("k25"), drafter=trained.drafter("k2"), full=True,
               progress=False)
     assert r.drafter_misfit == () and "does not fit" not in str(r)
-    assert {(f.engine, f.layer) for f in r.feeds} >= {("SGLang", 2), ("vLLM", -1)}
+    assert {(f.engine, f.layer) for f in r.feeds} >= {("SGLang before #25454", 2), ("vLLM", -1)}
     title = drift_map(r).layout.title.text
     assert "vLLM: the token embeddings" in title and "layer -1" not in title
+
+
+def test_drift_names_the_engine_releases_check_names_and_the_same_layers(trained):
+    """Page 07 said "SGLang aux id 0: output of layer 0" while `check` on page 00 said SGLang since #25454 feeds
+    [-1, 0, 1]: drift now lists every reading check lists, by the same name, with the same layers."""
+    import re
+
+    from eaglekit.analysis.compat.check import check
+
+    r = drift(trained.target_weights("k2"), trained.target_weights("k25"), drafter=trained.drafter("k2"), full=True,
+              progress=False)
+    said = {m.group(1): [int(x) for x in m.group(2).split(", ")] for f in
+            check(trained.drafter("k2"), target=trained.target_weights("k2")).findings
+            for m in [re.match(r"(.+?) feeds the outputs of layers \[([-\d, ]+)\]", f.message)] if m}
+    fed: dict[str, list[int]] = {}
+    for f in r.feeds:
+        fed.setdefault(f.engine, []).append(f.layer)
+    assert fed == said and set(fed) == {"SGLang before #25454", "SGLang since #25454", "vLLM"}

@@ -20,7 +20,7 @@ def test_target_drift_notebook(executed_notebook):
     assert "linear CKA" in text and "output of layer 2" in text
     # issue 24: one world: the drafter fits the targets, so the figures of what it reads are all there
     assert "does not fit" not in text and "drafter_misfit=()" in text
-    assert "lm_head, draft rows" in text and "SGLang aux id 2" in text and "Embedding (the drafter's frozen copy)" in text
+    assert "lm_head, draft rows" in text and "SGLang before #25454 aux id 2" in text and "SGLang since #25454 aux id 2" in text and "Embedding (the drafter's frozen copy)" in text
 
 
 def test_the_index_says_which_pages_run_on_the_demo_world():

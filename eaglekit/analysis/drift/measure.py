@@ -45,7 +45,6 @@ from eaglekit.io.drafter import read_map
 from eaglekit.core.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.vocab import target_ids
-from eaglekit.core.layers import ENGINES, READER_NAMES, outputs_read
 from eaglekit.io.scheduler import dask_client
 
 #: Sampled-mode budget when none is given: a laptop maps two 1 TB targets by reading this much.
@@ -122,7 +121,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
     with opened(a, endpoint=endpoint, timeout=timeout) as ca, opened(b, endpoint=endpoint, timeout=timeout) as cb:
         wa = quant_weights(ca.inventory, read_shape=lambda t: tuple(ca.read_numpy(t.name).tolist()))
         wb = quant_weights(cb.inventory, read_shape=lambda t: tuple(cb.read_numpy(t.name).tolist()))
-        draft_rows, aux, misfit = _drafter_facts(drafter, endpoint, ca.inventory.config, timeout=timeout)
+        draft_rows, aux, misfit, readings = _drafter_facts(drafter, endpoint, ca.inventory.config, timeout=timeout)
         pairs, only_a, only_b, mismatched = pair_weights(wa, wb, draft_rows=draft_rows)
         if not pairs:
             raise InputError(f"{ca.inventory.source} and {cb.inventory.source} share no weight of the same shape; "
@@ -152,7 +151,7 @@ def drift(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str] | Ch
         states = hidden_drift(*hidden, progress=progress)
     return _report(plan, strata, chosen, moved_rows, aux, tokenizer, confidence, ca.inventory.source,
                    cb.inventory.source, mode, limit, where, read, (ca, cb), time.perf_counter() - started,
-                   tol, states, misfit, skipped)
+                   tol, states, misfit, skipped, readings)
 
 
 def _unit_bytes(pairs: list[Pair], budget: int) -> int:
@@ -335,14 +334,15 @@ def _run_dask(specs: list[TaskSpec], run_on: Any, hook, results: list, done: Cal
 
 
 # -- the drafter's facts, the report ------------------------------------------------------------------------
-def _drafter_facts(drafter, endpoint, target_config, *, timeout: float | None = None) -> tuple[np.ndarray | None, tuple[int, ...] | None,
-                                                          tuple[str, ...]]:
-    """The target ids of the drafter's draft rows (i + d2t[i]), its aux layer ids, and how it does not
-    fit the targets (hidden or vocabulary size; empty when it fits or either config is missing). A
+def _drafter_facts(drafter, endpoint, target_config, *, timeout: float | None = None) -> tuple[
+        np.ndarray | None, tuple[int, ...] | None, tuple[str, ...], tuple]:
+    """The target ids of the drafter's draft rows (i + d2t[i]), its aux layer ids, how it does not
+    fit the targets (hidden or vocabulary size; empty when it fits or either config is missing) and what
+    each engine release feeds it (:func:`_readings`). A
     drafter of another vocabulary drafts ids of another tokenizer: neither its rows nor its aux ids
     (meant for another target) are returned. d2t is read bounded, as compat reads it."""
     if drafter is None:
-        return None, None, ()
+        return None, None, (), ()
 
     with opened(drafter, endpoint=endpoint, timeout=timeout) as cd:
         cfg = None
@@ -359,14 +359,29 @@ def _drafter_facts(drafter, endpoint, target_config, *, timeout: float | None = 
                                for what, mine, theirs in target_fit(cfg.target_hidden_size, cfg.vocab_size, target)
                                if mine is not None and mine != theirs)
         if any(m.startswith("vocab") for m in misfit):
-            return None, None, misfit
+            return None, None, misfit, ()
         d2t = read_map(cd, "d2t")
         ids = target_ids(d2t) if d2t is not None else None
-    return ids, cfg.aux_layer_ids if cfg is not None else None, misfit
+    aux = cfg.aux_layer_ids if cfg is not None else None
+    return ids, aux, misfit, _readings(cfg, target_config) if aux else ()
+
+
+def _readings(cfg, target_config) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]:
+    """(engine release, ids, outputs they select) for each reading of the drafter's aux ids, as
+    ``eaglekit check`` names them: SGLang before and since #25454 (read by the target's model code), vLLM."""
+    try:
+        target = normalize_target(target_config) if target_config is not None else None
+    except EaglekitError:
+        target = None
+    view = cfg.aux_view(target.num_hidden_layers if target is not None else None,
+                        architecture=target.architecture if target is not None else None)
+    return tuple((e.name, tuple(e.ids), tuple(e.outputs_of)) for e in view.engines
+                 if e.ids is not None and e.outputs_of is not None)
 
 
 def _report(plan: DriftPlan, strata: dict[str, Stratum], chosen, moved_rows, aux, tokenizer, confidence, src_a, src_b,
-            mode, limit, where, read, ckpts, seconds, tol, states=None, misfit=(), skipped=None) -> DriftReport:
+            mode, limit, where, read, ckpts, seconds, tol, states=None, misfit=(), skipped=None,
+            readings=()) -> DriftReport:
     def figure(name: str, names: Sequence[str], layer=None, comp=None) -> DriftFigure:
         parts = [strata[s] for s in names]
         cos, rel, frac = sample_estimate(parts, confidence=confidence)
@@ -390,7 +405,7 @@ def _report(plan: DriftPlan, strata: dict[str, Stratum], chosen, moved_rows, aux
     draft = next((r for r in rows if r.name == DRAFT_LM_HEAD), None)
     emb_moved = moved_of(EMBEDDING)
     decoded = _decode(tokenizer, emb_moved[:50]) if tokenizer is not None and emb_moved else None
-    feeds = _feeds(plan, strata, aux, by_stratum, figure)
+    feeds = _feeds(readings, by_stratum, figure)
     return DriftReport(
         a=src_a, b=src_b, mode=mode, confidence=confidence, budget=limit, where=where, tol=tol,
         strata=tuple(rows), whole=whole, embedding=emb, embedding_moved=emb_moved, embedding_decoded=decoded,
@@ -407,22 +422,19 @@ def _order(key: tuple[int | None, str]) -> tuple:
     return (head, -1 if layer is None else layer, comp)
 
 
-def _feeds(plan, strata, aux, by_stratum, figure) -> tuple[Feed, ...]:
-    if not aux:
-        return ()
-
+def _feeds(readings, by_stratum, figure) -> tuple[Feed, ...]:
+    """The drift of the layers each engine release feeds the drafter (``readings`` from :func:`_readings`)."""
     layers = sorted({l for l, _ in by_stratum.values() if l is not None})
     out = []
-    for engine in ENGINES:
-        for i, layer in zip(aux, outputs_read(aux, engine)):
+    for engine, ids, outs in readings:
+        for i, layer in zip(ids, outs):
             if layer < 0 or layer not in layers:
-                out.append(Feed(READER_NAMES.get(engine, engine), i, layer, None, None))
+                out.append(Feed(engine, i, layer, None, None))
                 continue
             # weight matrices only: a norm's weights sit near 1 and would outweigh matrices of a thin model
             own = [s for s, (l, c) in by_stratum.items() if l == layer and c != "norms"]
             upto = [s for s, (l, c) in by_stratum.items() if l is not None and l <= layer and c != "norms"]
-            out.append(Feed(READER_NAMES.get(engine, engine), i, layer, figure(f"layer {layer}", own, layer),
-                            figure(f"layers 0..{layer}", upto)))
+            out.append(Feed(engine, i, layer, figure(f"layer {layer}", own, layer), figure(f"layers 0..{layer}", upto)))
     return tuple(out)
 
 
