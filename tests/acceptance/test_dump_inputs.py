@@ -259,3 +259,38 @@ def test_dump_options_with_a_target_are_refused(trained, capsys):
                  "--prompts", str(trained.prompts("k2")), "--limit", "3"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "--limit does nothing here" in err[0]
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_the_final_norm_is_applied_as_the_target_applies_it(arch, tmp_path):
+    """A dump's pre-norm final state goes through the target's own final norm: LayerNorm with its bias for
+    GPT-2-style targets (``layer_norm_epsilon``, ``ln_f.bias``), RMSNorm for Llama-style ones; the logits equal
+    the target's own."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    from eaglekit.analysis.acceptance.head import read_target_head
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                           tie_word_embeddings=False))
+        final = model.transformer.ln_f
+    else:
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=False))
+        final = model.model.norm
+    with torch.no_grad():
+        final.weight.mul_(1.5).add_(0.1)                       # a norm weight that is not all ones
+        if getattr(final, "bias", None) is not None:
+            final.bias.add_(0.3)                               # and a bias that matters
+    model.eval().save_pretrained(str(tmp_path / arch))
+    seen = {}
+    final.register_forward_hook(lambda mod, args, out: seen.update(pre=args[0].detach()))  # None: output kept
+    ids = torch.randint(0, 50, (1, 12))
+    with torch.no_grad():
+        want = model(ids).logits[0]
+    head = read_target_head(str(tmp_path / arch))
+    assert head.layer_norm == (arch == "gpt2") and (head.norm_bias is not None) == (arch == "gpt2")
+    got = head.logits(seen["pre"][0], normed=False)
+    assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()

@@ -41,6 +41,8 @@ class TargetHead:
     num_hidden_layers: int | None
     source: str
     names: tuple[str, ...] = ()
+    layer_norm: bool = False              # LayerNorm (mean removed, then a bias) instead of RMSNorm
+    norm_bias: torch.Tensor | None = None  # (H,): LayerNorm's bias, where the checkpoint has one
 
     @property
     def vocab_size(self) -> int:
@@ -58,7 +60,11 @@ class TargetHead:
                 raise InputError(f"{self.source} has no final norm weight, but the dump's final hidden state is "
                                  "before the norm; give the target checkpoint that holds model.norm.weight.")
             x32 = x.float()
-            x = self.norm * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+            if self.layer_norm:
+                bias = None if self.norm_bias is None else self.norm_bias.float()
+                x = F.layer_norm(x32, (x32.shape[-1],), self.norm.float(), bias, self.eps).to(x.dtype)
+            else:
+                x = self.norm * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
         return F.linear(x, self.lm_head).float()                             # (n, V), as transformers computes it
 
     def chunk(self) -> int:
@@ -92,6 +98,15 @@ def _find(ckpt: Checkpoint, exact: tuple[str, ...], suffix: str) -> str | None:
     return hit
 
 
+def _is_layer_norm(cfg: dict[str, Any], *, has_bias: bool) -> bool:
+    """Whether the final norm is a LayerNorm (GPT-2, GPT-NeoX, OPT, Falcon, Phi: ``layer_norm_epsilon`` /
+    ``layer_norm_eps``, a bias beside the weight) rather than an RMSNorm (Llama, Qwen, DeepSeek, Kimi:
+    ``rms_norm_eps``, no bias)."""
+    if "rms_norm_eps" in cfg:
+        return False
+    return has_bias or "layer_norm_epsilon" in cfg or "layer_norm_eps" in cfg
+
+
 def text_config(config: dict[str, Any] | None) -> dict[str, Any]:
     """The language model's part of a config (``text_config`` of multimodal wrappers), or the config."""
     if not isinstance(config, dict):
@@ -122,10 +137,18 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
         norm = ckpt.read_tensor(norm_name).to(device=device, dtype=dtype) if norm_name else None
         if norm is not None and norm.shape != (lm_head.shape[1],):
             norm = None
-        eps = cfg.get("rms_norm_eps") or cfg.get("layer_norm_epsilon") or 1e-6
-        layers = cfg.get("num_hidden_layers")
+        bias_name = norm_name[:-len("weight")] + "bias" if norm is not None else None
+        layer_norm = norm is not None and _is_layer_norm(cfg, has_bias=bias_name in ckpt.inventory)
+        bias = ckpt.read_tensor(bias_name).to(device=device, dtype=dtype) if layer_norm and bias_name in ckpt.inventory \
+            else None
+        if bias is not None and bias.shape != norm.shape:
+            raise ConfigError(f"{shown(where)}: {bias_name} is {list(bias.shape)}, expected {list(norm.shape)}.")
+        eps = cfg.get("rms_norm_eps") or cfg.get("layer_norm_epsilon") or cfg.get("layer_norm_eps") or \
+            cfg.get("norm_epsilon") or (1e-5 if layer_norm else 1e-6)
+        layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
         return TargetHead(lm_head, norm, float(eps), layers if isinstance(layers, int) else None, where,
-                          tuple(n for n in (head, norm_name) if n))
+                          tuple(n for n in (head, norm_name, bias_name if bias is not None else None) if n),
+                          layer_norm=layer_norm, norm_bias=bias)
     finally:
         if not isinstance(location, Checkpoint):
             ckpt.close()
