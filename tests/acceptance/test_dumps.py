@@ -57,6 +57,8 @@ def test_dumps_give_the_target_figures(trained, greedy, reference, fmt):
                      loss_masks=_masks(root, fmt), progress=False)
     assert r.format == fmt and r.coverage == 1.0 and r.files_read == N_PROMPTS
     assert r.accept_length == reference.accept_length > 2.5
+    from eaglekit.analysis.acceptance import dumps as dump_module
+    assert dump_module._LOADED == {}  # the drafter and the head are not kept once the result is back
     assert r.result.per_step_acceptance == reference.per_step_acceptance
     assert r.result.accept_length_by_steps == reference.accept_length_by_steps
     assert r.result.generated_tokens == reference.generated_tokens and r.result.cycles == reference.cycles

@@ -96,7 +96,7 @@ class FileStats:
         return self.nonfinite_rows > 0
 
 
-#: Weights loaded in this process, by task options: a worker reads the drafter and the head once.
+#: Weights loaded in this process, by task options: a worker reads the drafter and the head once per run.
 _LOADED: dict[tuple, Any] = {}
 
 
@@ -202,13 +202,18 @@ def _run(tasks: list[DumpTask], scheduler: Any, progress: bool | None, total_fil
         bar.update(len(stats))
         bar.set_postfix(positions=positions, refresh=False)
 
-    with bar:
-        if scheduler is None:
-            for t in tasks:
-                done(run_task(t, hook))
-            where = "this process"
-        else:
-            where = _run_dask(tasks, scheduler, hook, done, timeout=timeout)
+    try:
+        with bar:
+            if scheduler is None:
+                for t in tasks:
+                    done(run_task(t, hook))
+                where = "this process"
+            else:
+                where = _run_dask(tasks, scheduler, hook, done, timeout=timeout)
+    finally:
+        # The weights stay loaded across one run's tasks only: a notebook would otherwise keep a 1T target's
+        # lm_head (2.3 GB for Kimi-K2) after the result is back. Workers in other processes keep theirs.
+        _LOADED.clear()
     return sorted(results, key=lambda s: s.index), where
 
 
