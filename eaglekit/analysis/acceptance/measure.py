@@ -100,6 +100,37 @@ class SampleStats:
     soft: np.ndarray | None = None       # (K, G) sum_v min(p, q) at each base (0 where not reached)
 
 
+def count_drafts(drafts, bases, target_ids, last: int, steps: int, *, temperature: float = 0.0,
+                 target_probs=None, draft_logits=None) -> SampleStats:
+    """Count chain drafts against the target: ``drafts`` (K, G) drafted from ``bases`` (G,), step j from base
+    t compared with ``target_ids[t + j]`` wherever ``t + j <= last``. At temperature > 0,
+    ``target_probs(positions)`` gives the target's probabilities on the draft vocabulary's target ids (n, N) at
+    those positions and ``draft_logits(s, sel)`` the drafter's step-s logits (n, N) from the bases ``sel``."""
+    import torch
+
+    G = int(bases.shape[0])
+    j = torch.arange(1, steps + 1)[:, None]
+    idx = bases[None, :] + j                                            # (K, G): t + j
+    tgt = target_ids.cpu().to(torch.int64)
+    avail = idx <= last                                                 # a target token to compare with
+    expected = torch.where(avail, tgt[idx.clamp(max=len(tgt) - 1)], torch.full_like(idx, -1))
+    m = match_lengths(drafts, expected)                                 # (G,)
+    reached = (m[None, :] >= j - 1) & avail                             # steps 1..j-1 matched, j comparable
+    conditioned = reached.sum(1).numpy()
+    accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
+    soft = by_base = None
+    if temperature > 0:
+        by_base = np.zeros((steps, G))                                  # per base, 0 where not reached
+        for s in range(steps):
+            sel = reached[s].nonzero().flatten()
+            if len(sel):
+                p = target_probs(idx[s, sel])                           # (n, N)
+                q = torch.softmax(draft_logits(s, sel).float().cpu() / temperature, -1)
+                by_base[s, sel.numpy()] = torch.minimum(p, q).sum(-1).double().numpy()
+        soft = by_base.sum(1)                                           # (K,)
+    return SampleStats(m.numpy(), G, conditioned, accepted, soft, by_base)
+
+
 def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps: int, temperature: float = 0.0,
                  target_logits=None) -> SampleStats:
     """Draft every continuation position of one sequence and count matches (torch in, numpy out)."""
@@ -114,32 +145,14 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
                            np.zeros((steps, 0)) if temperature > 0 else None)
     h = drafter.project(aux)                                            # (T, H)
     out = drafter.draft(h[:T - 1], input_ids[1:], steps, start=P - 1, return_logits=temperature > 0)
-    bases = torch.arange(P - 1, P - 1 + G)                              # continuation bases t
-    drafts = out.tokens[:, :G].cpu()                                    # (K, G), from base P-1 on
-    idx = bases[None, :] + torch.arange(1, steps + 1)[:, None]         # t + j
-    tgt = target_ids.cpu().to(torch.int64)
-    avail = idx <= T - 2                                                # x_{t+1+j} inside the sequence
-    expected = torch.where(avail, tgt[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
-    m = match_lengths(drafts, expected)                                 # (G,)
-    j = torch.arange(1, steps + 1)[:, None]
-    reached = (m[None, :] >= j - 1) & avail                             # steps 1..j-1 matched, j comparable
-    conditioned = reached.sum(1).numpy()
-    accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
-    soft = by_base = None
-    if temperature > 0:
-        soft, by_base = np.zeros(steps), np.zeros((steps, G))
-        logits_t = target_logits.float()
-        for s in range(steps):
-            sel = reached[s].nonzero().flatten()
-            if len(sel) == 0:
-                continue
-            p = torch.softmax(logits_t[idx[s, sel]] / temperature, -1)                       # (n, V)
-            q = torch.softmax(out.logits[s][sel].float().cpu() / temperature, -1)            # (n, N)
-            tids = drafter.draft_to_target.cpu()
-            overlap = torch.minimum(p[:, tids], q).sum(-1)                                    # (n,)
-            by_base[s, sel.numpy()] = overlap.numpy()
-            soft[s] = float(overlap.sum())
-    return SampleStats(m.numpy(), G, conditioned, accepted, soft, by_base)
+    tids = drafter.draft_to_target.cpu()
+
+    def target_probs(positions):
+        return torch.softmax(target_logits[positions].float() / temperature, -1)[:, tids]
+
+    return count_drafts(out.tokens[:, :G].cpu(), torch.arange(P - 1, P - 1 + G), target_ids, T - 2, steps,
+                        temperature=temperature, target_probs=target_probs,
+                        draft_logits=lambda s, sel: out.logits[s][sel])
 
 
 @dataclass(frozen=True)

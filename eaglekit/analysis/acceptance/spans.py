@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from eaglekit.analysis.acceptance.measure import SampleStats, match_lengths
+from eaglekit.analysis.acceptance.measure import SampleStats, count_drafts
 
 
 def greedy_spans(input_ids: torch.Tensor, target_ids: torch.Tensor, assistant: torch.Tensor
@@ -64,30 +64,12 @@ def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: to
     h = model.project(aux)                                                  # (T, H)
     out = model.draft(h[:T - 1], input_ids[1:], steps, start=start, return_logits=temperature > 0)
     tokens = out.tokens.cpu()                                               # (K, T - 1 - start)
-    tgt = target_ids.to(torch.int64)
-    j = torch.arange(1, steps + 1)[:, None]
     result = []
     for a, b in spans:
-        G = b - a
         bases = torch.arange(a - 1, b - 1)                                  # (G,)
-        idx = bases[None, :] + j                                            # (K, G): t + j
-        avail = idx <= b - 1
-        expected = torch.where(avail, tgt[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
-        m = match_lengths(tokens[:, bases - start], expected)               # (G,)
-        reached = (m[None, :] >= j - 1) & avail
-        conditioned = reached.sum(1).numpy()
-        accepted = ((m[None, :] >= j) & avail).sum(1).numpy()
-        soft_sum = soft = None
-        if temperature > 0:
-            soft = np.zeros((steps, G))                                     # (K, G): per base, 0 where not reached
-            for s in range(steps):
-                sel = reached[s].nonzero().flatten()
-                if len(sel):
-                    p = target_probs[idx[s, sel]]                            # (n, N)
-                    q = torch.softmax(out.logits[s][bases[sel] - start].float().cpu() / temperature, -1)
-                    soft[s, sel.numpy()] = torch.minimum(p, q).sum(-1).double().numpy()
-            soft_sum = soft.sum(1)                                          # (K,)
-        result.append(SampleStats(m.numpy(), G, conditioned, accepted, soft_sum, soft))
+        result.append(count_drafts(tokens[:, bases - start], bases, target_ids, b - 1, steps, temperature=temperature,
+                                   target_probs=lambda positions: target_probs[positions],
+                                   draft_logits=lambda s, sel, bases=bases: out.logits[s][bases[sel] - start]))
     return result
 
 
