@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -390,7 +391,7 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         torch.set_num_threads(threads)
         bar.close()
     manifest = {
-        "version": TRAINED_VERSION, "label": LABEL,
+        "version": TRAINED_VERSION, "label": LABEL, "build": uuid.uuid4().hex,  # tells a rebuild from the last one
         "targets": {"k2": f"tiny Kimi-K2-shaped MoE (DeepseekV3: MLA, {EXPERTS} routed experts top {TOP_K} + 1 shared; "
                           f"{LAYERS} layers, hidden {HIDDEN}, vocab {VOCAB}) trained on the token language",
                     "k25": f"k2 continued on the shifted language ({SHIFT:.0%} of one rule redrawn, "

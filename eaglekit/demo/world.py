@@ -232,7 +232,7 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False, trained: st
         raise InputError(f"{root} is a file; give a folder for the demo workspace.")
     manifest = _read_manifest(root)
     if manifest is not None and manifest.get("version") == DEMO_VERSION and not force:
-        return DemoWorkspace(root, manifest)
+        return _current_trained_hub(root, manifest, progress=progress)
     if root.exists() and any(root.iterdir()) and manifest is None:
         raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder "
                          "(eaglekit never deletes a folder it did not write).")
@@ -244,6 +244,25 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False, trained: st
         return _build(root, trained=trained, progress=progress)
     except OSError as e:
         raise InputError(f"Cannot write the demo workspace at {root}: {e.strerror or e}.") from e
+
+
+def _trained_stamp(world: TrainedWorld) -> dict[str, Any]:
+    return {"version": world.manifest["version"], "build": world.manifest.get("build"), "hub": dict(TRAINED_HUB_REPOS)}
+
+
+def _current_trained_hub(root: Path, manifest: dict[str, Any], *, progress: bool | None) -> DemoWorkspace:
+    """A built workspace whose trained world was retrained since (a new version, or built again by
+    ``build_trained_demo``): its Hub repos are linked to the new files, so the Hub serves what the folders hold."""
+    world = build_trained_demo(root / "trained", progress=progress)
+    stamp = _trained_stamp(world)
+    if manifest.get("trained") != stamp:
+        try:
+            _build_trained_hub(root, world)
+            manifest = {**manifest, "trained": stamp}
+            (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        except OSError as e:
+            raise InputError(f"Cannot update the demo workspace's Hub at {root}: {e.strerror or e}.") from e
+    return DemoWorkspace(root, manifest)
 
 
 def _read_manifest(root: Path) -> dict[str, Any] | None:
@@ -307,7 +326,7 @@ def _build(root: Path, *, trained: str | os.PathLike[str] | None, progress: bool
             "llama-small": "a drafter for another target (hidden 256): incompatible",
         },
         "broken": broken,
-        "trained": {"version": world.manifest["version"], "hub": dict(TRAINED_HUB_REPOS)},
+        "trained": _trained_stamp(world),
         "overlap": {"k2~k25-finetuned": FT_SHARED, "k2~k25-scratch": SCRATCH_SHARED},
         "ft_drift": {k: list(v) if isinstance(v, tuple) else v for k, v in FT_DRIFT.items()},
         "shapes": {"hidden": H, "intermediate": I, "heads": HEADS, "head_dim": HEAD_DIM, "vocab": VOCAB,
