@@ -41,9 +41,10 @@ DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 TRAINED = None  # None: the trained world inside DEMO (trained on first use, about a minute, then cached)
 STEPS = 4  # draft steps K per cycle
 MAX_NEW_TOKENS = 32
-BASELINE_TPS = 82.0  # the seed: decode tok/s without speculation
-VERIFY_MS = 30.0  # target verify time per cycle
-DRAFT_MS = 1.67  # drafter time per step (the seed's fitted figure, notebook 05)
+BASELINE_TPS = 82.0  # the seed's deployment (notebook 00, section 6): decode tok/s without speculation
+SPEC_TPS = 60.0  # ... with speculation, at accept length 2.0 and K = 2 draft steps
+VERIFY_MS = 30.0  # ... its verify per cycle at K = 2
+TARGET_MODEL = "kimi-k25-int4"  # whose verify grows with K (a published config's cost model, notebook 08)
 TORCH_THREADS = 1  # the demo's models are tiny: one thread is fastest (None: torch's default)
 
 # %%
@@ -90,12 +91,18 @@ scratch = measure("k25-scratch", k25, "k25")
 warm = measure("k25-warm", k25, "k25")
 results = {"K2 drafter on K2": own, "K2 drafter on K2.5": on_new, "scratch on K2.5": scratch,
            "warm start on K2.5": warm}
-serving = eaglekit.Scenario(baseline_tps=BASELINE_TPS, verify_ms=VERIFY_MS, draft_ms=DRAFT_MS, steps=STEPS)
+deployment = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, 2.0, verify_ms=VERIFY_MS, steps=2,
+                                                verify_grows_for=(TARGET_MODEL,))
+serving = deployment.growing_scenario  # the seed's cycle, its verify growing with K as on notebook 00
+print(f"serving cycle: verify {VERIFY_MS:g} ms at K = 2, growing {serving.verify_growth_ms:.2f} ms per drafted token "
+      f"({TARGET_MODEL}), plus {serving.draft_ms:.2f} ms per draft step")
 accept_length_vs_steps(results, scenario=serving, trained_steps=world.chain_steps)
 
 # %% [markdown]
-# Break-even rises with K: every draft step lengthens the cycle by the draft time. A drafter pays at a K
-# where its accept length is above that K's break-even, in the chart and in this table.
+# Break-even rises with K: every draft step lengthens the cycle by the draft time, and on a
+# mixture-of-experts target the verify grows too (more drafted tokens route to more experts, whose
+# weights the verify reads). A drafter pays at a K where its accept length is above that K's break-even,
+# in the chart and in this table.
 
 # %%
 steps_table(results, serving)
@@ -168,15 +175,10 @@ dataset = eaglekit.trained_dumps(world, greedy=False)["specforge"]
 eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target("k2")), steps=STEPS)
 
 # %% [markdown]
-# ## Go or no-go, through the calculator
-
-# %%
-for name, r in results.items():
-    print(f"{name:20s} {r.go_no_go(baseline_tps=BASELINE_TPS, verify_ms=VERIFY_MS, draft_ms=DRAFT_MS)}")
-
-# %% [markdown]
 # ## Conclusion (generated from the measurements above)
+# Go or no-go on the serving cycle above, at the depth the drafters were trained to (K = 3, as notebook
+# 00 judges them) and at each drafter's best K.
 
 # %%
-conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, baseline_tps=BASELINE_TPS,
-                    verify_ms=VERIFY_MS, draft_ms=DRAFT_MS)
+conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scenario=serving,
+                    steps=world.chain_steps)

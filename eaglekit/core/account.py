@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eaglekit.core.costmodel import (
@@ -262,6 +262,15 @@ class Account:
         """The measured deployment as a :class:`Scenario` (for :func:`~eaglekit.core.specmath.estimate`)."""
         return Scenario(self.baseline_tps, self.verify_ms, draft_ms=self.draft_ms, steps=self.steps,
                         overhead_ms=self.overhead_ms)
+
+    @property
+    def growing_scenario(self) -> Scenario:
+        """The measured deployment with its verify growing per drafted token as the first model of
+        ``verify_grows_for`` prices it (its mean slope, :attr:`GrowingVerify.slope_ms`, to 0.01 ms as the
+        calculator takes it), anchored at the measured k; the measured deployment itself without such a model."""
+        if not self.growing:
+            return self.scenario
+        return replace(self.scenario, verify_growth_ms=round(self.growing[0].slope_ms, 2))
 
     @property
     def break_even(self) -> float:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ K_CURVES = (1, 2, 3, 4, 6, 8)
 #: verify held at 30 ms; "seed-verify-only" the 30 ms verify-only arithmetic.
 _SEED = Account.seed()
 PRESETS: dict[str, tuple[Scenario, float, float]] = {
-    "seed": (replace(_SEED.scenario, verify_growth_ms=round(_SEED.growing[0].slope_ms, 2)), 2.0, 150.0),
+    "seed": (_SEED.growing_scenario, 2.0, 150.0),
     "seed-constant-verify": (_SEED.scenario, 2.0, 150.0),
     "seed-verify-only": (Scenario.seed(), 2.0, 150.0),
 }

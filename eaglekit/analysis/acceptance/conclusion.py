@@ -14,60 +14,83 @@ from eaglekit.core.specmath import Scenario
 
 
 def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, scratch: AcceptanceResult,
-                        warm: AcceptanceResult, baseline_tps: float, verify_ms: float,
-                        draft_ms: float = 0.0) -> Conclusion:
+                        warm: AcceptanceResult, baseline_tps: float | None = None, verify_ms: float | None = None,
+                        draft_ms: float = 0.0, scenario: Scenario | None = None, steps: int | None = None) -> Conclusion:
     """Sentences: the old drafter on its own and on the new target, scratch vs warm start, the aux
-    convention's weight, and go/no-go for each against the break-even accept length."""
-    e = warm.speedup(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms)
-    be = e.break_even_accept_length
-    s = [f"On its own target the old drafter reaches accept length {own.accept_length:.2f} at K = {own.steps} "
-         f"(per-step acceptance {_steps(own)}); on the new target version it falls to "
-         f"{new_target.accept_length:.2f}: the new version continues text differently and its hidden states moved, which no shape or config check can show."]
-    better, worse = (warm, scratch) if warm.accept_length >= scratch.accept_length else (scratch, warm)
-    s.append(f"With the same few samples, the warm-started drafter reaches {warm.accept_length:.2f} and the one "
-             f"trained from scratch {scratch.accept_length:.2f}: "
+    convention's weight, and go/no-go for each against the break-even accept length, at ``steps`` (default:
+    the measurements' K) and at each drafter's best K.
+
+    ``scenario``: the serving cycle (a verify that grows with K on a mixture-of-experts target, see
+    :attr:`eaglekit.core.account.Account.growing_scenario`); else ``baseline_tps``, a constant ``verify_ms``
+    and ``draft_ms`` per step."""
+    results = {"old drafter, own target": own, "old drafter, new target": new_target, "scratch": scratch,
+               "warm start": warm}
+    k = steps if steps is not None else warm.steps
+    short = [name for name, r in results.items() if r.steps < k]
+    if short or not isinstance(k, int) or k < 1:
+        raise InputError(f"conclude at K = {k!r} needs every measurement drafted to at least K steps"
+                         + (f" ({', '.join(short)} drafted fewer)." if short else "."))
+    if scenario is None:
+        if baseline_tps is None or verify_ms is None:
+            raise InputError("conclude_acceptance needs a serving scenario, or baseline_tps and verify_ms.")
+        scenario = Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, steps=k)
+
+    def at(r: AcceptanceResult) -> float:
+        return r.accept_length_by_steps[k - 1]
+
+    cycle = scenario.at_steps(k)
+    be = cycle.break_even_accept_length
+    s = [f"On its own target the old drafter reaches accept length {at(own):.2f} at K = {k} "
+         f"(per-step acceptance {_steps(own, k)}); on the new target version it falls to "
+         f"{at(new_target):.2f}: the new version continues text differently and its hidden states moved, which no "
+         "shape or config check can show."]
+    better = warm if at(warm) >= at(scratch) else scratch
+    s.append(f"With the same few samples, the warm-started drafter reaches {at(warm):.2f} and the one "
+             f"trained from scratch {at(scratch):.2f}: "
              + ("initialising from the old drafter pays." if better is warm
                 else "here the warm start does not help; train from scratch or with more data."))
     shifts = []
-    for name, r in (("old drafter, own target", own), ("old drafter, new target", new_target),
-                    ("scratch", scratch), ("warm start", warm)):
+    for name, r in results.items():
         alt = r.accept_length_by_convention.get(other_convention(r.aux_convention))
         if alt is not None:
-            shifts.append(f"{alt - r.accept_length:+.2f} ({name})")
+            shifts.append(f"{alt - r.accept_length:+.2f} ({name}" + (f", K = {r.steps})" if r.steps != k else ")"))
     if shifts:
         s.append(f"Reading the aux layer ids the other engine's way ({other_convention(own.aux_convention)} instead of "
                  f"{own.aux_convention}, as trained) changes the accept length by " + ", ".join(shifts)
                  + ": check which convention the serving engine applies.")
-    lines = []
-    for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm)):
-        go = r.accept_length > be
-        lines.append(f"{name} {r.accept_length:.2f} ({'GO' if go else 'NO-GO'})")
-    s.append(f"At {baseline_tps:g} tok/s baseline and {e.cycle_ms:.1f} ms per cycle (K = {warm.steps}) the break-even "
-             f"accept length is {be:.2f}: " + "; ".join(lines) + ".")
-    best = {name: best_k(r, baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms)
+    grows = f", the verify growing {cycle.verify_growth_ms:.2f} ms per drafted token" if cycle.verify_growth_ms else ""
+    lines = [f"{name} {at(r):.2f} ({'GO' if at(r) > be else 'NO-GO'})"
+             for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))]
+    s.append(f"At {scenario.baseline_tps:g} tok/s baseline and {cycle.cycle_ms:.1f} ms per cycle (K = {k}: verify "
+             f"{cycle.verify_ms:.1f} ms + {k} x {cycle.draft_ms:.2f} ms drafting{grows}) the break-even accept length "
+             f"is {be:.2f}: " + "; ".join(lines) + ".")
+    best = {name: best_k(r, scenario=scenario, up_to=k)
             for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))}
-    if warm.steps > 1:
-        s.append("Each at its best K of 1 to " f"{warm.steps} (break-even rises with K, each draft step lengthens the "
-                 "cycle): " + "; ".join(f"{name} {a:.2f} at K = {k} against {b:.2f} ({'GO' if a > b else 'NO-GO'})"
-                                        for name, (k, a, b) in best.items()) + ".")
-        verdict = "go" if any(a > b for name, (k, a, b) in best.items() if name != "old drafter on the new target") \
-            else "no-go"
-    else:
-        verdict = "go" if max(warm.accept_length, scratch.accept_length) > be else "no-go"
+    if k > 1:
+        s.append(f"Each at its best K of 1 to {k} (break-even rises with K: each draft step lengthens the cycle"
+                 + (" and the verify" if cycle.verify_growth_ms else "") + "): "
+                 + "; ".join(f"{name} {a:.2f} at K = {j} against {b:.2f} ({'GO' if a > b else 'NO-GO'})"
+                             for name, (j, a, b) in best.items()) + ".")
+    verdict = "go" if any(a > b for name, (j, a, b) in best.items() if name != "old drafter on the new target") \
+        else "no-go"
     return Conclusion(verdict, tuple(s))
 
 
-def best_k(r: AcceptanceResult, *, baseline_tps: float, verify_ms: float, draft_ms: float = 0.0) -> tuple[int, float, float]:
-    """(K, accept length at K, break-even at K) for the K of 1..``r.steps`` where the accept length clears its
-    break-even by the most (the deployment's verify and per-step draft cost, the cycle growing with K)."""
-    scenario = Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, steps=1)
-    rows = [(k, a, scenario.at_steps(k).break_even_accept_length)
-            for k, a in enumerate(r.accept_length_by_steps, start=1)]
+def best_k(r: AcceptanceResult, *, scenario: Scenario | None = None, baseline_tps: float | None = None,
+           verify_ms: float | None = None, draft_ms: float = 0.0, up_to: int | None = None) -> tuple[int, float, float]:
+    """(K, accept length at K, break-even at K) for the K of 1..``up_to`` (default ``r.steps``) where the accept
+    length clears its break-even by the most, on ``scenario``'s cycle at each K (or a constant ``verify_ms``
+    plus ``draft_ms`` per step)."""
+    if scenario is None:
+        scenario = Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, steps=1)
+    top = min(up_to or r.steps, r.steps)
+    rows = [(k, r.accept_length_by_steps[k - 1], scenario.at_steps(k).break_even_accept_length)
+            for k in range(1, top + 1)]
     return max(rows, key=lambda row: row[1] - row[2])
 
 
-def _steps(r: AcceptanceResult) -> str:
-    return ", ".join("-" if c is None else f"{c:.2f}" for c in r.per_step_acceptance)
+def _steps(r: AcceptanceResult, k: int | None = None) -> str:
+    return ", ".join("-" if c is None else f"{c:.2f}" for c in r.per_step_acceptance[:k])
 
 
 def compare_readings(trained: AcceptanceResult, other: AcceptanceResult, *, chain_steps: int | None = None) -> str:
