@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -23,7 +25,9 @@
 # hidden size and vocabulary fit it, says why the others do not, and ranks fitting ones first.
 #
 # Offline, this runs against the demo's Hub-compatible server on 127.0.0.1: **synthetic** repos (owners
-# prefixed `demo-`) at 1/16 scale. Set `ENDPOINT = "https://huggingface.co"` to search the real Hub.
+# prefixed `demo-`): real-shape drafters at 1/16 scale (Kimi hidden 7168 -> 448), plus the `demo-mini/*`
+# repos of the small trained demo world (hidden 64, 96 tokens) that notebook 00 walks through. Set
+# `ENDPOINT = "https://huggingface.co"` to search the real Hub.
 
 # %% tags=["parameters"]
 import os

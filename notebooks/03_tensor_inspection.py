@@ -53,7 +53,10 @@ k2
 # %% [markdown]
 # ## The same drafter through the Hub, and a sharded repo
 # The Hub path runs huggingface_hub's own client against the demo server. The request log shows
-# what crossed the wire: one listing, one ranged read per header, the config.
+# what crossed the wire: the config, then one ranged read of each safetensors file's first 64 KiB (the
+# header, a few KiB, and a read-ahead, so a header that fits needs no second request: the summary's
+# "headers read" counts the header bytes, the log the bytes sent), and for the sharded repo, after the
+# 404 of a single `model.safetensors`, its index. No listing, and no weight bytes past those 64 KiB.
 
 # %%
 hub_k2 = eaglekit.read_inventory("hf://demo-aqmed/Kimi-K2-Instruct-eagle3", endpoint=endpoint)
@@ -84,10 +87,10 @@ if hub is not None:
     print(f"/{path} over plain HTTP: {plain.summary().removeprefix(plain.source + ': ')}")
 
 # %% [markdown]
-# ## Four drafters side by side
+# ## Five drafters side by side
 # Names are normalised across layouts (`midlayer.*` in SpecForge, `layers.0.*` in speculators).
-# Rows that differ come first: the K2.5-from-scratch drafter saved `embed_tokens.weight`, the small
-# Llama drafter differs everywhere.
+# The last column says whether every drafter holds the tensor with the same dtype and shape: the small
+# Llama drafter differs everywhere, and only the K2.5-from-scratch drafter saved `embed_tokens.weight`.
 
 # %%
 inventories = {name: eaglekit.read_inventory(ws.drafter(name))

@@ -64,7 +64,8 @@ dumps = DUMPS or (world.hidden_dump("k2"), world.hidden_dump("k25"))
 # %% [markdown]
 # ## 1. Sampled: a few blocks of every layer, an interval on every figure
 # Every stratum of the map (a layer's attention, its routed experts, ...) gets at least 10 random row
-# blocks; the rest of the budget goes where the bytes are. Figures are ratio estimates with delta-method
+# blocks (on targets as small as the demo's, those minimums alone read more than this page's budget);
+# the rest of the budget goes where the bytes are. Figures are ratio estimates with delta-method
 # (jackknife) intervals, so a laptop can map two 1 TB targets by reading a few GB.
 
 # %%
@@ -119,7 +120,8 @@ pd.DataFrame(rows)
 # drafter. Part of every figure here is quantisation itself: INT4 with group 32 against FP8 blocks
 # moves each weight by several percent even where the BF16 weights did not change (the norms and the
 # router, kept in BF16, show the underlying drift alone). Here K2.5 was trained on from K2 with a
-# learning rate that moves every weight, so every row moved; the routed experts moved most.
+# learning rate that moves every weight, so nearly every row moved (the router's gate rows partly
+# kept); the routed experts moved most. "Not compared": the vision tower only K2.5 has.
 
 # %%
 drift_map(full)

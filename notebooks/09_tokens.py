@@ -135,7 +135,8 @@ print(f"accept length under the new template: original {measured['original']:.2f
 # - The tokenizer diff names what changed (four special tokens, eos/pad, the template's new lines) before
 #   anything is served; the vocabulary size did not change, so no shape check would notice.
 # - Under the new template the same drafter on the same target loses most of its accept length, and the
-#   loss sits in the thinking block: the drafter never saw that register.
+#   loss sits mostly in the thinking block, a register the drafter never saw; the answer after it is
+#   drafted worse too (its tokens follow thinking tokens the drafter's features never carried).
 # - The old draft vocabulary covers a small share of the new traffic; a map from the new traffic covers
 #   it. Coverage caps acceptance, but a new map without training only gives the drafter rows it has no
 #   features for: re-mapping is the start of a fine-tune (keep lm_head aligned by token, SpecForge

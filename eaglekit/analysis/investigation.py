@@ -21,7 +21,11 @@ from eaglekit.core.render import Conclusion
 def _verdict_sentence(r: CompatReport) -> str:
     a, b = r.a_name, r.b_name
     if r.verdict == "compatible":
-        return f"{a} is a drop-in initialisation for {b}: every trainable tensor matches and the vocabulary maps are equal."
+        out = f"{a} is a drop-in initialisation for {b}: every trainable tensor matches and the vocabulary maps are equal."
+        if r.aux_layers.get("drop_in_only_if"):
+            out += (" Its aux layer ids may mean other layers than B's, though: fc's column blocks would then start "
+                    "from features of other layers (the verdict says which readings agree).")
+        return out
     if r.verdict == "compatible-after-remap":
         v = r.vocab
         return (f"{a} can initialise {b} once lm_head rows are re-aligned by target token: the shapes match, but only "

@@ -25,7 +25,7 @@ from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.vocab import build_vocab_map, compare_vocab_maps, target_ids
 
 #: Positions shown by the by-position table (all are in ``by_position``).
-SHOWN_POSITIONS = 16
+SHOWN_POSITIONS = 32
 
 
 def _concat(sequences: Sequence[np.ndarray]) -> np.ndarray:

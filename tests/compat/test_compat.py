@@ -165,3 +165,21 @@ def test_drafters_for_different_targets_are_not_remapped(demo):
     # Without a target the two vocabularies still are not compared.
     r = compat(demo.drafter("k2"), demo.drafter("llama-small"))
     assert r.vocab["comparable"] is False and not any("Re-align" in x for x in r.reasons)
+
+
+def test_a_drop_in_is_qualified_when_one_reading_of_the_aux_ids_differs(demo, trained):
+    """Review of page 03: "k2 is a drop-in for k2-speculators" beside a table where k2's SpecForge ids may mean
+    other layers than the speculators ids: the verdict names the reading under which it holds."""
+    from eaglekit.analysis.compat.pair import compat
+    from eaglekit.analysis.investigation import conclude
+
+    r = compat(demo.drafter("k2"), demo.drafter("k2-speculators"), target=str(demo.target("kimi-k2")))
+    assert r.verdict == "compatible" and r.aux_layers["same_meaning"] is False
+    assert "drop-in for k2-speculators only if both were trained on the outputs of layers [1, 29, 57]" in r.reasons[0]
+    assert "k2 leaves its training ambiguous" in r.reasons[0]
+    assert "may mean other layers" in conclude(r).sentences[0] and r.aux_layers["drop_in_only_if"] == [[1, 29, 57]]
+    world = compat(trained.drafter("k2"), trained.drafter("k2-speculators"), target=str(trained.target("k2")))
+    assert "only if both were trained on the outputs of layers [0, 1, 2]" in world.reasons[0]
+    # two copies of one config mean the same whatever the reading: a plain drop-in
+    same = compat(demo.drafter("k2"), demo.drafter("k2-sharded"), target=str(demo.target("kimi-k2")))
+    assert same.reasons[0].endswith("k2 is a drop-in for k2-sharded.")

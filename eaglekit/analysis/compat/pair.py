@@ -273,6 +273,17 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     if verdict == "compatible":
         reasons = [f"Every trainable tensor matches in shape and dtype and the vocabulary maps are equal: "
                    f"{a_name} is a drop-in for {b_name}."]
+        if same is False and meant["a"] != meant["b"] and meant["a"] & meant["b"]:
+            # one reading of the ids agrees, another does not: a drop-in only under the reading they share
+            show = lambda m: " or ".join(str(list(o)) for o in sorted(m))  # noqa: E731
+            unsure = [n for n, k in ((a_name, "a"), (b_name, "b")) if len(meant[k]) > 1]
+            aux["drop_in_only_if"] = [list(o) for o in sorted(meant["a"] & meant["b"])]  # trained on these outputs
+            reasons = [f"Every trainable tensor matches in shape and dtype and the vocabulary maps are equal: "
+                       f"{a_name} is a drop-in for {b_name} only if both were trained on the outputs of layers "
+                       f"{show(meant['a'] & meant['b'])}; {' and '.join(unsure)} leave{'s' * (len(unsure) == 1)} "
+                       f"{'its' if len(unsure) == 1 else 'their'} training ambiguous ({a_name}: the outputs of "
+                       f"{show(meant['a'])}; {b_name}: of {show(meant['b'])}): measure both readings (eaglekit "
+                       "acceptance --aux-convention outputs and inputs) or ask the publisher before swapping."]
     else:
         reasons = fatal + remap
     if tgt is not None and not fatal:
