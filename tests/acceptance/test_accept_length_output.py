@@ -206,3 +206,15 @@ def test_who_pays_stays_short_enough_for_a_table_cell():
     assert _payers(every, every) == "all" and _payers([], every) == "none"
     assert _payers(["K2 drafter on K2", "warm start on K2.5"], every) == "K2 drafter on K2, warm start on K2.5"
     assert _payers(["k2"], ["k2"]) == "k2"
+
+
+def test_the_generation_limit_is_said_when_it_holds_the_accept_length_down():
+    """Review: "per-step acceptance 1.00, 1.00, 1.00" beside accept length 3.84 at K = 3: each prompt's last
+    cycle is cut at the generation limit (31 tokens: 7 full cycles of 4 and one of 3)."""
+    from eaglekit.analysis.acceptance.notes import generation_limit_note
+
+    note = generation_limit_note([31] * 12, 3)
+    assert note is not None and "at most 3.875 per cycle at K = 3" in note and "--max-new-tokens" in note
+    assert generation_limit_note([4000] * 12, 3) is None      # long generations: the cut last cycle is noise
+    assert generation_limit_note([32] * 12, 3) is None        # 32 = 8 full cycles of 4: nothing is cut
+    assert generation_limit_note([], 3) is None

@@ -37,7 +37,8 @@ from eaglekit.core.layers import AuxConvention, other_convention
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.specmath import Estimate, Scenario, estimate
 from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention
-from eaglekit.analysis.acceptance.notes import collapse_note, embeddings_note, unknown_tokens_note
+from eaglekit.analysis.acceptance.notes import (collapse_note, embeddings_note, generation_limit_note,
+                                                unknown_tokens_note)
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.io.dumps.native import HiddenStateDump, open_dump
 from eaglekit.core.prompts import Prompt
@@ -453,7 +454,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         notes.append(f"{len(skipped)} of {total} samples skipped: {sum(skipped)} positions hold NaN/Inf hidden states.")
         total -= len(skipped)
     main = summarise(stats[primary], steps=steps)
-    notes.extend(filter(None, [collapse_note(main["per_step_acceptance"])]))
+    notes.extend(filter(None, [collapse_note(main["per_step_acceptance"]),
+                               generation_limit_note([st.generated for st in stats[primary]], steps)]))
     by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}
     return AcceptanceResult(
         drafter=model.source, target=tname, source="target" if target is not None else "hidden-states",

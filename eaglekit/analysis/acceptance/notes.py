@@ -47,6 +47,27 @@ def collapse_note(per_step: Sequence[float | None], *, trained_steps: int | None
             f"with K <= {j - 1} or train it for more steps.")
 
 
+#: Say so when the generation limit holds the accept length this far below K + 1 even with every draft accepted.
+LIMIT_SHORTFALL = 0.05
+
+
+def generation_limit_note(generated: Sequence[int], steps: int) -> str | None:
+    """A sentence when each prompt's last cycle, cut by the generation limit, holds the accept length well
+    below what the per-step acceptances imply: with every draft accepted, ``generated`` tokens (per prompt,
+    after the prefill token) take ceil(G / (K + 1)) cycles, so the pooled ceiling is sum G / sum ceil(...)."""
+    total = sum(int(g) for g in generated)
+    cycles = sum(-(-int(g) // (steps + 1)) for g in generated if g > 0)
+    if not cycles:
+        return None
+    ceiling = total / cycles
+    if ceiling >= steps + 1 - LIMIT_SHORTFALL:
+        return None
+    return (f"each prompt's last cycle is cut at the generation limit: {total} tokens in {len(generated)} prompts "
+            f"allow at most {ceiling:.3f} per cycle at K = {steps} even with every draft accepted (not {steps + 1}), "
+            "so the accept length sits below 1 + the sum of the per-step acceptances' running products; generate "
+            "more tokens per prompt (--max-new-tokens) for a figure closer to long generations.")
+
+
 def _same_location(a: str, b: str) -> bool:
     def norm(x: str) -> str:
         x = x.strip().removeprefix("hf://").rstrip("/")
