@@ -126,7 +126,7 @@ measured = {name: eaglekit.measure_with_template(path, target=think, prompts=tok
                                                  template=tokens.template("k25-think"), steps=STEPS,
                                                  max_new_tokens=MAX_NEW_TOKENS, progress=False).accept_length
             for name, path in (("original", world.drafter(DRAFTER)), ("re-mapped", work / "remapped"))}
-gain = measured["re-mapped"] - measured["original"]
+gain = round(measured["re-mapped"], 2) - round(measured["original"], 2)  # as printed: the difference of the shown figures
 print(f"accept length under the new template: original {measured['original']:.2f}, re-mapped {measured['re-mapped']:.2f} "
       f"({gain:+.2f}): re-mapping alone {'helps' if gain > 0.05 else 'does not help'}.")
 

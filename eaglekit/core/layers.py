@@ -249,7 +249,7 @@ def _explain(ids, convention, equivalent, outputs_of, num_layers, in_range, is_d
         return text + "; target layer count unknown"
     if is_default:
         text += f"; the {convention} default for {num_layers} layers"
-    else:
+    elif len(set(default)) == len(default):  # a target too shallow for three distinct defaults has none worth naming
         text += f"; not the {convention} default for {num_layers} layers ({list(default)})"
     text += f"; fits a {num_layers}-layer target" if in_range else f"; does NOT fit a {num_layers}-layer target"
     return text

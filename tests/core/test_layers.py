@@ -141,3 +141,14 @@ def test_no_out_of_range_ids_are_suggested():
     vllm = view.reading("vllm")
     assert vllm.matches_training is False and vllm.write is None
     assert "61]" not in view.summary and "no ids it can capture" in view.summary
+
+
+def test_a_shallow_targets_degenerate_default_is_not_named():
+    """Review: "not the outputs default for 4 layers ([1, 1, 0])": engines' fallback [2, L//2, L-3] repeats layers
+    on a 4-layer target, so no default is named there; at real depths it still is."""
+    from eaglekit.core.layers import interpret_aux_layers
+
+    shallow = interpret_aux_layers([0, 1, 2], convention="outputs", num_layers=4).explanation
+    assert "default" not in shallow and "fits a 4-layer target" in shallow
+    deep = interpret_aux_layers([0, 1, 2], convention="outputs", num_layers=61).explanation
+    assert "not the outputs default for 61 layers ([1, 29, 57])" in deep

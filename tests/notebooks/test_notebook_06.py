@@ -25,5 +25,5 @@ def test_accept_length_notebook(executed_notebook):
     assert "trained for 3 steps" in json.dumps(by_k["layout"].get("annotations", []))
     assert "pays at this K" in text and "break-even" in text  # the table beside the chart
     assert "per-step acceptance collapses at step 4" in text and "trained for 3 chain steps" in text
-    assert "Reading the aux ids as inputs" in text and "The largest gain is at step 4, beyond the 3 chain steps" in text
+    assert "Reading the aux ids as inputs" in text and "reading accepts most over the outputs one at step 4, beyond the 3 chain steps" in text
     assert "prompt-to-prompt noise" in text

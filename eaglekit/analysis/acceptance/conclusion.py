@@ -120,8 +120,8 @@ def compare_readings(trained: AcceptanceResult, other: AcceptanceResult, *, chai
         j, a, b = max(pairs, key=lambda p: p[2] - p[1])
         at, ot = trained.accept_length_by_steps[chain_steps - 1], other.accept_length_by_steps[chain_steps - 1]
         if b > a and j > chain_steps:
-            out.append(f"The largest gain is at step {j}, beyond the {chain_steps} chain steps the drafter was trained "
-                       "for, where neither reading drafts what it learned; at K = "
+            out.append(f"The {o} reading accepts most over the {t} one at step {j}, beyond the {chain_steps} chain "
+                       "steps the drafter was trained for, where neither reading drafts what it learned; at K = "
                        f"{chain_steps}, the depth it was trained to, the {t} reading gives {at:.3f} and the {o} "
                        f"reading {ot:.3f}.")
     out.append(f"{changed} of {len(diffs)} prompts change; the mean per-prompt difference is {diffs.mean():+.3f} "
