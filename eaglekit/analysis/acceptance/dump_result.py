@@ -7,7 +7,9 @@ each labelled with who prints it:
   (``vllm/v1/spec_decode/metrics.py``: ``1 + accepted / num_drafts``) and SGLang's server "accept len";
 * the mean of per-request accept lengths: SpecForge's benchmark client (it averages requests, and
   counts each request's first, prefill-made token as well: both shown);
-* SpecForge's evaluator ``acc_len = a1 + a1 a2 + ...`` (conditional step acceptances, no bonus token);
+* SpecForge's evaluator ``acc_len = a1 + a1 a2 + ...`` (conditional step acceptances over every position, no
+  bonus token): a per-position figure, so it can exceed the pooled accept length - 1 (cycles never start inside
+  an accepted run, and each request's last cycle is cut);
 * vLLM's "Per-position acceptance rate": ``accepted_per_pos[i] / num_drafts``, the share of cycles
   whose first i + 1 drafts were accepted (they sum to the pooled accept length - 1).
 """
@@ -170,7 +172,9 @@ class DumpAcceptance:
             ("mean per-request accept length (SpecForge bench client)",
              (f"{f(self.mean_request_accept_length)} ({f(self.mean_request_accept_length_prefill_included)} "
              "with each request's prefill token)")),
-            ("acc_len (SpecForge evaluator, no bonus)", f(self.specforge_acc_len)),
+            ("acc_len (SpecForge evaluator, no bonus)", f"{f(self.specforge_acc_len)} (per position, not per cycle: "
+             "cycles never start inside an accepted run and the last one is cut, so this can exceed the pooled "
+             "accept length - 1)"),
             ("per-position acceptance (vLLM)", ", ".join(f"{p:.3f}" for p in self.vllm_per_position_acceptance)),
             ("ran on", self.where),
         ]
