@@ -164,8 +164,8 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
         chats = _chat_sequences(rng, gram["k25"], common, think, mark, 320)
         plain = sample_language(rng, gram["k25"], common, 192, SEQ)
         model = _target_model()
-        model.load_state_dict(DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")),
-                                                                    trust_remote_code=False).state_dict())
+        k25 = DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False)
+        model.load_state_dict(k25.state_dict())
         _train_target(model, np.concatenate([chats, plain]), steps=THINK_STEPS, lr=2e-3, seed=6)
         bar.update()
         folder = root / "targets" / "k25-think"
