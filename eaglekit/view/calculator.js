@@ -218,7 +218,6 @@ function params(model) {
 function render({model, el: root}) {
   root.classList.add("eaglekit-calculator");
   const controls = el("div", {class: "controls"});
-  const inputs = {};
   let clamped = null;  // the last typed value that was out of its control's range, shown until the next change
   const mode = el("div", {class: "row mode"});
   for (const [value, label] of [["accept_length", "accept length"], ["alpha", "alpha"]]) {
@@ -230,14 +229,15 @@ function render({model, el: root}) {
   unbounded.addEventListener("change", () => { model.set("unbounded", unbounded.checked); model.save_changes(); update(); });
   const unboundedRow = el("label", {class: "row check"});
   unboundedRow.append(unbounded, document.createTextNode(" unbounded chain (no k, drafting counted free)"));
-  for (const [name, label, min, max, step] of CONTROLS) {
-    const set = (value) => { model.set(name, name === "steps" ? Math.round(value) : value); model.save_changes(); update(); };
-    const control = numberControl({name, label, min, max, step, format: shown, onClamp: (c) => { clamped = c; },
-                                   onSet: (value) => (value === null ? update() : set(value))});
-    inputs[name] = control;
-    controls.append(control.row);
-    if (name === "overhead_ms") controls.append(unboundedRow, mode);
-  }
+  const inputs = numberControls(CONTROLS, controls, {
+    format: shown,
+    onClamp: (c) => { clamped = c; },
+    set: (name, value) => {
+      if (value !== null) { model.set(name, name === "steps" ? Math.round(value) : value); model.save_changes(); }
+      update();
+    },
+    after: (name) => { if (name === "overhead_ms") controls.append(unboundedRow, mode); },
+  });
   const side = el("div", {class: "side"});
   const note = el("p", {class: "note", role: "status"});
   const inputNote = el("p", {class: "input-note", role: "status"});
@@ -251,12 +251,8 @@ function render({model, el: root}) {
   function update() {
     const p = params(model);
     for (const [name] of CONTROLS) {
-      const {range, number, row} = inputs[name];
-      if (document.activeElement !== range) range.value = p[name];
-      if (document.activeElement !== number) number.value = shown(p[name], inputs[name].step);
       const off = p.unbounded && (name === "steps" || name === "draft_ms" || name === "verify_growth_ms");
-      row.classList.toggle("disabled", off);
-      range.disabled = number.disabled = off;
+      showControl(inputs[name], p[name], shown(p[name], inputs[name].step), off);
     }
     inputs.alpha.row.hidden = p.mode !== "alpha";
     inputs.accept_length.row.hidden = p.mode === "alpha";

@@ -46,6 +46,28 @@ function numberControl({name, label, min, max, step, format = (x) => String(x), 
   return {row, range, number, step};
 }
 
+// One numberControl per [name, label, min, max, step] spec, appended to `container` (then `after(name)`, for rows
+// that follow one); `set(name, value)` gets what onSet gets. Returns the controls by name.
+function numberControls(specs, container, {set, format, onClamp, after = () => {}}) {
+  const inputs = {};
+  for (const [name, label, min, max, step] of specs) {
+    const control = numberControl({name, label, min, max, step, format, onClamp, onSet: (value) => set(name, value)});
+    inputs[name] = control;
+    container.append(control.row);
+    after(name);
+  }
+  return inputs;
+}
+
+// Show `value` in a control's slider and `shown` in its box (neither while the reader is using it), and grey
+// the control out when `off`.
+function showControl({range, number, row}, value, shown, off) {
+  if (document.activeElement !== range) range.value = value;
+  if (document.activeElement !== number) number.value = shown;
+  row.classList.toggle("disabled", off);
+  range.disabled = number.disabled = off;
+}
+
 // The sentence that reports a clamped typed value (empty when there is none).
 function clampNote(clamped) {
   return clamped ? `${clamped.label} ${g6(clamped.asked)} is outside this control's range (${g6(clamped.min)} to ` +

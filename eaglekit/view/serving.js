@@ -137,15 +137,14 @@ function params(model) {
 function render({model, el: root}) {
   root.classList.add("eaglekit-serving");
   const controls = el("div", {class: "controls"});
-  const inputs = {};
   let clamped = null;  // the last typed value that was out of its control's range, shown until the next change
-  for (const [name, label, min, max, step] of CONTROLS) {
-    const set = (value) => { model.set(name, value); model.save_changes(); update(); };
-    const control = numberControl({name, label, min, max, step, onClamp: (c) => { clamped = c; },
-                                   onSet: (value) => (value === null ? update() : set(value))});
-    inputs[name] = control;
-    controls.append(control.row);
-  }
+  const inputs = numberControls(CONTROLS, controls, {
+    onClamp: (c) => { clamped = c; },
+    set: (name, value) => {
+      if (value !== null) { model.set(name, value); model.save_changes(); }
+      update();
+    },
+  });
   const side = el("div", {class: "side"});
   const inputNote = el("p", {class: "input-note", role: "status"});
   const summary = el("p", {class: "summary", role: "status"});
@@ -159,13 +158,9 @@ function render({model, el: root}) {
   function update() {
     const p = params(model);
     for (const [name] of CONTROLS) {
-      const {range, number, row} = inputs[name];
-      if (document.activeElement !== range) range.value = p[name];
-      if (document.activeElement !== number) number.value = p[name];
       const off = (p.generic && ["context", "tp", "hbm_tb_s", "tflops", "mem"].includes(name))
         || (p.draft_free && name.startsWith("draft"));
-      row.classList.toggle("disabled", off);
-      range.disabled = number.disabled = off;
+      showControl(inputs[name], p[name], p[name], off);
     }
     inputNote.textContent = clampNote(clamped);
     inputNote.hidden = !clamped;

@@ -76,13 +76,9 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
     return Conclusion(verdict, tuple(s))
 
 
-def best_k(r: AcceptanceResult, *, scenario: Scenario | None = None, baseline_tps: float | None = None,
-           verify_ms: float | None = None, draft_ms: float = 0.0, up_to: int | None = None) -> tuple[int, float, float]:
+def best_k(r: AcceptanceResult, *, scenario: Scenario, up_to: int | None = None) -> tuple[int, float, float]:
     """(K, accept length at K, break-even at K) for the K of 1..``up_to`` (default ``r.steps``) where the accept
-    length clears its break-even by the most, on ``scenario``'s cycle at each K (or a constant ``verify_ms``
-    plus ``draft_ms`` per step)."""
-    if scenario is None:
-        scenario = Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, steps=1)
+    length clears its break-even by the most, on ``scenario``'s cycle at each K."""
     top = min(up_to or r.steps, r.steps)
     rows = [(k, r.accept_length_by_steps[k - 1], scenario.at_steps(k).break_even_accept_length)
             for k in range(1, top + 1)]
