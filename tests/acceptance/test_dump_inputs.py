@@ -294,3 +294,21 @@ def test_the_final_norm_is_applied_as_the_target_applies_it(arch, tmp_path):
     assert head.layer_norm == (arch == "gpt2") and (head.norm_bias is not None) == (arch == "gpt2")
     got = head.logits(seen["pre"][0], normed=False)
     assert torch.allclose(got, want, atol=1e-4), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("eps", ["abc", float("nan"), -1.0, True])
+def test_a_final_norm_epsilon_that_is_not_a_small_number_is_refused(eps, tmp_path, trained):
+    """A target's config.json naming a string, NaN or negative epsilon ends in one ConfigError, not a traceback
+    or NaN logits."""
+    import json
+    import shutil
+
+    from eaglekit.analysis.acceptance.head import read_target_head
+    from eaglekit.core.errors import ConfigError
+
+    folder = tmp_path / "target"
+    shutil.copytree(trained.target("k2"), folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": eps}))
+    with pytest.raises(ConfigError, match="epsilon"):
+        read_target_head(str(folder))

@@ -145,6 +145,9 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
             raise ConfigError(f"{shown(where)}: {bias_name} is {list(bias.shape)}, expected {list(norm.shape)}.")
         eps = cfg.get("rms_norm_eps") or cfg.get("layer_norm_epsilon") or cfg.get("layer_norm_eps") or \
             cfg.get("norm_epsilon") or (1e-5 if layer_norm else 1e-6)
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+            raise ConfigError(f"{shown(where)}: the final norm's epsilon in config.json is {eps!r}; expected a small "
+                              "positive number (rms_norm_eps or layer_norm_epsilon, such as 1e-6).")
         layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
         return TargetHead(lm_head, norm, float(eps), layers if isinstance(layers, int) else None, where,
                           tuple(n for n in (head, norm_name, bias_name if bias is not None else None) if n),
