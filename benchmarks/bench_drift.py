@@ -53,7 +53,7 @@ def write_pair(folder: Path, experts: int) -> tuple[Path, Path]:
     import numpy as np
 
     from eaglekit.analysis.drift.dequant import E4M3
-    from eaglekit.core.header import encode_header
+    from eaglekit.core.checkpoint.header import encode_header
 
     a_dir, b_dir = folder / "k2-fp8", folder / "k25-int4"
     if (a_dir / "model.safetensors").exists() and (b_dir / "model.safetensors").exists():

@@ -34,7 +34,7 @@ def build(data: Path) -> dict[str, Path]:
     import torch
     from safetensors.torch import save_file
 
-    from eaglekit.core.vocab import build_vocab_map
+    from eaglekit.core.tokens.vocab import build_vocab_map
 
     paths = {k: data / k for k in ("drafter", "target", "map")}
     if all((p / "done").exists() for p in paths.values()):
@@ -89,7 +89,7 @@ def child(method: str, data: str) -> dict:
         import torch
         from safetensors.torch import load_file, save_file
 
-        from eaglekit.core.vocab import target_ids
+        from eaglekit.core.tokens.vocab import target_ids
 
         src = load_file(str(paths["drafter"] / "model.safetensors"))
         head = load_file(str(paths["target"] / "model.safetensors"))["lm_head.weight"]

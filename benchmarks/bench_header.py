@@ -34,7 +34,7 @@ METHODS = ("parse_header", "read_inventory", "safe_open_keys", "safe_open_invent
 
 
 def write(path: Path, count: int) -> Path:
-    from eaglekit.core.header import encode_header
+    from eaglekit.core.checkpoint.header import encode_header
 
     spec = {f"model.layers.{i // 64}.mlp.experts.{i % 64}.w{i % 3}.weight": ("BF16", (64, 32)) for i in range(count)}
     raw, offsets = encode_header(spec)
@@ -50,7 +50,7 @@ def write(path: Path, count: int) -> Path:
 def child(method: str, path: str) -> dict:
     t0 = time.perf_counter()
     if method == "parse_header":
-        from eaglekit.core.header import PREFIX_BYTES, header_length, parse_header
+        from eaglekit.core.checkpoint.header import PREFIX_BYTES, header_length, parse_header
 
         size = os.path.getsize(path)
         with open(path, "rb") as f:

@@ -80,8 +80,8 @@ def write_pair(folder: Path, scale: int) -> tuple[Path, Path]:
     import numpy as np
     import torch
 
-    from eaglekit.core.header import encode_header
-    from eaglekit.core.vocab import build_vocab_map
+    from eaglekit.core.checkpoint.header import encode_header
+    from eaglekit.core.tokens.vocab import build_vocab_map
 
     folder.mkdir(parents=True, exist_ok=True)
     pa, pb, stamp = folder / "a.safetensors", folder / "b.safetensors", folder / "layout.json"

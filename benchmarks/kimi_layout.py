@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eaglekit.core.header import encode_header
+from eaglekit.core.checkpoint.header import encode_header
 
 H, I, QKV, VOCAB, DRAFT = 7168, 18432, 8192, 163840, 32000
 

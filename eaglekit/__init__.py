@@ -35,10 +35,11 @@ _EXPORTS = {
     "Inventory": "io.inventory", "compare_inventories": "io.inventory",
     "open_dump": "io.dumps.native",
     "open_training_dump": "io.dumps.detect",
-    "normalize_config": "core.config",
-    "diff_configs": "core.configdiff",
-    "Scenario": "core.specmath", "estimate": "core.specmath", "AcceptanceMetrics": "core.specmath",
-    "Account": "core.account",
+    "normalize_config": "core.configs.config",
+    "diff_configs": "core.configs.diff",
+    "Scenario": "core.speedup.specmath", "estimate": "core.speedup.specmath", "AcceptanceMetrics": "core.speedup.specmath",
+    "Account": "core.serving.account",
+    "Interval": "core.uncertainty", "verdict": "core.uncertainty", "bootstrap_ratio": "core.uncertainty",
     "plan": "analysis.serving.plan", "ServingPlan": "analysis.serving.plan",
     "PlanWidget": "view.serving", "plan_throughput_figure": "view.serving", "plan_steps_figure": "view.serving",
     "compat": "analysis.compat.pair", "CompatReport": "analysis.compat.pair",
@@ -66,8 +67,8 @@ _EXPORTS = {
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
-    "read_tokenizer": "io.tokenizer", "tokenizer_diff": "io.tokenizer", "TokenizerDiff": "core.tokendiff",
-    "recommend_map": "core.coverage", "coverage": "core.coverage", "Coverage": "core.coverage",
+    "read_tokenizer": "io.tokens.tokenizer", "tokenizer_diff": "io.tokens.tokenizer", "TokenizerDiff": "core.tokens.diff",
+    "recommend_map": "core.tokens.coverage", "coverage": "core.tokens.coverage", "Coverage": "core.tokens.coverage",
     "compare_templates": "analysis.acceptance.templates", "TemplateComparison": "analysis.acceptance.templates",
     "measure_with_template": "analysis.acceptance.templates",
     "vocab_coverage": "analysis.acceptance.coverage", "traffic_tokens": "analysis.acceptance.coverage",
@@ -97,10 +98,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.io.inventory import compare_inventories, Inventory
     from eaglekit.io.dumps.native import open_dump
     from eaglekit.io.dumps.detect import open_training_dump
-    from eaglekit.core.config import normalize_config
-    from eaglekit.core.configdiff import diff_configs
-    from eaglekit.core.specmath import AcceptanceMetrics, estimate, Scenario
-    from eaglekit.core.account import Account
+    from eaglekit.core.configs.config import normalize_config
+    from eaglekit.core.configs.diff import diff_configs
+    from eaglekit.core.speedup.specmath import AcceptanceMetrics, estimate, Scenario
+    from eaglekit.core.serving.account import Account
+    from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
     from eaglekit.analysis.serving.plan import ServingPlan, plan
     from eaglekit.view.serving import PlanWidget, plan_steps_figure, plan_throughput_figure
     from eaglekit.analysis.compat.pair import compat, CompatReport
@@ -134,9 +136,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub
-    from eaglekit.io.tokenizer import read_tokenizer, tokenizer_diff
-    from eaglekit.core.tokendiff import TokenizerDiff
-    from eaglekit.core.coverage import Coverage, coverage, recommend_map
+    from eaglekit.io.tokens.tokenizer import read_tokenizer, tokenizer_diff
+    from eaglekit.core.tokens.diff import TokenizerDiff
+    from eaglekit.core.tokens.coverage import Coverage, coverage, recommend_map
     from eaglekit.analysis.acceptance.templates import compare_templates, measure_with_template, TemplateComparison
     from eaglekit.analysis.acceptance.coverage import traffic_tokens, vocab_coverage, write_vocab_map
     from eaglekit.demo.tokens import build_token_demo

@@ -2,7 +2,7 @@
 
 Pure: a :class:`~eaglekit.analysis.compat.pair.CompatReport`, optionally a
 :class:`~eaglekit.analysis.similarity.report.SimilarityReport` and the payoff maths (the deployment's
-:class:`~eaglekit.core.account.Account`: measured cycle, steps, draft cost, targets) in;
+:class:`~eaglekit.core.serving.account.Account`: measured cycle, steps, draft cost, targets) in;
 sentences out. Renders as Markdown-like HTML in a notebook and as plain text in a terminal.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
 from eaglekit.analysis.compat.pair import CompatReport
 from eaglekit.analysis.drift.hidden import HiddenDrift
-from eaglekit.core.account import Account
+from eaglekit.core.serving.account import Account
 from eaglekit.core.render import Conclusion
 
 
@@ -75,7 +75,7 @@ def conclude(report: CompatReport, *, similarity=None, account: Account | None =
              hidden: HiddenDrift | None = None) -> Conclusion:
     """Sentences from the results: verdict, vocabulary overlap, weight similarity, payoff.
 
-    The payoff is the deployment's throughput :class:`~eaglekit.core.account.Account`, told as everywhere
+    The payoff is the deployment's throughput :class:`~eaglekit.core.serving.account.Account`, told as everywhere
     else: the measured cycle with its steps and draft cost, the verify-only arithmetic and why it differs,
     each target at the deployment's steps (or what would reach it), and what an expected accept length gives.
     """

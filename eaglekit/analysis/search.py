@@ -3,7 +3,7 @@
 Drafters are named every which way (``EAGLE3-*``, ``*-eagle3``, ``*.eagle3``, ``*_eagle3``, or nothing
 drafter-like at all) and their ``base_model`` metadata sometimes names another drafter (docs/domain.md,
 "Finding drafters on the Hub"). So a repo counts as a drafter only when its config.json says EAGLE-3
-(:func:`eaglekit.core.config.is_eagle3_config`: architectures or ``speculators_model_type``), never by name.
+(:func:`eaglekit.core.configs.config.is_eagle3_config`: architectures or ``speculators_model_type``), never by name.
 
 How: one Hub listing (``/api/models`` with the config, tags, safetensors, downloads, likes and
 lastModified fields expanded, every page followed), then config.json of each *candidate*, read in
@@ -28,13 +28,13 @@ from dataclasses import dataclass, replace
 from html import escape as _esc
 from typing import Any, Literal
 
-from eaglekit.core.config import (EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config,
+from eaglekit.core.configs.config import (EAGLE3_ARCHITECTURES, TargetConfig, is_eagle3_config, load_config_bytes, normalize_config,
                      target_fit)
 from eaglekit.core.errors import ConfigError, InputError, LocationError, OfflineError, RateLimitError
 from eaglekit.core.redact import redact_text
 from eaglekit.core.render import Html, html_colour, html_table, html_tint, text_table
 from eaglekit.io.sources.hub import check_endpoint, hub_json_pages, HubSource
-from eaglekit.core.config import normalize_target
+from eaglekit.core.configs.config import normalize_target
 from eaglekit.io.reader import load_config
 
 TargetSource = Literal["declared", "card", "name"]

@@ -16,7 +16,7 @@ from typing import Any
 
 from eaglekit.core.errors import InputError
 from eaglekit.core.safejson import finite
-from eaglekit.core.engine_readings import parse_engine
+from eaglekit.core.configs.engine_readings import parse_engine
 
 #: Exit codes beside 0 (success) and 2 (bad input, one line on stderr).
 EXIT_AFTER_REMAP = 3  # compat: compatible once lm_head rows are re-aligned
@@ -41,7 +41,7 @@ def add_json_option(p: argparse.ArgumentParser, what: str = "print one JSON obje
 
 def add_engine_option(p: argparse.ArgumentParser, what: str) -> None:
     """``--engine E[==V]``: an engine eaglekit knows (sglang, vllm), optionally with a release, checked as it
-    is parsed (:func:`eaglekit.core.engine_readings.parse_engine`)."""
+    is parsed (:func:`eaglekit.core.configs.engine_readings.parse_engine`)."""
     p.add_argument("--engine", type=engine_spec, default=None, metavar="E[==V]", help=what)
 
 

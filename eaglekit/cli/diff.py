@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.core.configdiff import diff_configs
+    from eaglekit.core.configs.diff import diff_configs
     from eaglekit.core.redact import location_label
     from eaglekit.io.reader import load_config
 

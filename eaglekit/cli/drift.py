@@ -77,7 +77,7 @@ def _tokenizer(path: str, *, trust_remote_code: bool = False):
     import os
 
     from eaglekit.core.errors import ConfigError
-    from eaglekit.core.loadable import remote_code
+    from eaglekit.core.configs.loadable import remote_code
     from eaglekit.core.safejson import loads
     from eaglekit.io.sources.local import LocalSource
 

@@ -6,8 +6,8 @@
         [--context 4096] [--calibrate 1,1,12.2 --calibrate 1,3,30]
 
 COSTS.csv: ``batch,tokens,ms``, one target forward per row (tokens 1: a decode step; k + 1: a verify of k
-drafts). DRAFT.csv: ``batch,ms``, one draft step. The maths: :mod:`eaglekit.core.costmodel` and
-:mod:`eaglekit.core.servingplan`; bad input is one line on stderr and exit code 2.
+drafts). DRAFT.csv: ``batch,ms``, one draft step. The maths: :mod:`eaglekit.core.serving.costmodel` and
+:mod:`eaglekit.core.serving.plan`; bad input is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 
 
 def _point(text: str):
-    from eaglekit.core.costmodel import Point
+    from eaglekit.core.serving.costmodel import Point
     from eaglekit.core.errors import InputError
 
     parts = [s.strip() for s in text.split(",")]
@@ -84,8 +84,8 @@ def _point(text: str):
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.serving.plan import plan, read_acceptance
     from eaglekit.core.errors import InputError
-    from eaglekit.core.servinginputs import parse_numbers
-    from eaglekit.core.servingplan import Acceptance
+    from eaglekit.core.serving.inputs import parse_numbers
+    from eaglekit.core.serving.plan import Acceptance
 
     if args.costs is None and (args.target is None or args.gpu is None):
         raise InputError("give --costs COSTS.csv (batch,tokens,ms), or --target and --gpu (with --tp) for an estimate")

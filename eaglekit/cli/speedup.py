@@ -5,9 +5,9 @@
         --candidate-accept-length 3.2
 
 With ``--spec-tps`` (the throughput measured with speculation) the cycle is fitted from the
-measurement and the whole account is printed (:class:`~eaglekit.core.account.Account`): the measured
+measurement and the whole account is printed (:class:`~eaglekit.core.serving.account.Account`): the measured
 cycle beside the verify-only arithmetic, and what each target needs at the given steps. All arithmetic
-is :mod:`eaglekit.core.specmath`; bad values raise :class:`~eaglekit.errors.InputError` there and
+is :mod:`eaglekit.core.speedup.specmath`; bad values raise :class:`~eaglekit.errors.InputError` there and
 become one line on stderr with exit code 2.
 """
 
@@ -59,11 +59,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.core.errors import InputError
-    from eaglekit.core.specmath import Scenario, estimate
+    from eaglekit.core.speedup.specmath import Scenario, estimate
 
     targets = args.target_tps or []
     if args.spec_tps is not None:
-        from eaglekit.core.account import Account
+        from eaglekit.core.serving.account import Account
 
         if args.accept_length is None:
             raise InputError("--spec-tps needs --accept-length: the accept length measured with that throughput")
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _grows_for(names: list[str]) -> dict:
     """Published names as they are; a config.json path read and labelled by its location."""
-    from eaglekit.core.published import PUBLISHED, published
+    from eaglekit.core.serving.published import PUBLISHED, published
     from eaglekit.core.redact import location_label
     from eaglekit.io.reader import load_config
 

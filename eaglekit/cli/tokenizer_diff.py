@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.io.tokenizer import drafter_claims, tokenizer_diff
+    from eaglekit.io.tokens.tokenizer import drafter_claims, tokenizer_diff
 
     diff = tokenizer_diff(args.a, args.b, endpoint=args.endpoint, timeout=args.timeout)
     claims = drafter_claims(args.drafter, endpoint=args.endpoint, timeout=args.timeout) if args.drafter else None

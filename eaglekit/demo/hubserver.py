@@ -48,7 +48,7 @@ from urllib.parse import parse_qs, parse_qsl, unquote, urlencode
 
 from eaglekit.core.errors import EaglekitError, InputError
 from eaglekit.demo.fileserver import FileHandler, FileServer, HttpError, RequestRecord
-from eaglekit.core.header import PREFIX_BYTES, header_length, parse_header
+from eaglekit.core.checkpoint.header import PREFIX_BYTES, header_length, parse_header
 
 __all__ = ["HubServer", "RequestRecord", "serve"]
 

@@ -34,8 +34,8 @@ from typing import Any
 from eaglekit.demo.spec import DRAFT_VOCAB, HEAD_DIM, LABEL, VOCAB, specforge_config, speculators_config
 from eaglekit.demo.spec import H as KIMI_H
 from eaglekit.demo.spec import I as KIMI_I
-from eaglekit.core.header import encode_header
-from eaglekit.core.vocab import build_vocab_map
+from eaglekit.core.checkpoint.header import encode_header
+from eaglekit.core.tokens.vocab import build_vocab_map
 from eaglekit.demo.hubserver import HubServer
 
 #: Bumped when the shelf changes; a workspace holding an older shelf gets it rebuilt.

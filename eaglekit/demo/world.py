@@ -41,7 +41,7 @@ from typing import Any
 from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, HEAD_DIM, HEADS, LABEL, LAYERS, SCRATCH_SHARED,
                                  VOCAB, H, I, specforge_config, speculators_config)
 from eaglekit.core.errors import InputError
-from eaglekit.core.vocab import build_vocab_map
+from eaglekit.core.tokens.vocab import build_vocab_map
 from eaglekit.demo.broken import build_broken
 from eaglekit.demo.shelf import build_demo_hub_repos
 from eaglekit.demo.trained import TrainedWorld, build_trained_demo

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.core.config import DrafterConfig, looks_like_target, normalize_config
+from eaglekit.core.configs.config import DrafterConfig, looks_like_target, normalize_config
 from eaglekit.core.errors import ConfigError, EaglekitError, InputError, NotFoundError, VocabMapError
-from eaglekit.core.names import find
+from eaglekit.core.checkpoint.names import find
 from eaglekit.core.redact import shown
-from eaglekit.core.tensors import to_torch
+from eaglekit.core.checkpoint.tensors import to_torch
 from eaglekit.io.reader import load_config, open_checkpoint
 
 #: Entries a d2t or t2d may have when its config declares no vocabulary size (real vocabularies hold

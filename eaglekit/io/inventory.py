@@ -1,6 +1,6 @@
 """Inventory: every tensor of a checkpoint across its shards, read from headers alone.
 
-Pure: built from parsed :class:`~eaglekit.core.header.FileHeader` records, renders itself as an HTML table
+Pure: built from parsed :class:`~eaglekit.core.checkpoint.header.FileHeader` records, renders itself as an HTML table
 (last line of a notebook cell) and as an aligned table (terminal), and exports the JSON the CLI prints.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from eaglekit.core.errors import HeaderError
 from eaglekit.core.gcpause import paused_gc
-from eaglekit.core.header import FileHeader, TENSOR_NAME_T
-from eaglekit.core.names import normalize_name
+from eaglekit.core.checkpoint.header import FileHeader, TENSOR_NAME_T
+from eaglekit.core.checkpoint.names import normalize_name
 from eaglekit.core.redact import visible
 from eaglekit.core.render import Html, format_bytes, html_table, text_table
 

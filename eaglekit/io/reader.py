@@ -15,15 +15,15 @@ from contextlib import contextmanager
 from typing import Any
 
 from eaglekit.core.errors import ConfigError, HeaderError, LocationError, NotFoundError
-from eaglekit.core.header import PREFIX_BYTES, FileHeader, header_length, parse_header
+from eaglekit.core.checkpoint.header import PREFIX_BYTES, FileHeader, header_length, parse_header
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.inventory import Inventory
 from eaglekit.io.location import Location, parse_location
 from eaglekit.io.sources import open_source
 from eaglekit.io.sources.base import Source
-from eaglekit.core.config import load_config_bytes
-from eaglekit.core.tensors import to_numpy, to_torch
+from eaglekit.core.configs.config import load_config_bytes
+from eaglekit.core.checkpoint.tensors import to_numpy, to_torch
 
 #: The first read of every file. Drafter headers are a few KiB (a 64-shard index's shards, less);
 #: huggingface_hub reads 100 kB. A generic 5 MiB read-ahead block would fetch 2,000x the header.

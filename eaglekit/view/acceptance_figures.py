@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Union
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
-from eaglekit.core.specmath import Scenario
+from eaglekit.core.speedup.specmath import Scenario
 
 Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
 #: one colour per drafter, in the same order on every figure (plotly's default qualitative palette)

@@ -1,9 +1,9 @@
 // eaglekit's accept-length calculator: the front end of eaglekit.view.calculator.Calculator (an anywidget).
-// Everything is computed here, in the browser, with the same formulas as eaglekit.core.specmath and
-// eaglekit.core.account (Leviathan et al. 2023; the accept length counts the bonus token), so the
+// Everything is computed here, in the browser, with the same formulas as eaglekit.core.speedup.specmath and
+// eaglekit.core.serving.account (Leviathan et al. 2023; the accept length counts the bonus token), so the
 // calculator works the same with a kernel (JupyterLab) and without one (the rendered report).
 // tests/view/test_browser.py checks compute() against the Python functions for a grid of scenarios. With a verify
-// growth g (ms per drafted token, the slope of eaglekit.core.costmodel's verify), the verify of j drafts is the
+// growth g (ms per drafted token, the slope of eaglekit.core.serving.costmodel's verify), the verify of j drafts is the
 // verify at k plus (j - k) g.
 
 const CONTROLS = [
@@ -42,7 +42,7 @@ export function alphaForAcceptLength(L, k) {
 }
 
 function reach(T, fixed, k, d, g) {
-  // eaglekit.core.specmath.reach: the draft cost at which k steps just reach T, and the fewest steps at d when
+  // eaglekit.core.speedup.specmath.reach: the draft cost at which k steps just reach T, and the fewest steps at d when
   // the verify grows g ms per drafted token (the cycle at m steps is fixed - k g + m (d + g))
   const start = fixed - k * g, step = d + g;
   const need = (m) => T * (start + m * step) / 1000;
@@ -113,7 +113,7 @@ function steps(p) {
                      : `k = ${Math.round(p.steps)} draft steps of ${f2(p.draft_ms)} ms`;
 }
 
-// The sentences shown beside the controls (the same wording as eaglekit.core.account where they overlap).
+// The sentences shown beside the controls (the same wording as eaglekit.core.serving.account where they overlap).
 export function describe(p, r) {
   const lines = [];
   const k = p.unbounded ? null : Math.round(p.steps);

@@ -2,7 +2,7 @@
 
 :class:`Calculator` is an `anywidget <https://anywidget.dev>`_ whose front end (``calculator.js``,
 shipped in the package, no CDN) computes every number itself with the formulas of
-:mod:`eaglekit.core.specmath`, so its sliders work the same in JupyterLab and in a rendered page
+:mod:`eaglekit.core.speedup.specmath`, so its sliders work the same in JupyterLab and in a rendered page
 with no kernel (the report renders anywidgets from their stored state). :func:`numbers` is the
 Python twin of the front end's ``compute()``; the browser tests check the two agree.
 :func:`whatif_figure` precomputes a plotly chart for a grid of accept lengths and moves the current
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from eaglekit.view.frontend import esm
-from eaglekit.core.account import Account
+from eaglekit.core.serving.account import Account
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import (
+from eaglekit.core.speedup.specmath import (
     Estimate,
     Scenario,
     alpha_for_accept_length,
@@ -36,8 +36,8 @@ __all__ = ["Calculator", "chart_traces", "numbers", "throughput_figure", "whatif
 K_CURVES = (1, 2, 3, 4, 6, 8)
 #: Named scenarios for :meth:`Calculator.preset`: scenario, accept length, target tok/s. "seed" is the seed's
 #: measured deployment (k = 2 draft steps of 1.67 ms: 60 tok/s at accept length 2.0, see
-#: :meth:`eaglekit.core.account.Account.seed`) with the verify growing with k as K2.5's cost model predicts (its
-#: mean slope, :attr:`~eaglekit.core.account.GrowingVerify.slope_ms`); "seed-constant-verify" the same with the
+#: :meth:`eaglekit.core.serving.account.Account.seed`) with the verify growing with k as K2.5's cost model predicts (its
+#: mean slope, :attr:`~eaglekit.core.serving.account.GrowingVerify.slope_ms`); "seed-constant-verify" the same with the
 #: verify held at 30 ms; "seed-verify-only" the 30 ms verify-only arithmetic.
 _SEED = Account.seed()
 PRESETS: dict[str, tuple[Scenario, float, float]] = {
@@ -202,7 +202,7 @@ RANGES = {"baseline_tps": (1, 400), "verify_ms": (1, 200), "verify_growth_ms": (
 
 def numbers(p: dict[str, Any]) -> dict[str, Any]:
     """One scenario's numbers from the calculator's control values ``p`` (the keys of :data:`RANGES`, plus
-    ``unbounded`` and ``mode``), computed with :mod:`eaglekit.core.specmath`: the Python twin of the front
+    ``unbounded`` and ``mode``), computed with :mod:`eaglekit.core.speedup.specmath`: the Python twin of the front
     end's ``compute()``, key for key. An accept length above k + 1 is computed at k + 1 and reported in
     ``clamped`` (``{"asked": L, "ceiling": k + 1}``), never silently. A verify growth that would leave the
     verify of one draft under a tenth of the verify at k is computed at that bound and reported in
@@ -313,7 +313,7 @@ class Calculator:
 
     @property
     def estimate(self) -> Estimate:
-        """The current values as a :class:`~eaglekit.core.specmath.Estimate` (at the clamped accept length)."""
+        """The current values as a :class:`~eaglekit.core.speedup.specmath.Estimate` (at the clamped accept length)."""
         p, r = self.values, self.readouts
         k = None if p["unbounded"] else p["steps"]
         s = Scenario(p["baseline_tps"], p["verify_ms"], draft_ms=0.0 if k is None else p["draft_ms"], steps=k,

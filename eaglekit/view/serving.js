@@ -1,6 +1,6 @@
 // eaglekit's serving-plan widget: the front end of eaglekit.view.serving.PlanWidget (an anywidget).
-// Everything is computed here, in the browser, with the cost model of eaglekit.core.costmodel and the plan of
-// eaglekit.core.servingplan, so the sliders work the same with a kernel (JupyterLab) and without one (the
+// Everything is computed here, in the browser, with the cost model of eaglekit.core.serving.costmodel and the plan of
+// eaglekit.core.serving.plan, so the sliders work the same with a kernel (JupyterLab) and without one (the
 // rendered report). eaglekit.view.serving.numbers is the Python twin of compute(); the browser tests compare them.
 
 const CONTROLS = [
@@ -17,12 +17,12 @@ const CONTROLS = [
   ["draft_per_request_ms", "draft ms per request", 0, 1, 0.0001],
 ];
 
-// eaglekit.core.costmodel.distinct_experts
+// eaglekit.core.serving.costmodel.distinct_experts
 export function distinctExperts(rows, experts, perToken) {
   return experts <= 0 ? 0 : experts * (1 - Math.pow(1 - perToken / experts, rows));
 }
 
-// eaglekit.core.costmodel.CostModel.ms
+// eaglekit.core.serving.costmodel.CostModel.ms
 export function targetMs(p, batch, tokens) {
   const rows = batch * tokens;
   let m, c;
@@ -41,7 +41,7 @@ export function targetMs(p, batch, tokens) {
                              : p.fixed_ms + p.mem * m + p.compute * c;
 }
 
-// eaglekit.core.servingplan.accept_length
+// eaglekit.core.serving.plan.accept_length
 export function acceptLength(perStep, k) {
   let total = 1, run = 1;
   for (let j = 0; j < k; j++) {

@@ -17,9 +17,9 @@ from typing import Any
 
 from eaglekit.view.frontend import esm
 from eaglekit.analysis.serving.plan import ServingPlan
-from eaglekit.core.costmodel import CostModel, Gpu, ModelShape
+from eaglekit.core.serving.costmodel import CostModel, Gpu, ModelShape
 from eaglekit.core.errors import InputError
-from eaglekit.core.servingplan import (
+from eaglekit.core.serving.plan import (
     Acceptance,
     Cost,
     best_steps,
@@ -74,8 +74,8 @@ _SHAPE_KEYS = ("experts", "experts_per_token", "moe_layers", "expert_bytes", "al
 
 
 def numbers(p: dict[str, Any]) -> dict[str, Any]:
-    """The widget's numbers for control values ``p``, with :mod:`eaglekit.core.costmodel` and
-    :mod:`eaglekit.core.servingplan`: the Python twin of ``serving.js``'s ``compute()``, key for key."""
+    """The widget's numbers for control values ``p``, with :mod:`eaglekit.core.serving.costmodel` and
+    :mod:`eaglekit.core.serving.plan`: the Python twin of ``serving.js``'s ``compute()``, key for key."""
     if p["generic"]:
         shape = None
     else:

@@ -16,7 +16,7 @@ from eaglekit.analysis.acceptance.notes import collapse_step, embeddings_note, u
 from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
 from eaglekit.cli import main
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import Scenario
+from eaglekit.core.speedup.specmath import Scenario
 
 
 # -- the sampled figure on the cycle basis ---------------------------------------------------------------

@@ -196,7 +196,7 @@ def test_conclusions_carry_the_measurement(demo, k2_result):
     from eaglekit.analysis.acceptance.conclusion import conclude_acceptance
     from eaglekit.analysis.compat.pair import compat
     from eaglekit.analysis.investigation import conclude
-    from eaglekit.core.account import Account
+    from eaglekit.core.serving.account import Account
 
     c = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=Account.seed(),
                  measured={"the K2 drafter": k2_result})

@@ -141,7 +141,7 @@ def test_gzip_samples_read_like_plain_ones(trained, tmp_path, capsys, good):
 
 
 def test_speculators_header_declaring_two_million_positions(trained, tmp_path, capsys):
-    from eaglekit.core.header import encode_header
+    from eaglekit.core.checkpoint.header import encode_header
 
     folder = tmp_path / "spec"
     folder.mkdir()

@@ -155,7 +155,7 @@ def test_spec_tps_bad_input_is_one_line(capsys, extra, message):
 
 
 def test_candidate_accept_lengths_print_the_libraries_account(capsys):
-    from eaglekit.core.account import Account
+    from eaglekit.core.serving.account import Account
 
     assert main([*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--target-tps", "150",
                  "--target-tps", "200", "--candidate-accept-length", "3.2", "--candidate-accept-length", "3.5",

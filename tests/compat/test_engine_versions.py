@@ -4,7 +4,7 @@ engine's own source, re-enacted here as a capture loop over a target's decoder l
 Each ``*_capture`` helper below does what the quoted engine code does: turn the configured ids into the
 engine's capture list, walk the layers appending the residual stream where the engine appends it, and
 report which decoder layer's output each captured state is (-1: the embedding output). The readings in
-eaglekit.core.engine_readings / aux_view must agree with them.
+eaglekit.core.configs.engine_readings / aux_view must agree with them.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from eaglekit.core.aux_view import aux_engine_view
-from eaglekit.core.engine_readings import SGLANG_RELEASES, ids_selecting, outputs_selected, parse_engine
+from eaglekit.core.configs.aux_view import aux_engine_view
+from eaglekit.core.configs.engine_readings import SGLANG_RELEASES, ids_selecting, outputs_selected, parse_engine
 from eaglekit.core.errors import InputError
 
 L = 61  # Kimi-K2 / K2.5

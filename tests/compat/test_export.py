@@ -17,10 +17,10 @@ from safetensors.torch import load_file, save_file
 from eaglekit.analysis.compat.check import check
 from eaglekit.analysis.compat.pair import compat
 from eaglekit.analysis.compat.export import GREEDY_PROPOSAL_FIELDS, export
-from eaglekit.core.config import normalize_config
+from eaglekit.core.configs.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
-from eaglekit.core.names import normalize_name
-from eaglekit.core.vocab import target_ids
+from eaglekit.core.checkpoint.names import normalize_name
+from eaglekit.core.tokens.vocab import target_ids
 
 
 def _tensors(folder: Path) -> dict[str, torch.Tensor]:

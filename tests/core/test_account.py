@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from eaglekit.core.account import Account
-from eaglekit.core.specmath import reach
+from eaglekit.core.serving.account import Account
+from eaglekit.core.speedup.specmath import reach
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import Scenario, estimate, expected_accept_length
+from eaglekit.core.speedup.specmath import Scenario, estimate, expected_accept_length
 
 
 def test_seed_account_reproduces_both_sets_of_figures():

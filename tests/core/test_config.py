@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from eaglekit.core.config import (DrafterConfig, detect_format, is_eagle3_config, load_config_bytes, looks_like_target,
+from eaglekit.core.configs.config import (DrafterConfig, detect_format, is_eagle3_config, load_config_bytes, looks_like_target,
                              normalize_config, normalize_target)
 from eaglekit.core.errors import ConfigError
 

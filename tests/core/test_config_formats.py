@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from eaglekit.core.config import NORMALISED_FIELDS, load_config_bytes, looks_like_target, normalize_config
-from eaglekit.core.configdiff import diff_configs
+from eaglekit.core.configs.config import NORMALISED_FIELDS, load_config_bytes, looks_like_target, normalize_config
+from eaglekit.core.configs.diff import diff_configs
 from eaglekit.core.errors import ConfigError
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from eaglekit.core.config import normalize_config
-from eaglekit.core.configdiff import ABSENT, diff_configs
+from eaglekit.core.configs.config import normalize_config
+from eaglekit.core.configs.diff import ABSENT, diff_configs
 from eaglekit.core.errors import ConfigError
 
 # SpecForge configs/kimi-k2-eagle3.json

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from safetensors.numpy import save
 
 from eaglekit.core.errors import EaglekitError, HeaderError
-from eaglekit.core.header import MAX_HEADER_BYTES, parse_header
+from eaglekit.core.checkpoint.header import MAX_HEADER_BYTES, parse_header
 
 
 def make(header: dict, data: bytes = b"", *, pad: bool = False) -> bytes:
@@ -181,7 +181,7 @@ def test_long_shape_with_a_zero_is_linear():
 
 
 def test_tensor_count_is_bounded_before_parsing():
-    from eaglekit.core.header import MAX_TENSORS
+    from eaglekit.core.checkpoint.header import MAX_TENSORS
 
     entry = b'"%d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}'
     text = b"{" + b",".join(entry % i for i in range(MAX_TENSORS + 5)) + b"}"
@@ -204,7 +204,7 @@ def test_headers_out_of_file_order_parse_in_file_order():
 @given(tensor_lists, st.randoms(use_true_random=False))
 def test_batch_and_entry_checks_agree(tensors, rnd):
     """The fast column-wise checks accept exactly what the entry-by-entry checks accept."""
-    from eaglekit.core.header import _tensors, _tensors_batch
+    from eaglekit.core.checkpoint.header import _tensors, _tensors_batch
 
     blob = _valid_blob(tensors)
     n = struct.unpack("<Q", blob[:8])[0]

@@ -3,7 +3,7 @@
 import pytest
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.layers import (config_convention, convert_aux_layers, default_aux_layers, interpret_aux_layers,
+from eaglekit.core.configs.layers import (config_convention, convert_aux_layers, default_aux_layers, interpret_aux_layers,
                              parse_aux_layer_ids)
 
 
@@ -96,7 +96,7 @@ def test_report_renders_as_text_and_html():
 
 
 def test_one_specforge_config_feeds_different_tensors_in_sglang_and_vllm():
-    from eaglekit.core.aux_view import aux_engine_view
+    from eaglekit.core.configs.aux_view import aux_engine_view
 
     v = aux_engine_view([2, 30, 58], trained_by="specforge", num_layers=61)
     assert v.training.outputs_of == (2, 30, 58)                # SpecForge trains on outputs
@@ -109,7 +109,7 @@ def test_one_specforge_config_feeds_different_tensors_in_sglang_and_vllm():
 
 
 def test_speculators_ids_and_defaults_agree_across_engines():
-    from eaglekit.core.aux_view import aux_engine_view
+    from eaglekit.core.configs.aux_view import aux_engine_view
 
     v = aux_engine_view([2, 30, 58], trained_by="speculators", num_layers=61)
     assert v.reading("vllm").matches_training and v.reading("sglang").write == (1, 29, 57)
@@ -122,7 +122,7 @@ def test_speculators_ids_and_defaults_agree_across_engines():
 
 
 def test_engine_ranges():
-    from eaglekit.core.aux_view import aux_engine_view
+    from eaglekit.core.configs.aux_view import aux_engine_view
 
     # SGLang captures id i at the input of layer i + 1: id 60 of 61 layers has no such layer.
     v = aux_engine_view([1, 29, 60], trained_by="specforge", num_layers=61)
@@ -135,7 +135,7 @@ def test_engine_ranges():
 def test_no_out_of_range_ids_are_suggested():
     """Trained on outputs of [2, 30, 60] of a 61-layer target: vLLM would need ids [3, 31, 61], beyond its
     last layer, so the view suggests nothing for it instead of impossible ids."""
-    from eaglekit.core.aux_view import aux_engine_view
+    from eaglekit.core.configs.aux_view import aux_engine_view
 
     view = aux_engine_view([2, 30, 60], num_layers=61, trained_by="specforge")
     vllm = view.reading("vllm")
@@ -146,7 +146,7 @@ def test_no_out_of_range_ids_are_suggested():
 def test_a_shallow_targets_degenerate_default_is_not_named():
     """Review: "not the outputs default for 4 layers ([1, 1, 0])": engines' fallback [2, L//2, L-3] repeats layers
     on a 4-layer target, so no default is named there; at real depths it still is."""
-    from eaglekit.core.layers import interpret_aux_layers
+    from eaglekit.core.configs.layers import interpret_aux_layers
 
     shallow = interpret_aux_layers([0, 1, 2], convention="outputs", num_layers=4).explanation
     assert "default" not in shallow and "fits a 4-layer target" in shallow

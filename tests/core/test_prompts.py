@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.prompts import parse_prompts
+from eaglekit.core.acceptance.prompts import parse_prompts
 
 
 def test_three_kinds_and_blank_lines():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.simulate import simulate
-from eaglekit.core.specmath import AcceptanceMetrics, alpha_for_accept_length, expected_accept_length
+from eaglekit.core.speedup.simulate import simulate
+from eaglekit.core.speedup.specmath import AcceptanceMetrics, alpha_for_accept_length, expected_accept_length
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import (
+from eaglekit.core.speedup.specmath import (
     AcceptanceMetrics,
     Scenario,
     accept_length_from_rate,
@@ -204,7 +204,7 @@ def test_break_even_below_one_is_flagged():
 def test_a_scenario_at_other_steps_moves_its_growing_verify():
     """Break-even per K with a verify that grows per drafted token: the verify at K, not the one at the
     scenario's own steps (what notebook 06's chart and steps table draw)."""
-    from eaglekit.core.specmath import Scenario
+    from eaglekit.core.speedup.specmath import Scenario
 
     s = Scenario(baseline_tps=82.0, verify_ms=30.0, draft_ms=1.67, steps=2, verify_growth_ms=8.8)
     assert s.at_steps(2) == s

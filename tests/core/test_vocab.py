@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from eaglekit.core.errors import InputError, VocabMapError
-from eaglekit.core.vocab import (RULES, VocabMap, align_rows, build_vocab_map, check_vocab_map, compare_vocab_maps,
+from eaglekit.core.tokens.vocab import (RULES, VocabMap, align_rows, build_vocab_map, check_vocab_map, compare_vocab_maps,
                             require_valid, target_ids)
 
 V = 20  # a toy target vocabulary

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from eaglekit.core.config import normalize_config
+from eaglekit.core.configs.config import normalize_config
 from eaglekit.demo.shelf import SHELF_VERSION, _MARKER, build_demo_hub_repos, serve_demo_hub, write_sparse_safetensors
 from eaglekit.core.errors import HeaderError
 from eaglekit.io.reader import read_inventory
-from eaglekit.core.vocab import check_vocab_map
+from eaglekit.core.tokens.vocab import check_vocab_map
 
 SPARSE = ["demo-nvidia/Llama-3.3-70B-Instruct-Eagle3", "demo-AngelSlim/Qwen3-8B_eagle3",
           "demo-RedHatAI/Qwen3-8B-speculator.eagle3", "demo-lightseekorg/kimi-k2-eagle3-mla"]

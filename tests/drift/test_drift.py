@@ -37,7 +37,7 @@ def drafter(tmp_path_factory):
     """A drafter config + d2t/t2d over the demo vocabulary (aux ids [2, 30, 58], 2000 draft tokens)."""
     from safetensors.torch import save_file
 
-    from eaglekit.core.vocab import build_vocab_map
+    from eaglekit.core.tokens.vocab import build_vocab_map
     from eaglekit.demo.spec import DRAFT_VOCAB, VOCAB, specforge_config
 
     folder = tmp_path_factory.mktemp("drafter")

@@ -12,7 +12,7 @@ from bounded_cli import run_limited
 
 from eaglekit.analysis.acceptance.target import read_prompts
 from eaglekit.core.errors import EaglekitError, InputError
-from eaglekit.core.prompts import MAX_FILE_BYTES, MAX_LINE_BYTES, parse_prompts
+from eaglekit.core.acceptance.prompts import MAX_FILE_BYTES, MAX_LINE_BYTES, parse_prompts
 
 
 def _refused(path, match: str) -> None:

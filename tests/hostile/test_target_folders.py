@@ -18,7 +18,7 @@ from bounded_cli import run_limited
 
 from eaglekit.analysis.acceptance.target import load_target_model
 from eaglekit.core.errors import ConfigError, InputError, LocationError
-from eaglekit.core.loadable import check_fits, parameter_count, remote_code
+from eaglekit.core.configs.loadable import check_fits, parameter_count, remote_code
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8, "intermediate_size": 16,
          "num_attention_heads": 2, "num_key_value_heads": 2, "num_hidden_layers": 1, "vocab_size": 16,

@@ -8,7 +8,7 @@ import pytest
 
 from eaglekit.analysis.compat.pair import compat
 from eaglekit.analysis.investigation import conclude
-from eaglekit.core.account import Account
+from eaglekit.core.serving.account import Account
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "00_investigation.ipynb"
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from eaglekit.cli import main
-from eaglekit.core.published import KIMI_K25_INT4
+from eaglekit.core.serving.published import KIMI_K25_INT4
 
 
 @pytest.fixture()

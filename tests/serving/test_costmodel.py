@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eaglekit.core.costmodel import (
+from eaglekit.core.serving.costmodel import (
     GPUS,
     CostModel,
     Point,
@@ -16,7 +16,7 @@ from eaglekit.core.costmodel import (
     shape_from_config,
 )
 from eaglekit.core.errors import InputError
-from eaglekit.core.published import DENSE_LLAMA_8B, KIMI_K2_FP8, KIMI_K25_INT4
+from eaglekit.core.serving.published import DENSE_LLAMA_8B, KIMI_K2_FP8, KIMI_K25_INT4
 
 SEED = (Point(1, 1, 12.2), Point(1, 3, 30.0))
 
@@ -126,7 +126,7 @@ def test_bad_configs_and_points_say_what_is_missing():
      "group_size"),
 ])
 def test_quantisation_settings_that_make_no_sense_are_one_error(quant, says):
-    from eaglekit.core.costmodel import _bytes_per_param
+    from eaglekit.core.serving.costmodel import _bytes_per_param
     from eaglekit.core.errors import InputError
 
     with pytest.raises(InputError, match=says):
@@ -134,7 +134,7 @@ def test_quantisation_settings_that_make_no_sense_are_one_error(quant, says):
 
 
 def test_per_channel_int4_counts_no_group_scales():
-    from eaglekit.core.costmodel import _bytes_per_param
+    from eaglekit.core.serving.costmodel import _bytes_per_param
 
     per_channel = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "group_size": -1}}}}
     assert _bytes_per_param(per_channel, "model.layers.3.mlp.experts.0.up_proj") == (0.5, "bf16")

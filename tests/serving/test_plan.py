@@ -10,8 +10,8 @@ import pytest
 import eaglekit
 from eaglekit.analysis.serving.target import target_shape
 from eaglekit.core.errors import InputError
-from eaglekit.core.published import KIMI_K2_FP8, KIMI_K25_INT4
-from eaglekit.core.servingplan import Cost
+from eaglekit.core.serving.published import KIMI_K2_FP8, KIMI_K25_INT4
+from eaglekit.core.serving.plan import Cost
 
 GOLDEN = (0.6180339887498949, 0.6180339887498949)  # accept length 2.0 at k = 2: 1 + c + c^2 = 2
 SEED_COSTS = [(1, 1, 12.2), (1, 3, 30.0)]

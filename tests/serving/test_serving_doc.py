@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eaglekit.core.account import Account
-from eaglekit.core.costmodel import GPUS, shape_from_config
-from eaglekit.core.published import KIMI_K2_FP8, KIMI_K25_INT4
+from eaglekit.core.serving.account import Account
+from eaglekit.core.serving.costmodel import GPUS, shape_from_config
+from eaglekit.core.serving.published import KIMI_K2_FP8, KIMI_K25_INT4
 
 DOC = " ".join((Path(__file__).resolve().parents[2] / "docs" / "serving-plan.md").read_text(encoding="utf-8").split())
 

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from eaglekit.core.costmodel import distinct_experts
+from eaglekit.core.serving.costmodel import distinct_experts
 from eaglekit.core.errors import InputError
-from eaglekit.core.servingplan import (
+from eaglekit.core.serving.plan import (
     Acceptance,
     Cost,
     accept_length,
@@ -109,7 +109,7 @@ def test_schedule_ranges_start_at_one_and_gaps_inherit_the_previous_k():
 def test_fewer_steps_at_larger_batches_on_a_moe_target_and_where_speculation_stops_paying():
     """Kimi-K2.5-shaped (INT4 experts) on 8 H20s at 2048 tokens of context, a 12.2 ms decode at batch 1."""
     from eaglekit.analysis.serving.plan import plan
-    from eaglekit.core.published import KIMI_K25_INT4
+    from eaglekit.core.serving.published import KIMI_K25_INT4
 
     p = plan((0.8, 0.75, 0.7, 0.65, 0.6), target=KIMI_K25_INT4, gpu="H20", tp=8, context=2048,
              calibrate_points=[(1, 1, 12.2)], batches=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
@@ -123,7 +123,7 @@ def test_fewer_steps_at_larger_batches_on_a_moe_target_and_where_speculation_sto
 
 def test_a_dense_target_takes_fewer_steps_as_batch_grows():
     from eaglekit.analysis.serving.plan import plan
-    from eaglekit.core.published import DENSE_LLAMA_8B
+    from eaglekit.core.serving.published import DENSE_LLAMA_8B
 
     p = plan((0.8, 0.7, 0.6), target=DENSE_LLAMA_8B, gpu="H100-SXM", tp=1, context=256,
              calibrate_points=[(1, 1, 6.0)], batches=(1, 8, 64, 256, 1024, 2048), draft_costs={1: 0.5, 1024: 2.0})
@@ -132,7 +132,7 @@ def test_a_dense_target_takes_fewer_steps_as_batch_grows():
 
 
 def test_a_vllm_log_line_followed_by_a_timestamp_reads_only_its_own_rates():
-    from eaglekit.core.servinginputs import acceptance_from_vllm_log
+    from eaglekit.core.serving.inputs import acceptance_from_vllm_log
 
     log = "INFO Per-position acceptance rate: 0.800, 0.600\n2026-05-01 12:00:01 INFO next line\n"
     assert acceptance_from_vllm_log(log).per_step == pytest.approx((0.8, 0.75))

@@ -15,7 +15,7 @@ import eaglekit.analysis.similarity.measure as sim
 from eaglekit.core.errors import InputError
 from eaglekit.analysis.similarity.measure import similarity
 from eaglekit.analysis.similarity.plan import matrix_shape
-from eaglekit.core.vocab import build_vocab_map
+from eaglekit.core.tokens.vocab import build_vocab_map
 
 
 def _save(folder, tensors, config=None):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from tokenfixtures import write_tokenizer
 
-from eaglekit.core.chat_template import TemplateLimitError
+from eaglekit.core.tokens.chat_template import TemplateLimitError
 from eaglekit.core.errors import InputError
-from eaglekit.io.templates import read_template, render_bounded
+from eaglekit.io.tokens.templates import read_template, render_bounded
 
 CHAT = [[{"role": "system", "content": "be brief"}, {"role": "user", "content": "w1 w2"}]]
 LLAMA_LIKE = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] | trim }}{{ eos_token }}"
@@ -78,7 +78,7 @@ def test_a_targets_own_template_renders_bounded_too(tmp_path):
     from transformers import AutoTokenizer
 
     from eaglekit.analysis.acceptance.target import TargetModel
-    from eaglekit.core.prompts import Prompt
+    from eaglekit.core.acceptance.prompts import Prompt
 
     class Model:  # only what TargetModel reads
         class config:

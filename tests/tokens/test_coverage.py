@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from eaglekit.analysis.acceptance.coverage import write_vocab_map
-from eaglekit.core.coverage import coverage, recommend_map
+from eaglekit.core.tokens.coverage import coverage, recommend_map
 from eaglekit.core.errors import InputError
-from eaglekit.core.vocab import build_vocab_map, check_vocab_map, target_ids
+from eaglekit.core.tokens.vocab import build_vocab_map, check_vocab_map, target_ids
 
 
 def specforge_rule(seqs, n, vocab):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from eaglekit.cli import main
-from eaglekit.core.coverage import coverage, recommend_map
+from eaglekit.core.tokens.coverage import coverage, recommend_map
 
 STEPS, NEW = 4, 16
 
@@ -77,7 +77,7 @@ def test_old_traffic_map_covers_new_traffic_worse_than_the_recommended(tokens_wo
     old_map, _ = recommend_map(old, 48, 96)
     c = coverage(old_map, new, vocab_size=96)
     assert c.coverage < c.recommended_coverage - 0.3
-    from eaglekit.core.vocab import target_ids
+    from eaglekit.core.tokens.vocab import target_ids
 
     thinking = set(w.manifest["think_tokens"]) & set(np.concatenate(new).tolist()) - set(target_ids(old_map).tolist())
     assert thinking and thinking <= set(c.tokens_added)      # the thinking register's tokens come in

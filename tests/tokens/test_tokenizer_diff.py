@@ -10,8 +10,8 @@ from tokenfixtures import kimi_folder, write_tokenizer
 
 from eaglekit.cli import main
 from eaglekit.core.errors import VocabMapError
-from eaglekit.core.tokendiff import diff_tokenizers
-from eaglekit.io.tokenizer import read_tokenizer
+from eaglekit.core.tokens.diff import diff_tokenizers
+from eaglekit.io.tokens.tokenizer import read_tokenizer
 
 
 def _run(capsys, *args):

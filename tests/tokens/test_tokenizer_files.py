@@ -9,8 +9,8 @@ import pytest
 from tokenfixtures import kimi_folder, write_tokenizer
 
 from eaglekit.core.errors import EaglekitError, InputError
-from eaglekit.core.tokenizer_files import parse_tokenizer_files
-from eaglekit.io.tokenizer import read_tokenizer
+from eaglekit.core.tokens.tokenizer_files import parse_tokenizer_files
+from eaglekit.io.tokens.tokenizer import read_tokenizer
 
 
 def test_a_transformers_folder_reads_as_transformers_sees_it(tmp_path):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eaglekit.core.account import Account
+from eaglekit.core.serving.account import Account
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import Scenario, estimate
+from eaglekit.core.speedup.specmath import Scenario, estimate
 from eaglekit.view.calculator import (
     K_CURVES,
     Calculator,
@@ -142,7 +142,7 @@ def test_whatif_bounded_chain_and_custom_grid():
 
 
 def test_verify_growth_moves_the_other_chains_and_the_steps_a_target_needs():
-    from eaglekit.core.specmath import reach
+    from eaglekit.core.speedup.specmath import reach
 
     base = {"baseline_tps": 82.0, "verify_ms": 30.0, "verify_growth_ms": 0.0, "draft_ms": 1.0, "steps": 2,
             "unbounded": False, "overhead_ms": 0.0, "mode": "accept_length", "accept_length": 2.0, "alpha": 0.5,

@@ -9,8 +9,8 @@ from __future__ import annotations
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
 from eaglekit.core.render import Conclusion
 from eaglekit.core.errors import InputError
-from eaglekit.core.layers import other_convention
-from eaglekit.core.specmath import Scenario
+from eaglekit.core.configs.layers import other_convention
+from eaglekit.core.speedup.specmath import Scenario
 
 
 def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, scratch: AcceptanceResult,
@@ -21,7 +21,7 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
     the measurements' K) and at each drafter's best K.
 
     ``scenario``: the serving cycle (a verify that grows with K on a mixture-of-experts target, see
-    :attr:`eaglekit.core.account.Account.growing_scenario`); else ``baseline_tps``, a constant ``verify_ms``
+    :attr:`eaglekit.core.serving.account.Account.growing_scenario`); else ``baseline_tps``, a constant ``verify_ms``
     and ``draft_ms`` per step."""
     results = {"old drafter, own target": own, "old drafter, new target": new_target, "scratch": scratch,
                "warm start": warm}

@@ -6,7 +6,7 @@ held in a hidden-state dump: eaglekit's own (``input_ids`` after ``prompt_len``)
 (SpecForge's assistant tokens by its loss masks; every token of speculators' and Model-Optimizer's samples,
 which keep no mask beside them). SpecForge builds the draft vocabulary
 from the assistant tokens of its training data (``loss_mask == 1``): the continuation is the same part of
-a sequence. The maths is :mod:`eaglekit.core.coverage`; :func:`write_vocab_map` saves a map that
+a sequence. The maths is :mod:`eaglekit.core.tokens.coverage`; :func:`write_vocab_map` saves a map that
 ``eaglekit export --vocab-map`` reads (safetensors) or SpecForge's ``--vocab-mapping-path`` loads (``.pt``,
 ``{"d2t", "t2d"}`` as ``generate_vocab_mapping_file`` saves it).
 """
@@ -20,10 +20,10 @@ import numpy as np
 
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.analysis.acceptance.templates import as_template, render_prompts
-from eaglekit.core.config import normalize_config
-from eaglekit.core.coverage import Coverage, coverage
+from eaglekit.core.configs.config import normalize_config
+from eaglekit.core.tokens.coverage import Coverage, coverage
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.vocab import check_vocab_map, unreadable_d2t
+from eaglekit.core.tokens.vocab import check_vocab_map, unreadable_d2t
 from eaglekit.io.drafter import read_map
 from eaglekit.io.dumps.detect import open_training_dump
 from eaglekit.io.dumps.native import open_dump
@@ -115,7 +115,7 @@ def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, ch
                    endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                    trust_remote_code: bool = False) -> Coverage:
     """The drafter's draft vocabulary against the target's output tokens on your traffic, and the map
-    SpecForge's rule would build from that traffic (:class:`~eaglekit.core.coverage.Coverage`)."""
+    SpecForge's rule would build from that traffic (:class:`~eaglekit.core.tokens.coverage.Coverage`)."""
     d2t, vocab, label, notes = drafter_map(drafter, endpoint=endpoint, timeout=timeout)
     seqs = traffic_tokens(target=target, prompts=prompts, hidden_states=hidden_states, chat_template=chat_template,
                           max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress,

@@ -32,10 +32,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from eaglekit.core.config import DrafterConfig, normalize_config, require_llama_attention
+from eaglekit.core.configs.config import DrafterConfig, normalize_config, require_llama_attention
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.layers import AuxConvention, default_aux_layers
-from eaglekit.core.vocab import check_vocab_map, require_valid, unreadable_d2t
+from eaglekit.core.configs.layers import AuxConvention, default_aux_layers
+from eaglekit.core.tokens.vocab import check_vocab_map, require_valid, unreadable_d2t
 from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import Checkpoint, open_checkpoint
 

@@ -40,9 +40,9 @@ from eaglekit.analysis.acceptance.measure import (
 )
 from eaglekit.analysis.acceptance.notes import collapse_note
 from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
-from eaglekit.core.config import normalize_config
+from eaglekit.core.configs.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
-from eaglekit.core.layers import default_aux_layers
+from eaglekit.core.configs.layers import default_aux_layers
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.dumps.detect import open_training_dump, read_sample

@@ -33,15 +33,16 @@ from typing import Any, Literal
 import numpy as np
 
 from eaglekit.core.errors import InputError, VocabMapError
-from eaglekit.core.layers import AuxConvention, other_convention
+from eaglekit.core.configs.layers import AuxConvention, other_convention
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
-from eaglekit.core.specmath import Estimate, Scenario, estimate
+from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
+from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
 from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention
 from eaglekit.analysis.acceptance.notes import (collapse_note, embeddings_note, generation_limit_note,
                                                 unknown_tokens_note)
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.io.dumps.native import HiddenStateDump, open_dump
-from eaglekit.core.prompts import Prompt
+from eaglekit.core.acceptance.prompts import Prompt
 
 Source = Literal["target", "hidden-states"]
 
@@ -183,6 +184,8 @@ class AcceptanceResult:
     chat_template_sha256: str | None = None
     positions: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the accept length's interval: a bootstrap over prompts (requests), pooled as the figure is
+    accept_length_interval: Interval | None = None
     #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
     samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
 
@@ -196,6 +199,7 @@ class AcceptanceResult:
         out: dict[str, Any] = {
             "steps": self.steps, "temperature": self.temperature, "prompts": self.prompts,
             "generated_tokens": self.generated_tokens, "cycles": self.cycles, "accept_length": self.accept_length,
+            **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
             "per_step_acceptance": list(self.per_step_acceptance),
             "accept_length_by_steps": list(self.accept_length_by_steps),
         }
@@ -212,11 +216,16 @@ class AcceptanceResult:
         })
         return _null_nan(out)
 
+    @property
+    def interval(self) -> Interval:
+        """The accept length with its interval (none when it was not computed)."""
+        return self.accept_length_interval or Interval(self.accept_length, None, None, "no interval")
+
     # -- the calculator --------------------------------------------------------------------------------
     def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float | None = None,
                 overhead_ms: float = 0.0) -> Estimate:
         """Throughput at the measured accept length with ``steps`` drafts per cycle (the calculator's
-        :class:`~eaglekit.core.specmath.Estimate`). Without ``draft_ms`` drafting is counted free
+        :class:`~eaglekit.core.speedup.specmath.Estimate`). Without ``draft_ms`` drafting is counted free
         (the estimate's ``drafting_counted_free`` says so)."""
         return estimate(Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms,
                                  draft_ms=0.0 if draft_ms is None else draft_ms,
@@ -227,12 +236,13 @@ class AcceptanceResult:
         """One line: the measured accept length against the break-even one, and the verdict. Without
         ``draft_ms`` the line says that drafting is counted free (break-even is then understated)."""
         e = self.speedup(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, overhead_ms=overhead_ms)
-        go = e.accept_length > e.break_even_accept_length
+        call = verdict(self.interval, e.break_even_accept_length)
         free = (" Drafting counted free (no draft_ms given): the real break-even is higher by K x draft ms x "
                 "baseline tok/s / 1000.") if draft_ms is None else ""
-        return (f"{'GO' if go else 'NO-GO'}: measured accept length {e.accept_length:.2f} "
-                f"{'>' if go else '<='} break-even {e.break_even_accept_length:.2f} (k = {self.steps}, "
-                f"{e.cycle_ms:.1f} ms per cycle at {baseline_tps:g} tok/s baseline): {e.tokens_per_s:.0f} tok/s, "
+        where = {"GO": ">", "NO-GO": "<", "TOO CLOSE TO CALL": "straddles"}[call]
+        return (f"{call}: measured accept length {self.interval.text()} {where} break-even "
+                f"{e.break_even_accept_length:.2f} (k = {self.steps}, {e.cycle_ms:.1f} ms per cycle at "
+                f"{baseline_tps:g} tok/s baseline; {self.interval.method}): {e.tokens_per_s:.0f} tok/s, "
                 f"{e.speedup:.2f}x.{free}")
 
     # -- rendering -----------------------------------------------------------------------------------
@@ -243,6 +253,7 @@ class AcceptanceResult:
             ("drafter", self.drafter), ("target", f"{self.target} ({self.source})"),
             ("accept length" + (" (greedy)" if self.temperature > 0 else ""),
              f"{self.accept_length:.3f} (vLLM convention: bonus token in, prefill token out)"),
+            ("  interval", self._interval_text()),
             ("  prefill token included (SGLang clients)", f"{self.accept_length_prefill_included:.3f}"),
             ("steps K", self.steps), ("temperature", self.temperature),
             ("prompts / generated tokens / cycles", f"{self.prompts} / {self.generated_tokens} / {self.cycles}"),
@@ -257,6 +268,10 @@ class AcceptanceResult:
             pairs.append(("chat template sha256", self.chat_template_sha256[:16] + "..."))
         pairs.extend(("note", n) for n in self.notes)
         return pairs
+
+    def _interval_text(self) -> str:
+        i = self.interval
+        return f"{i.low:.3f}-{i.high:.3f} ({i.method})" if i.has_interval else i.method
 
     def _step_rows(self) -> list[list[str]]:
         rows = []
@@ -293,8 +308,8 @@ def _null_nan(value):
     return value
 
 
-def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
-    """Pool per-prompt counts into the accept-length figures."""
+def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0) -> dict[str, Any]:
+    """Pool per-prompt counts into the accept-length figures; the interval is a bootstrap over prompts."""
     generated = sum(s.generated for s in stats)
     by_steps = []
     for k in range(1, steps + 1):
@@ -304,8 +319,10 @@ def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
     cond = np.sum([s.conditioned for s in stats], axis=0)
     acc = np.sum([s.accepted for s in stats], axis=0)
     per_step = tuple(float(a / c) if c else None for a, c in zip(acc, cond))
-    per_prompt = tuple((s.generated / c) if (c := simulate_cycles(s.matches, s.generated, steps)) else None
-                       for s in stats)
+    prompt_cycles = [simulate_cycles(s.matches, s.generated, steps) for s in stats]
+    per_prompt = tuple((s.generated / c) if c else None for s, c in zip(stats, prompt_cycles))
+    interval = (bootstrap_ratio([s.generated for s in stats], prompt_cycles, seed=seed, unit="prompts")
+                if cycles else None)
     expected = expected_length = None
     if stats and stats[0].soft_sum is not None:
         soft = np.sum([s.soft_sum for s in stats], axis=0)
@@ -315,7 +332,7 @@ def summarise(stats: Sequence[SampleStats], *, steps: int) -> dict[str, Any]:
     return {"generated_tokens": generated, "cycles": cycles, "expected_accept_length": expected_length,
             "accept_length": generated / cycles if cycles else float("nan"),
             "per_step_acceptance": per_step, "accept_length_by_steps": tuple(by_steps),
-            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
+            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected, "interval": interval,
             "positions": int(sum(s.generated for s in stats))}
 
 
@@ -389,7 +406,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         else:
             plist, psource = tuple(prompts), "prompts"
             if not all(isinstance(p, Prompt) for p in plist):
-                raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.prompts).")
+                raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.acceptance.prompts).")
         layers = sorted(set(indices[conventions[0]]) | set(indices[conventions[1]]))
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
         notes.extend(filter(None, [unknown_tokens_note(*tmodel.unknown_tokens(plist, ids_list), target=tname)]))
@@ -464,7 +481,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         per_step_acceptance=main["per_step_acceptance"], accept_length_by_steps=main["accept_length_by_steps"],
         aux_convention=primary, aux_indices=tuple(indices[primary]), accept_length_by_convention=by_conv,
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        expected_accept_length=main["expected_accept_length"],
+        expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
         samples=tuple(kept))
 

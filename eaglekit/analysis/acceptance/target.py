@@ -18,12 +18,12 @@ from pathlib import Path
 import torch
 
 from eaglekit.core.errors import ConfigError, InputError, LocationError, NotFoundError
-from eaglekit.core.loadable import check_fits, remote_code
+from eaglekit.core.configs.loadable import check_fits, remote_code
 from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
-from eaglekit.core.prompts import Prompt
-from eaglekit.io.templates import render_bounded
-from eaglekit.core.prompts import MAX_FILE_BYTES, parse_prompts
+from eaglekit.core.acceptance.prompts import Prompt
+from eaglekit.io.tokens.templates import render_bounded
+from eaglekit.core.acceptance.prompts import MAX_FILE_BYTES, parse_prompts
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
 from eaglekit.io.sources.local import LocalSource
 
@@ -84,7 +84,7 @@ class TargetModel:
     def render_chats(self, prompts: Sequence[Prompt], *, source: str = "prompts") -> list[str]:
         """``messages`` prompts rendered with the tokenizer's chat template as ``apply_chat_template`` renders
         them (generation prompt added, special tokens as variables), in the bounded sandbox of
-        :mod:`eaglekit.io.templates`: a template that loops or explodes ends as one line."""
+        :mod:`eaglekit.io.tokens.templates`: a template that loops or explodes ends as one line."""
         template = getattr(self.tokenizer, "chat_template", None) if self.tokenizer is not None else None
         if isinstance(template, dict):
             template = template.get("default")
@@ -159,7 +159,7 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
     Nothing in the folder runs as code unless ``trust_remote_code`` (``--trust-remote-code``): transformers
     always gets it explicitly (with ``None`` it would ask on stdin), and a folder whose config or
     tokenizer_config declares its own classes (``auto_map``) is refused without it. The config's sizes are
-    checked against this machine's memory before transformers allocates them (:mod:`eaglekit.core.loadable`);
+    checked against this machine's memory before transformers allocates them (:mod:`eaglekit.core.configs.loadable`);
     weights pickled in ``pytorch_model.bin`` load only as tensors (transformers uses ``torch.load`` with
     ``weights_only=True``), and anything else in them is refused in one line."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -245,7 +245,7 @@ def read_prompts(path: str | os.PathLike[str]) -> tuple[tuple[Prompt, ...], str]
     """Parse a prompts JSONL file; returns the prompts and the path as messages name it.
 
     Read as checkpoint files are: a regular file only (a FIFO would block, ``/dev/zero`` never ends),
-    its size checked against :data:`~eaglekit.core.prompts.MAX_FILE_BYTES` before a byte is read."""
+    its size checked against :data:`~eaglekit.core.acceptance.prompts.MAX_FILE_BYTES` before a byte is read."""
     file = Path(path).expanduser()
     name = shown(file)
     if not file.parent.is_dir():

@@ -7,7 +7,7 @@ the same drafter, localised to a 14-token assistant/thinking suffix (tokenspeed 
 and non-thinking templates do the same (SpecForge #296).
 
 :func:`compare_templates` renders every prompt (``messages``, or ``text`` as one user message) with
-template A and with template B, in the bounded sandbox of :mod:`eaglekit.io.templates`, tokenizes the
+template A and with template B, in the bounded sandbox of :mod:`eaglekit.io.tokens.templates`, tokenizes the
 text as ``apply_chat_template`` does (no special tokens added), and measures the accept length of each
 (:func:`~eaglekit.analysis.acceptance.measure.measure_acceptance`, vLLM's convention). ``raw`` means no
 template: the messages' contents joined by newlines, tokenized like a completion request (special tokens
@@ -30,10 +30,10 @@ from eaglekit.analysis.acceptance.draft_model import DraftModel
 from eaglekit.analysis.acceptance.measure import measure_acceptance
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts, template_variables
 from eaglekit.core.errors import InputError
-from eaglekit.core.prompts import Prompt
+from eaglekit.core.acceptance.prompts import Prompt
 from eaglekit.core.redact import visible
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
-from eaglekit.io.templates import read_template, render_bounded
+from eaglekit.io.tokens.templates import read_template, render_bounded
 
 RAW = "raw"
 #: Output positions listed where the templates differ most.

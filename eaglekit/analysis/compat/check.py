@@ -26,20 +26,20 @@ from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
-from eaglekit.core.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
-from eaglekit.core.aux_view import SETTLE, AuxEngineView, EngineReading
-from eaglekit.core.engine_readings import capture_range, parse_engine
-from eaglekit.core.layers import ENGINES, READER_NAMES, check_engine, default_aux_layers
-from eaglekit.core.names import find, normalize_name
+from eaglekit.core.configs.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
+from eaglekit.core.configs.aux_view import SETTLE, AuxEngineView, EngineReading
+from eaglekit.core.configs.engine_readings import capture_range, parse_engine
+from eaglekit.core.configs.layers import ENGINES, READER_NAMES, check_engine, default_aux_layers
+from eaglekit.core.checkpoint.names import find, normalize_name
 from eaglekit.core.render import ansi, html_badge, html_table, use_colour
 from eaglekit.io.inventory import Inventory
-from eaglekit.core.vocab import check_vocab_map
+from eaglekit.core.tokens.vocab import check_vocab_map
 from eaglekit.io.reader import opened
 from eaglekit.io.drafter import embedding_of, open_target, read_maps, read_rows
 from eaglekit.core.redact import location_label
 from eaglekit.core.errors import EaglekitError
-from eaglekit.core.tokendiff import diff_tokenizers
-from eaglekit.io.tokenizer import drafter_claims, read_tokenizer
+from eaglekit.core.tokens.diff import diff_tokenizers
+from eaglekit.io.tokens.tokenizer import drafter_claims, read_tokenizer
 
 Severity = Literal["error", "warning", "ok", "info"]
 Engine = Literal["sglang", "vllm"]
@@ -400,7 +400,7 @@ def _target(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> bool:
 
 def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Severity, add) -> None:
     """Per engine release reading: in range, as trained, or AMBIGUOUS (training not settled by the
-    config, core/aux_view.py); each finding is tagged with the reading it concerns."""
+    config, core/configs/aux_view.py); each finding is tagged with the reading it concerns."""
     if tgt is None or not fits:
         if tgt is not None:
             add("aux layers", "info", "aux ids not judged against the target: the drafter does not fit it.")

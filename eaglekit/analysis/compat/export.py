@@ -33,19 +33,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from eaglekit.core.config import DrafterConfig, normalize_config, require_llama_attention
+from eaglekit.core.configs.config import DrafterConfig, normalize_config, require_llama_attention
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.engine_readings import LAST_KNOWN_OLD, ids_selecting, parse_engine
-from eaglekit.core.layers import READER_CONVENTION, check_engine
-from eaglekit.core.names import normalize_name
+from eaglekit.core.configs.engine_readings import LAST_KNOWN_OLD, ids_selecting, parse_engine
+from eaglekit.core.configs.layers import READER_CONVENTION, check_engine
+from eaglekit.core.checkpoint.names import normalize_name
 from eaglekit.core.render import format_bytes, kv_html, kv_text
 from eaglekit.core.safejson import loads
 from eaglekit.io.reader import opened, open_checkpoint
-from eaglekit.io.vocabmap import read_map_file
+from eaglekit.io.tokens.vocabmap import read_map_file
 from eaglekit.io.drafter import embedding_of, lm_head_of, open_target, read_map, target_rows
-from eaglekit.core.vocab import check_vocab_map, target_ids
-from eaglekit.core.header import encode_header
-from eaglekit.core.tensors import to_torch, torch_dtype
+from eaglekit.core.tokens.vocab import check_vocab_map, target_ids
+from eaglekit.core.checkpoint.header import encode_header
+from eaglekit.core.checkpoint.tensors import to_torch, torch_dtype
 
 ExportFormat = Literal["specforge", "speculators"]
 FORMATS: tuple[ExportFormat, ...] = ("specforge", "speculators")
@@ -284,7 +284,7 @@ def _aux_ids(cfg: DrafterConfig, engine: str | None,
     """(ids to write, how they are meant, what they mean per engine release in words).
 
     Without an engine the ids stay as the trainer wrote them. With one, they are rewritten so that the
-    engine's newest known release feeds the tensors training used (core/aux_view.py); where the
+    engine's newest known release feeds the tensors training used (core/configs/aux_view.py); where the
     config leaves training ambiguous, the outputs of the ids as written are assumed (SpecForge's Hugging
     Face backend, and its SGLang backend up to 0.5.10) and the note says so; where no one id list serves
     two releases of the engine, the note says which ids the older one needs."""

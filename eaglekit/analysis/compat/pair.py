@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
-from eaglekit.core.config import normalize_config, normalize_target, target_fit
-from eaglekit.core.configdiff import ConfigDiff, diff_configs
+from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
+from eaglekit.core.configs.diff import ConfigDiff, diff_configs
 from eaglekit.core.redact import location_label, visible
 from eaglekit.io.inventory import Inventory
-from eaglekit.core.names import normalize_name, role
+from eaglekit.core.checkpoint.names import normalize_name, role
 from eaglekit.core.render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
-from eaglekit.core.vocab import check_vocab_map, compare_vocab_maps
+from eaglekit.core.tokens.vocab import check_vocab_map, compare_vocab_maps
 from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import load_config, opened
 from eaglekit.analysis.compat.check import tokenizer_finding
@@ -226,7 +226,7 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
             fatal.append(f"{name}'s aux layer ids {list(report.ids)} do not fit the target's {layers} layers: "
                          f"{'; '.join(report.problems)}")
     # What each drafter's ids meant in training (layer outputs; more than one where its config leaves it
-    # ambiguous, core/aux_view.py). Warn only when the meanings differ, not when the spellings do: an
+    # ambiguous, core/configs/aux_view.py). Warn only when the meanings differ, not when the spellings do: an
     # export for vLLM writes [3, 31, 59] (inputs) for what SpecForge calls [2, 30, 58] (outputs).
     meant = {}
     for key, name, cfg in (("a", a_name, cfg_a), ("b", b_name, cfg_b)):

@@ -42,9 +42,9 @@ from eaglekit.io.sources import open_source
 from eaglekit.io.reader import Checkpoint, opened
 from eaglekit.analysis.drift.hidden import hidden_drift
 from eaglekit.io.drafter import read_map
-from eaglekit.core.config import normalize_config, normalize_target, target_fit
+from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.errors import EaglekitError
-from eaglekit.core.vocab import target_ids
+from eaglekit.core.tokens.vocab import target_ids
 from eaglekit.io.scheduler import dask_client
 
 #: Sampled-mode budget when none is given: a laptop maps two 1 TB targets by reading this much.

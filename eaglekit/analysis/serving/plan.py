@@ -1,7 +1,7 @@
 """``eaglekit.plan``: the serving plan of a drafter on a target, from measured per-step acceptance and a cost
 model of the target's forward (fitted to measurements, or estimated from its config and a GPU table).
 
-The maths lives in :mod:`eaglekit.core.costmodel` (time of one forward) and :mod:`eaglekit.core.servingplan`
+The maths lives in :mod:`eaglekit.core.serving.costmodel` (time of one forward) and :mod:`eaglekit.core.serving.plan`
 (accept length, cycle, best k, vLLM's schedule); this module reads the inputs (files, the target's config and
 checkpoint header by range) and holds the :class:`ServingPlan` record.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from eaglekit.io.sources.local import read_local_file
 from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
 from eaglekit.core import safejson
-from eaglekit.core.costmodel import (
+from eaglekit.core.serving.costmodel import (
     CostModel,
     ModelShape,
     Point,
@@ -27,10 +27,10 @@ from eaglekit.core.costmodel import (
     estimate_model,
     fit_model,
 )
-from eaglekit.core.costmodel import gpu as gpu_entry
+from eaglekit.core.serving.costmodel import gpu as gpu_entry
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
-from eaglekit.core.servinginputs import (
+from eaglekit.core.serving.inputs import (
     DraftEstimate,
     DraftTable,
     acceptance_from_json,
@@ -39,7 +39,7 @@ from eaglekit.core.servinginputs import (
     parse_draft_costs,
     parse_sglang_bench,
 )
-from eaglekit.core.servingplan import (
+from eaglekit.core.serving.plan import (
     STEPS_HEADERS,
     Acceptance,
     BatchPlan,

@@ -1,4 +1,4 @@
-"""The target's :class:`~eaglekit.core.costmodel.ModelShape`: its config, and its checkpoint header read by
+"""The target's :class:`~eaglekit.core.serving.costmodel.ModelShape`: its config, and its checkpoint header read by
 range (bytes per expert from the dtypes and quantisation tensors actually stored), wherever it lives."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from eaglekit.core.config import normalize_config
-from eaglekit.core.costmodel import ModelShape, drafter_shape, shape_from_config
+from eaglekit.core.configs.config import normalize_config
+from eaglekit.core.serving.costmodel import ModelShape, drafter_shape, shape_from_config
 from eaglekit.core.errors import InputError, NotFoundError
-from eaglekit.core.published import PUBLISHED, published
+from eaglekit.core.serving.published import PUBLISHED, published
 from eaglekit.core.redact import location_label
 from eaglekit.io.reader import load_config, open_checkpoint
 

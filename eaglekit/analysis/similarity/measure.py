@@ -33,13 +33,13 @@ import numpy as np
 
 from eaglekit.core.errors import HeaderError, InputError
 from eaglekit.io.inventory import TensorEntry
-from eaglekit.core.names import find
+from eaglekit.core.checkpoint.names import find
 from eaglekit.io.pipeline import RangePipeline
 from eaglekit.io.reader import Checkpoint, opened
 from eaglekit.analysis.similarity.plan import Job, ComparisonPlan, blocks, check_grid, column_runs, plan, row_bytes, select
 from eaglekit.analysis.similarity.report import BufferComparison, SimilarityReport, TensorSimilarity
-from eaglekit.core.tensors import NUMPY_DTYPES
-from eaglekit.core.tensors import torch_dtype
+from eaglekit.core.checkpoint.tensors import NUMPY_DTYPES
+from eaglekit.core.checkpoint.tensors import torch_dtype
 from eaglekit.io.drafter import read_map
 
 Device = Literal["cpu", "cuda", "auto"]

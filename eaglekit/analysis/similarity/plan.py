@@ -1,6 +1,6 @@
 """What a weight comparison compares, and in which byte ranges: pure planning, no I/O, no torch.
 
-Tensors of two inventories are paired by normalised name (:mod:`eaglekit.core.names`); each pair becomes a
+Tensors of two inventories are paired by normalised name (:mod:`eaglekit.core.checkpoint.names`); each pair becomes a
 :class:`Job`, or lands in ``only_a``/``only_b``, ``mismatched`` (with the reason) or ``buffers``
 (integer/bool tensors, compared by equality). A job is the tensor viewed as a matrix (``[N]`` ->
 ``[N, 1]``, more dims folded into columns) and its meaningful parts (docs/domain.md, checkpoint layout):
@@ -8,7 +8,7 @@ Tensors of two inventories are paired by normalised name (:mod:`eaglekit.core.na
 * ``fc.weight`` [H, 3*Ht]: three column blocks, one per auxiliary hidden state (low/mid/high), labelled
   with the aux layer ids of the config (``eagle_config.eagle_aux_hidden_state_layer_ids`` or top level);
 * ``q/k/v_proj`` [heads*hd, 2H]: the half reading the normed embedding and the half reading the hidden;
-* ``lm_head.weight``: rows paired by target token ``i + d2t[i]`` (:func:`eaglekit.core.vocab.align_rows`),
+* ``lm_head.weight``: rows paired by target token ``i + d2t[i]`` (:func:`eaglekit.core.tokens.vocab.align_rows`),
   over the shared draft vocabulary; a side without d2t predicts the full vocabulary (row i = token i).
 
 Every part gets a grid of at most ``grid`` cells by even splits (the first ``n % g`` cells one longer,
@@ -26,10 +26,10 @@ import numpy as np
 
 from eaglekit.core.errors import InputError
 from eaglekit.io.inventory import Inventory, TensorEntry
-from eaglekit.core.names import normalized
+from eaglekit.core.checkpoint.names import normalized
 from eaglekit.analysis.similarity.report import LmHeadAlignment, Mismatch
-from eaglekit.core.tensors import NUMPY_DTYPES
-from eaglekit.core.vocab import align_rows
+from eaglekit.core.checkpoint.tensors import NUMPY_DTYPES
+from eaglekit.core.tokens.vocab import align_rows
 
 FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 QKV = tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkv")

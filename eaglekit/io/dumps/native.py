@@ -29,11 +29,11 @@ from typing import Literal
 import numpy as np
 
 from eaglekit.core.errors import HeaderError, InputError, NotFoundError
-from eaglekit.core.header import encode_header, parse_header
+from eaglekit.core.checkpoint.header import encode_header, parse_header
 from eaglekit.core.redact import shown, visible
 from eaglekit.core.render import kv_html, kv_text
 from eaglekit.core.safejson import loads
-from eaglekit.core.tensors import to_numpy
+from eaglekit.core.checkpoint.tensors import to_numpy
 from eaglekit.core.version import __version__
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
 from eaglekit.io.reader import read_header

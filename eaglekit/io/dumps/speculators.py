@@ -20,7 +20,7 @@ import re
 
 from eaglekit.core.errors import HeaderError
 from eaglekit.core.redact import shown
-from eaglekit.core.tensors import to_torch
+from eaglekit.core.checkpoint.tensors import to_torch
 from eaglekit.io.dumps.files import MAX_POSITIONS, MAX_SAMPLE_BYTES, DumpFolder
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm, make_record
 from eaglekit.io.reader import read_header

@@ -14,8 +14,8 @@ number, and what a number selects depends on the program that reads it, not on t
 
 So one SpecForge config ``[2, 30, 58]`` feeds the outputs of layers 2, 30, 58 under older SGLang but
 the outputs of 1, 29, 57 under vLLM. Engines changed their rules between releases, per target model
-code: core/engine_readings.py holds the rules by version, and core/aux_view.py's
-:func:`~eaglekit.core.aux_view.aux_engine_view` says, per engine release, which tensors are fed,
+code: core/configs/engine_readings.py holds the rules by version, and core/configs/aux_view.py's
+:func:`~eaglekit.core.configs.aux_view.aux_engine_view` says, per engine release, which tensors are fed,
 whether that matches training, and what to write so that it does.
 
 Without ids every reader uses its default, and the defaults name the same tensors: inputs
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from eaglekit.core.engine_readings import parse_engine
+from eaglekit.core.configs.engine_readings import parse_engine
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_text
 
@@ -40,7 +40,7 @@ ENGINES: tuple[Reader, ...] = ("sglang", "vllm")
 
 def check_engine(engine: str | None) -> None:
     """Refuse an engine eaglekit does not know (None: every engine): ``"sglang"``, ``"sglang==0.5.9"``,
-    ``"vllm"`` (core/engine_readings.py)."""
+    ``"vllm"`` (core/configs/engine_readings.py)."""
     if engine is not None:
         parse_engine(engine)
 

@@ -1,4 +1,4 @@
-"""Monte Carlo simulation of the draft-verify loop, to check the closed forms in :mod:`eaglekit.core.specmath`.
+"""Monte Carlo simulation of the draft-verify loop, to check the closed forms in :mod:`eaglekit.core.speedup.specmath`.
 
 One cycle: the drafter proposes up to k tokens; the target accepts them left to right while each
 passes (position i passes with probability ``rates[i]`` given that all before it passed; i.i.d.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.specmath import AcceptanceMetrics, check_alpha, check_steps
+from eaglekit.core.speedup.specmath import AcceptanceMetrics, check_alpha, check_steps
 
 __all__ = ["Simulation", "simulate"]
 

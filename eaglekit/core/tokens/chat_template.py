@@ -11,7 +11,7 @@ and the tokenizer's special tokens (``bos_token``, ``eos_token``, ...) and refus
 The sandbox stops a template from reaching Python internals; it does not stop one from looping 10^10 times
 or building a 3 GB string (jinja2 even folds ``'x' * 3000000000`` while compiling). :func:`render` stops
 output past ``max_chars``; time and memory are bounded by the process that calls it
-(:mod:`eaglekit.io.templates` renders in a child process under a wall clock and an address-space limit).
+(:mod:`eaglekit.io.tokens.templates` renders in a child process under a wall clock and an address-space limit).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def environment():
     """transformers' sandboxed chat-template environment (see the module docstring)."""
     from datetime import datetime
 
-    # jinja2 loads only where a template is rendered (the child process of eaglekit.io.templates)
+    # jinja2 loads only where a template is rendered (the child process of eaglekit.io.tokens.templates)
     import jinja2
     import jinja2.ext
     import jinja2.nodes

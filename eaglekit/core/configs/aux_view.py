@@ -1,7 +1,7 @@
 """Which target tensors each engine release feeds a drafter, against the ones it was trained on.
 
 :func:`aux_engine_view` joins three things: the ids in the drafter's config, the rule each engine
-release applies to them for the target's model code (core/engine_readings.py, from the engines'
+release applies to them for the target's model code (core/configs/engine_readings.py, from the engines'
 sources), and what training fed the drafter. The last is not always settled by the config: SpecForge
 captures training data either with its Hugging Face backend (the outputs of the configured layers) or
 through SGLang (the rule of the SGLang release it runs, set_eagle3_layers_to_capture in
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from html import escape
 from typing import Literal
 
-from eaglekit.core.engine_readings import (RELEASES, SGLANG_RELEASES, EngineChoice, Family, Release, Rule,
+from eaglekit.core.configs.engine_readings import (RELEASES, SGLANG_RELEASES, EngineChoice, Family, Release, Rule,
                                            capturable, capture_range, ids_selecting, outputs_selected,
                                            parse_engine, target_family)
 from eaglekit.core.errors import InputError
-from eaglekit.core.layers import (ENGINES, READER_CONVENTION, READER_NAMES, _check_num_layers, _convention_of,
+from eaglekit.core.configs.layers import (ENGINES, READER_CONVENTION, READER_NAMES, _check_num_layers, _convention_of,
                                   default_aux_layers, outputs_read, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, text_table
 

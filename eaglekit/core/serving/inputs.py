@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from eaglekit.core import safejson
-from eaglekit.core.costmodel import CostModel, Point
+from eaglekit.core.serving.costmodel import CostModel, Point
 from eaglekit.core.errors import InputError
-from eaglekit.core.servingplan import Acceptance
+from eaglekit.core.serving.plan import Acceptance
 
 __all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
            "parse_numbers", "parse_sglang_bench"]

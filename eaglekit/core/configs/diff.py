@@ -15,7 +15,7 @@ compared item by item (``proposal_methods[0].speculative_tokens``). ``dtype`` an
 (transformers renamed the key in 4.56) are one key.
 
 Across formats (a SpecForge config against a speculators one) the configs are compared by their
-normalised fields (:func:`eaglekit.core.config.normalize_config`), so the same value spelled elsewhere
+normalised fields (:func:`eaglekit.core.configs.config.normalize_config`), so the same value spelled elsewhere
 (``eagle_config.eagle_aux_hidden_state_layer_ids`` vs top-level, ``transformer_layer_config.hidden_size``
 vs ``hidden_size``, ``Eagle3Speculator`` vs ``LlamaForCausalLMEagle3``) is not a difference; keys
 only one format has are listed once as metadata. speculators omits every value equal to its layer
@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from eaglekit.core.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_KEYS, NORMALISED_FIELDS,
+from eaglekit.core.configs.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_KEYS, NORMALISED_FIELDS,
                                   SPECULATORS_ARCHITECTURES, SPECULATORS_DEFAULTS, TEXT_CONFIG_KEYS, DrafterConfig,
                                   detect_format, layer_defaults, normalize_config)
 from eaglekit.core.errors import ConfigError

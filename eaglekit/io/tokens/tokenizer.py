@@ -2,7 +2,7 @@
 
 Each file is one small GET (a local read, an HTTP or Hub GET, an SFTP read) whose size is checked
 against its limit before it is read (:data:`LIMITS`): no tokenizer is built and no code in the folder runs
-(``auto_map`` is only named, :mod:`eaglekit.core.tokenizer_files`). tiktoken files are fetched only when
+(``auto_map`` is only named, :mod:`eaglekit.core.tokens.tokenizer_files`). tiktoken files are fetched only when
 there is no ``tokenizer.json``.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eaglekit.core.chat_template import MAX_TEMPLATE_BYTES
+from eaglekit.core.tokens.chat_template import MAX_TEMPLATE_BYTES
 from eaglekit.core.errors import ConfigError, InputError, TooLargeError
 from eaglekit.core.redact import visible
 from eaglekit.core.safejson import loads
-from eaglekit.core.tokendiff import TokenizerDiff, diff_tokenizers
-from eaglekit.core.tokenizer_files import (
+from eaglekit.core.tokens.diff import TokenizerDiff, diff_tokenizers
+from eaglekit.core.tokens.tokenizer_files import (
     CHAT_TEMPLATE_FILE,
     SPECIAL_TOKENS_MAP,
     TIKTOKEN_NAMES,

@@ -1,12 +1,12 @@
 """Chat templates from files, rendered in a child process that cannot hang or exhaust the machine.
 
 A template is code from someone else. :func:`read_template` reads a file as checkpoints are read (a
-regular file, its size checked before a byte is read: :data:`~eaglekit.core.chat_template.MAX_TEMPLATE_BYTES`).
-:func:`render_bounded` renders it with :func:`eaglekit.core.chat_template.render` in a fresh Python
+regular file, its size checked before a byte is read: :data:`~eaglekit.core.tokens.chat_template.MAX_TEMPLATE_BYTES`).
+:func:`render_bounded` renders it with :func:`eaglekit.core.tokens.chat_template.render` in a fresh Python
 process limited to :data:`MEMORY_LIMIT` of address space and :data:`TIME_LIMIT` seconds of wall clock (and
 CPU), whose answer is read through a capped pipe: a template that loops 10^10 times, or renders
 ``'x' * 3000000000``, ends as one line, never as a hung or swapping machine. Run as ``python -m
-eaglekit.io.templates`` it is that child (JSON in on stdin, JSON out on stdout).
+eaglekit.io.tokens.templates`` it is that child (JSON in on stdin, JSON out on stdout).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ try:
 except ImportError:  # not on Windows: there the wall clock alone bounds the child
     resource = None
 
-from eaglekit.core.chat_template import MAX_RENDERED_CHARS, MAX_TEMPLATE_BYTES, TemplateLimitError, render
+from eaglekit.core.tokens.chat_template import MAX_RENDERED_CHARS, MAX_TEMPLATE_BYTES, TemplateLimitError, render
 from eaglekit.core.errors import InputError, TooLargeError
 from eaglekit.core.redact import shown
 from eaglekit.io.sources.local import LocalSource
@@ -74,7 +74,7 @@ def render_bounded(template: str, conversations: Sequence[Sequence[Mapping[str, 
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "SYSTEMROOT")}
     env["PYTHONPATH"] = _package_root()
     try:
-        proc = subprocess.run([sys.executable, "-s", "-m", "eaglekit.io.templates"], input=request.encode(),
+        proc = subprocess.run([sys.executable, "-s", "-m", "eaglekit.io.tokens.templates"], input=request.encode(),
                               capture_output=True, timeout=timeout, env=env, cwd=_package_root())
     except subprocess.TimeoutExpired as e:
         raise TemplateLimitError(f"{what} was still rendering after {timeout:g} s; stopped (a template that loops "

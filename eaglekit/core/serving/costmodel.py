@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from eaglekit.core.config import TEXT_CONFIG_KEYS
+from eaglekit.core.configs.config import TEXT_CONFIG_KEYS
 from eaglekit.core.errors import InputError
 
 __all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel", "distinct_experts",

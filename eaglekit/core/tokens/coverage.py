@@ -1,6 +1,6 @@
 """The draft vocabulary on your traffic: how many target tokens it can propose, and a better map.
 
-An EAGLE-3 drafter proposes only the N target tokens of its draft vocabulary (d2t, :mod:`eaglekit.core.vocab`).
+An EAGLE-3 drafter proposes only the N target tokens of its draft vocabulary (d2t, :mod:`eaglekit.core.tokens.vocab`).
 On traffic whose next token is outside it, no draft can be accepted: the share of the target's output
 tokens inside the draft vocabulary (the *coverage*) caps step-1 acceptance, exactly, and each later step's
 too (a chain continues only through covered tokens). The vocabulary was chosen from the trainer's traffic
@@ -22,7 +22,7 @@ import numpy as np
 
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
-from eaglekit.core.vocab import build_vocab_map, compare_vocab_maps, target_ids
+from eaglekit.core.tokens.vocab import build_vocab_map, compare_vocab_maps, target_ids
 
 #: Positions shown by the by-position table (all are in ``by_position``).
 SHOWN_POSITIONS = 32

@@ -14,7 +14,7 @@ Two models of the draft-verify cycle meet in practice, and they disagree unless 
 (:class:`Reach`: reachable or not, what draft cost or how many steps would reach it, or that none
 can) and what an expected accept length would give (:class:`Projection`). The notebooks, the
 conclusion of the investigation and ``eaglekit speedup --spec-tps`` all render this one record.
-Arithmetic: :mod:`eaglekit.core.specmath` (Leviathan et al. 2023; accept length counts the bonus token).
+Arithmetic: :mod:`eaglekit.core.speedup.specmath` (Leviathan et al. 2023; accept length counts the bonus token).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eaglekit.core.costmodel import (
+from eaglekit.core.serving.costmodel import (
     CostModel,
     ModelShape,
     Point,
@@ -33,9 +33,9 @@ from eaglekit.core.costmodel import (
     shape_from_config,
 )
 from eaglekit.core.errors import InputError
-from eaglekit.core.published import published
+from eaglekit.core.serving.published import published
 from eaglekit.core.render import kv_html
-from eaglekit.core.specmath import (
+from eaglekit.core.speedup.specmath import (
     Reach,
     Scenario,
     alpha_for_accept_length,
@@ -79,7 +79,7 @@ class GrowingVerify:
     """The deployment's targets and expected accept lengths priced again with a verify that grows with k.
 
     ``verify_ms[k - 1]`` is the verify of k drafts (k + 1 tokens) at batch 1 from a model of ``label``'s
-    forward (:mod:`eaglekit.core.costmodel`: bytes of the distinct experts the tokens route to, compute per
+    forward (:mod:`eaglekit.core.serving.costmodel`: bytes of the distinct experts the tokens route to, compute per
     token) calibrated to the deployment's two measurements, its decode step (1 / baseline tok/s) and its
     verify at its own k (kept as measured). ``targets`` pairs each target tok/s with the steps the
     constant-verify arithmetic asks for (None: none); ``expected`` pairs each expected accept length with the
@@ -259,7 +259,7 @@ class Account:
 
     @property
     def scenario(self) -> Scenario:
-        """The measured deployment as a :class:`Scenario` (for :func:`~eaglekit.core.specmath.estimate`)."""
+        """The measured deployment as a :class:`Scenario` (for :func:`~eaglekit.core.speedup.specmath.estimate`)."""
         return Scenario(self.baseline_tps, self.verify_ms, draft_ms=self.draft_ms, steps=self.steps,
                         overhead_ms=self.overhead_ms)
 

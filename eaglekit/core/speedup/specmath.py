@@ -326,7 +326,7 @@ def reach(target_tps: float, *, verify_ms: float, steps: int, draft_ms: float = 
     for the smallest k at this draft cost (none when ``T x draft / 1000 >= 1`` and k = 1 fails).
 
     ``verify_growth_ms``: the verify (``verify_ms`` at ``steps``) grows that much per drafted token, as on
-    a mixture-of-experts target (the slope of :mod:`eaglekit.core.costmodel`'s verify). At m steps the cycle
+    a mixture-of-experts target (the slope of :mod:`eaglekit.core.serving.costmodel`'s verify). At m steps the cycle
     is ``fixed + (m - steps) x growth + m x draft``: the same solution with ``fixed - steps x growth`` and
     ``draft + growth``.
     """

@@ -1,6 +1,6 @@
 """Two targets' tokenizers side by side: vocabulary, special and added tokens, chat templates.
 
-Pure: two :class:`~eaglekit.core.tokenizer_files.TokenizerFiles` in, a :class:`TokenizerDiff` out.
+Pure: two :class:`~eaglekit.core.tokens.tokenizer_files.TokenizerFiles` in, a :class:`TokenizerDiff` out.
 A drafter's draft vocabulary (d2t) and its training data are token ids of ONE tokenizer: a changed id,
 a changed special token or a changed chat template moves what the drafter sees at serving time without
 changing a single tensor shape (docs/tokens.md). Vocabularies of different sizes are not versions of one
@@ -17,7 +17,7 @@ from typing import Any
 from eaglekit.core.errors import VocabMapError
 from eaglekit.core.redact import visible
 from eaglekit.core.render import kv_html, kv_text
-from eaglekit.core.tokenizer_files import TokenizerFiles
+from eaglekit.core.tokens.tokenizer_files import TokenizerFiles
 
 EXIT_SAME, EXIT_DIFFERENT = 0, 4
 #: Ids listed by name in a difference (all are counted).

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from eaglekit.core.errors import ConfigError, InputError
-from eaglekit.core.aux_view import AuxEngineView, aux_engine_view
-from eaglekit.core.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxLayerReport,
+from eaglekit.core.configs.aux_view import AuxEngineView, aux_engine_view
+from eaglekit.core.configs.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxLayerReport,
                                   interpret_aux_layers, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, kv_text
 from eaglekit.core.safejson import loads

@@ -1,0 +1,2 @@
+"""The pure half of accept-length measurement: prompt files parsed without I/O. Imports only the core's
+shared modules."""

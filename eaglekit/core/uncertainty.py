@@ -1,0 +1,127 @@
+"""Figures with their uncertainty: one record, one resampler, one verdict.
+
+Every figure a user decides by (an accept length, a plan cell, a curve prediction) is an
+:class:`Interval`: the value, a low and a high bound, and how the bounds were obtained ("bootstrap over
+48 requests, 95%"). Every renderer shows it the same way (:meth:`Interval.text`: ``3.58 (3.41-3.72)``;
+JSON ``x``, ``x_low``, ``x_high`` through :meth:`Interval.fields`), and :func:`verdict` is the one place
+that turns an interval against a threshold into GO / NO-GO / TOO CLOSE TO CALL.
+
+Resampling is seeded by a parameter, so a result is reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from eaglekit.core.errors import InputError
+
+Verdict = Literal["GO", "NO-GO", "TOO CLOSE TO CALL"]
+
+#: the confidence every eaglekit interval is stated at unless a caller asks otherwise
+LEVEL = 0.95
+#: bootstrap resamples by default: enough for a stable 95% interval's end points to about 1%
+RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A value with an interval. ``low <= value <= high`` unless the interval is unknown (both None)."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    method: str = ""
+
+    @classmethod
+    def exact(cls, value: float, method: str = "exact") -> Interval:
+        return cls(value, value, value, method)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def width(self) -> float | None:
+        return None if not self.has_interval else self.high - self.low  # type: ignore[operator]
+
+    def text(self, digits: int = 2) -> str:
+        """``3.58 (3.41-3.72)``; the value alone when there is no interval."""
+        v = f"{self.value:.{digits}f}"
+        if not self.has_interval:
+            return v
+        return f"{v} ({self.low:.{digits}f}-{self.high:.{digits}f})"
+
+    def fields(self, name: str, digits: int | None = None) -> dict[str, Any]:
+        """JSON fields ``name``, ``name_low``, ``name_high`` (non-finite values become None)."""
+        def out(x: float | None) -> float | None:
+            if x is None or not math.isfinite(x):
+                return None
+            return round(x, digits) if digits is not None else x
+        return {name: out(self.value), f"{name}_low": out(self.low), f"{name}_high": out(self.high)}
+
+    def scaled(self, factor: float) -> Interval:
+        """The same estimate times a positive constant."""
+        lo = None if self.low is None else self.low * factor
+        hi = None if self.high is None else self.high * factor
+        return Interval(self.value * factor, lo, hi, self.method)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": _finite(self.value), "low": _finite(self.low), "high": _finite(self.high),
+                "method": self.method}
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def verdict(estimate: Interval, threshold: float, *, margin: float = 0.0) -> Verdict:
+    """GO when the whole interval is above ``threshold`` (by more than ``margin``, a relative tolerance),
+    NO-GO when it is wholly below, TOO CLOSE TO CALL when it straddles. An estimate without an interval is
+    judged on its value with the margin alone (a figure within ``margin`` of the threshold is too close)."""
+    if not math.isfinite(threshold):
+        raise InputError(f"a verdict needs a finite threshold, got {threshold!r}.")
+    lo = estimate.low if estimate.low is not None else estimate.value
+    hi = estimate.high if estimate.high is not None else estimate.value
+    band = abs(threshold) * margin
+    if lo > threshold + band:
+        return "GO"
+    if hi < threshold - band:
+        return "NO-GO"
+    return "TOO CLOSE TO CALL"
+
+
+def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], *, seed: int = 0,
+                    resamples: int = RESAMPLES, level: float = LEVEL, unit: str = "requests") -> Interval:
+    """A pooled ratio ``sum(num) / sum(den)`` with a percentile bootstrap over units (requests, prompts):
+    each resample draws as many units as there are, with replacement. Accept length = generated tokens /
+    cycles pooled over requests is the case this serves. One unit gives the value without an interval."""
+    import numpy as np
+
+    num = np.asarray(numerators, dtype=float)
+    den = np.asarray(denominators, dtype=float)
+    if num.shape != den.shape or num.ndim != 1:
+        raise InputError("bootstrap_ratio needs two equally long lists, one entry per unit.")
+    if not (0 < level < 1):
+        raise InputError(f"a confidence level is between 0 and 1, got {level!r}.")
+    total = den.sum()
+    if total <= 0:
+        raise InputError("bootstrap_ratio: the denominators sum to zero; nothing was counted.")
+    value = float(num.sum() / total)
+    n = len(num)
+    if n < 2:
+        return Interval(value, None, None, f"one {unit[:-1] if unit.endswith('s') else unit}: no interval")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(resamples, n))
+    d = den[picks].sum(axis=1)
+    ratios = np.where(d > 0, num[picks].sum(axis=1) / np.where(d > 0, d, 1), np.nan)
+    ratios = ratios[np.isfinite(ratios)]
+    tail = (1 - level) / 2
+    low, high = (float(x) for x in np.quantile(ratios, [tail, 1 - tail]))
+    return Interval(value, min(low, value), max(high, value),
+                    f"bootstrap over {n} {unit}, {round(level * 100)}%")

@@ -1,0 +1,52 @@
+"""The one interval record, the bootstrap over requests, and the GO / NO-GO / TOO CLOSE TO CALL verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eaglekit.core.errors import InputError
+from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
+
+
+def test_verdict_reads_the_whole_interval():
+    assert verdict(Interval(3.8, 3.7, 3.9), 3.59) == "GO"
+    assert verdict(Interval(3.2, 3.1, 3.3), 3.59) == "NO-GO"
+    assert verdict(Interval(3.58, 3.41, 3.72), 3.59) == "TOO CLOSE TO CALL"
+    assert verdict(Interval(1.94, 1.80, 2.05), 1.88) == "TOO CLOSE TO CALL"
+    # without an interval only a margin can say it is too close
+    assert verdict(Interval(2.735), 2.733, margin=0.01) == "TOO CLOSE TO CALL"
+    assert verdict(Interval(2.9), 2.733, margin=0.01) == "GO"
+    with pytest.raises(InputError):
+        verdict(Interval(1.0, 0.9, 1.1), float("nan"))
+
+
+def test_interval_renders_one_way():
+    i = Interval(3.5812, 3.4101, 3.7199, "bootstrap over 48 requests, 95%")
+    assert i.text() == "3.58 (3.41-3.72)"
+    assert i.fields("accept_length", 3) == {"accept_length": 3.581, "accept_length_low": 3.41,
+                                            "accept_length_high": 3.72}
+    assert Interval(2.0).text() == "2.00" and Interval(float("nan")).fields("x")["x"] is None
+    assert i.scaled(2).text() == "7.16 (6.82-7.44)"
+
+
+def test_bootstrap_ratio_is_pooled_seeded_and_covers_the_truth():
+    rng = np.random.default_rng(1)
+    cycles = rng.integers(5, 15, size=200)
+    tokens = np.array([rng.binomial(4 * c, 0.7) + c for c in cycles])   # ~ 3.8 tokens a cycle
+    a = bootstrap_ratio(tokens, cycles, seed=3)
+    assert a.value == pytest.approx(tokens.sum() / cycles.sum())
+    assert a.low < a.value < a.high and a.high - a.low < 0.2
+    assert a == bootstrap_ratio(tokens, cycles, seed=3)        # reproducible
+    assert "200 requests, 95%" in a.method
+    one = bootstrap_ratio([10], [4])
+    assert one.value == 2.5 and not one.has_interval
+    with pytest.raises(InputError):
+        bootstrap_ratio([1, 2], [0, 0])
+    with pytest.raises(InputError):
+        bootstrap_ratio([1, 2], [1])
+
+
+def test_identical_requests_have_no_spread():
+    a = bootstrap_ratio([8] * 10, [2] * 10)
+    assert a.low == a.value == a.high == 4.0
