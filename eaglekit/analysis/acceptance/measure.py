@@ -199,9 +199,9 @@ class AcceptanceResult:
         out: dict[str, Any] = {
             "steps": self.steps, "temperature": self.temperature, "prompts": self.prompts,
             "generated_tokens": self.generated_tokens, "cycles": self.cycles, "accept_length": self.accept_length,
-            **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
             "per_step_acceptance": list(self.per_step_acceptance),
             "accept_length_by_steps": list(self.accept_length_by_steps),
+            **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
         }
         out.update({
             "drafter": self.drafter, "target": self.target, "source": self.source,
