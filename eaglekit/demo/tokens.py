@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from eaglekit.analysis.acceptance.target import quiet_loading
 from eaglekit.demo.build import built_once
 from eaglekit.demo.trained import (
     COMMON,
@@ -163,15 +164,14 @@ def _build(root: Path, trained: TrainedWorld, *, progress: bool | None) -> None:
         chats = _chat_sequences(rng, gram["k25"], common, think, mark, 320)
         plain = sample_language(rng, gram["k25"], common, 192, SEQ)
         model = _target_model()
-        k25 = DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False)
+        with quiet_loading():
+            k25 = DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False)
         model.load_state_dict(k25.state_dict())
         _train_target(model, np.concatenate([chats, plain]), steps=THINK_STEPS, lr=2e-3, seed=6)
         bar.update()
         folder = root / "targets" / "k25-think"
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        model.save_pretrained(str(folder))
+        with quiet_loading():
+            model.save_pretrained(str(folder))
         _save_tokenizer(folder, mark)
         (root / "templates").mkdir(exist_ok=True)
         (root / "templates" / "k25.jinja").write_text(OLD_TEMPLATE + "\n")

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 from eaglekit.analysis.acceptance.draft_model import DraftModel
-from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
+from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, quiet_loading
 from eaglekit.analysis.compat.export import export
 from eaglekit.core.render import html_table
 from eaglekit.demo.broken import build_broken
@@ -267,10 +267,8 @@ def _save_target(model, folder: Path) -> None:
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
 
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    model.save_pretrained(str(folder))
+    with quiet_loading():
+        model.save_pretrained(str(folder))
     vocab = {f"t{i}": i for i in range(VOCAB)}
     tok = Tokenizer(WordLevel(vocab, unk_token="t0"))
     tok.pre_tokenizer = WhitespaceSplit()

@@ -107,3 +107,36 @@ def test_versions_rebuild_and_foreign_folders_are_refused(tmp_path):
     (older / "manifest.json").write_text("{}")
     built_once(older, 1, lambda f: (f / "new").write_text("n"), ours=lambda f: (f / "manifest.json").is_file())
     assert sorted(p.name for p in older.iterdir()) == [STAMP, "new"]
+
+
+BUILD_TOKENS = """
+import json, sys
+from transformers.utils import logging as hf_logging
+from eaglekit.demo.build import stamp_of
+from eaglekit.demo.tokens import build_token_demo
+from eaglekit.demo.trained import build_trained_demo
+
+hf_logging.enable_progress_bar()          # a user's setting: eaglekit's own loads must still show no bar
+world = build_token_demo(build_trained_demo(sys.argv[1]), path=sys.argv[2], progress=False)
+files = sorted(str(p.relative_to(world.root)) for p in world.root.rglob("*"))
+print(json.dumps({"stamp": stamp_of(world.root), "files": files, "markers": world.manifest["markers"]}))
+"""
+
+
+def test_two_processes_build_the_token_demo_at_once(trained, tmp_path):
+    """What failed a fresh clone's CI: pytest and notebook 09's kernel building the token demo together
+    (FileExistsError on templates/). Two real processes, started together, build one token demo."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    cmd = [sys.executable, "-c", BUILD_TOKENS, str(trained.root), str(tmp_path / "tokens")]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    results = [p.communicate(timeout=900) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in results]
+    seen = [json.loads(out.strip().splitlines()[-1]) for out, _ in results]
+    assert seen[0] == seen[1]                                         # one build, seen whole by both
+    assert {"manifest.json", "templates/k25.jinja", "templates/k25-think.jinja", STAMP} <= set(seen[0]["files"])
+    assert not any("Loading weights" in err for _, err in results)     # transformers' bar stays out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tokens.lock", "tokens"]
