@@ -99,7 +99,7 @@ def test_recommended_coverage_says_in_sample_and_the_cap_names_its_steps():
     d2t, _ = build_vocab_map([1, 2, 3], 10)
     c = coverage(d2t, [np.array([1, 5, 2])], vocab_size=10, steps=3)
     assert "in-sample" in c.summary and "in-sample" in str(c)
-    assert "with 3 draft steps (--steps)" in c.cap_sentence and "K = 5" not in str(c)
+    assert "with K = 3 draft steps per cycle" in c.cap_sentence and "K = 5" not in str(c)
     assert c.to_json()["steps"] == 3
     with pytest.raises(InputError, match="steps must be a positive integer"):
         coverage(d2t, [np.array([1])], vocab_size=10, steps=0)
@@ -111,3 +111,5 @@ def test_vocab_coverage_cli_takes_steps(capsys, tmp_path):
     assert main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "steps must be a positive integer" in err
+    code = main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "3", "--json"])
+    assert code == 2 and "steps" not in capsys.readouterr().err   # 3 is taken; the empty folder is what fails

@@ -124,7 +124,7 @@ class Coverage:
         c, k = self.coverage, self.steps
         bound = (1 - c ** (k + 1)) / (1 - c) if c < 1 else k + 1
         return (f"coverage {c:.1%} caps per-step acceptance: at most {c:.1%} of step-1 drafts can be accepted; "
-                f"were misses independent, the accept length with {k} draft steps (--steps) could not exceed "
+                f"were misses independent, the accept length with K = {k} draft steps per cycle could not exceed "
                 f"{bound:.2f}")
 
     @property
