@@ -90,6 +90,7 @@ def built_beside(path: Path, build: Callable[[Path], object], *, stamp: dict[str
     for old in parent.glob(f".{path.name}.old-*"):
         shutil.rmtree(old, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.building-", dir=parent))
+    os.chmod(tmp, 0o777 & ~_umask())    # mkdtemp's 0700 would make the final folder private
     try:
         build(tmp)
         if stamp is not None:
@@ -107,12 +108,19 @@ def built_beside(path: Path, build: Callable[[Path], object], *, stamp: dict[str
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_whole(path: Path, text: str) -> None:
     """Write a small text file so readers see the old or the new text, never a part (rename over it)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())    # mkstemp's 0600 would make the file private
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

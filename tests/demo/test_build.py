@@ -140,3 +140,12 @@ def test_two_processes_build_the_token_demo_at_once(trained, tmp_path):
     assert {"manifest.json", "templates/k25.jinja", "templates/k25-think.jinja", STAMP} <= set(seen[0]["files"])
     assert not any("Loading weights" in err for _, err in results)     # transformers' bar stays out
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tokens.lock", "tokens"]
+
+
+def test_a_built_folder_has_the_usual_permissions(tmp_path):
+    mask = os.umask(0o022)
+    try:
+        built_once(tmp_path / "w", 1, lambda f: (f / "x").write_text("x"))
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "w").stat().st_mode & 0o777 == 0o755       # not mkdtemp's private 0700
