@@ -274,13 +274,14 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
 def _build(root: Path, final: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> None:
     """Write the workspace into ``root`` (a fresh folder beside ``final``, renamed into place when done)."""
     kept = final / "trained"
-    if kept.is_symlink() or kept.is_dir():  # a rebuild keeps the trained world (minutes of training)
+    moved = kept.is_symlink() or kept.is_dir()
+    if moved:  # a rebuild keeps the trained world (minutes of training)
         with build_lock(kept):
             os.rename(kept, root / "trained")
     try:
         _build_into(root, trained=trained, progress=progress)
     except BaseException:
-        if (root / "trained").is_symlink() or (root / "trained").is_dir():
+        if moved:  # back where it was: a failed rebuild loses nothing
             with build_lock(kept):
                 os.rename(root / "trained", kept)
         raise

@@ -149,3 +149,24 @@ def test_a_built_folder_has_the_usual_permissions(tmp_path):
     finally:
         os.umask(mask)
     assert (tmp_path / "w").stat().st_mode & 0o777 == 0o755       # not mkdtemp's private 0700
+
+
+def test_a_workspace_rebuilt_keeps_its_trained_world_and_a_failed_rebuild_loses_nothing(trained, tmp_path, monkeypatch):
+    import eaglekit.demo.world as world
+
+    ws = world.build_demo(tmp_path / "ws", trained=trained.root)
+    first = stamp_of(ws.root)
+    monkeypatch.setattr(world, "DEMO_VERSION", world.DEMO_VERSION + 100)
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    with monkeypatch.context() as m:
+        m.setattr(world, "_build_into", fails)
+        with pytest.raises(RuntimeError):
+            world.build_demo(ws.root)
+    assert stamp_of(ws.root) == first and (ws.root / "trained").resolve() == trained.root.resolve()
+    again = world.build_demo(ws.root)                       # the new version: rebuilt whole, trained/ kept
+    assert stamp_of(again.root)["version"] == {"demo": world.DEMO_VERSION}
+    assert (again.root / "trained").is_symlink() and again.trained.manifest["build"] == trained.manifest["build"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".ws.lock", "ws"]
