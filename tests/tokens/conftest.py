@@ -17,7 +17,7 @@ def tokenizers_pair(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def tokens_world(trained, tmp_path_factory):
+def tokens_world(trained):
     """The token-level demo (a k25 version with a thinking template), built once beside the trained world."""
     from eaglekit.demo.tokens import build_token_demo
 
