@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +44,11 @@ from typing import Any
 
 import numpy as np
 from eaglekit.analysis.acceptance.draft_model import DraftModel
-from eaglekit.analysis.acceptance.target import dump_hidden_states
+from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, quiet_loading
 from eaglekit.analysis.compat.export import export
-from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table
 from eaglekit.demo.broken import build_broken
+from eaglekit.demo.build import built_once
 from eaglekit.demo.targets import write_target_forms
 
 TRAINED_VERSION = 4  # bump whenever training or the saved layout changes: caches are keyed on it
@@ -268,10 +267,8 @@ def _save_target(model, folder: Path) -> None:
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
 
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    model.save_pretrained(str(folder))
+    with quiet_loading():
+        model.save_pretrained(str(folder))
     vocab = {f"t{i}": i for i in range(VOCAB)}
     tok = Tokenizer(WordLevel(vocab, unk_token="t0"))
     tok.pre_tokenizer = WhitespaceSplit()
@@ -304,15 +301,9 @@ def build_trained_demo(path: str | os.PathLike[str], *, force: bool = False, pro
     """Train (or reuse) the trained demo world at ``path``."""
 
     root = Path(path)
-    manifest = _read_manifest(root)
-    if manifest is not None and manifest.get("version") == TRAINED_VERSION and not force:
-        return TrainedWorld(root, manifest)
-    if root.exists() and any(root.iterdir()) and manifest is None:
-        raise InputError(f"{root} exists and is not an eaglekit trained demo; choose an empty or new folder "
-                         "(eaglekit never deletes a folder it did not write).")
-    if root.exists():
-        shutil.rmtree(root)  # ours: its manifest carries the label
-    return _build(root, progress=progress)
+    built_once(root, {"trained": TRAINED_VERSION}, lambda folder: _build(folder, progress=progress),
+               ours=lambda folder: _read_manifest(folder) is not None, force=force, what="trained demo")
+    return TrainedWorld(root, _read_manifest(root) or {})
 
 
 def _read_manifest(root: Path) -> dict[str, Any] | None:
@@ -450,6 +441,8 @@ def _hidden_dumps(root: Path) -> dict[str, str]:
     out = {}
     for name in ("k2", "k25"):
         out[name] = f"hidden-states/{name}"
-        dump_hidden_states(root / "targets" / name, root / "prompts-k25.jsonl", root / out[name], layers=DUMP_LAYERS,
+        target = load_target_model(root / "targets" / name)
+        target.name = f"targets/{name}"   # the world's own name for it, not the folder it is built in
+        dump_hidden_states(target, root / "prompts-k25.jsonl", root / out[name], layers=DUMP_LAYERS,
                            max_new_tokens=24, progress=False)
     return out

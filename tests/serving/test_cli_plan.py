@@ -104,16 +104,44 @@ def test_hostile_acceptance_files_are_one_line_errors(files):
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("kind", ["fifo", "device"])
-def test_a_costs_table_that_is_no_regular_file_is_refused_unread(tmp_path, capsys, kind):
-    """A FIFO would hang the read and /dev/zero would fill memory: both are refused before reading."""
-    import os
-
+def test_a_device_as_costs_table_is_refused_unread(tmp_path, capsys):
+    """/dev/zero would fill memory: refused before reading."""
     path = tmp_path / "costs.csv"
-    if kind == "fifo":
-        os.mkfifo(path)
-    else:
-        path.symlink_to("/dev/zero")
+    path.symlink_to("/dev/zero")
     code = main(["plan", "--per-step", "0.8", "--costs", str(path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "not a regular file" in err[0]
+
+
+def _bash(command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False, timeout=300)
+
+
+def test_costs_by_shell_process_substitution_read_as_the_file(files):
+    """``--costs <(printf ...)``: how people pass small tables; read with the same cap as a file."""
+    py = f"{sys.executable} -m eaglekit plan --per-step 0.7,0.6 --batch 1 --json --costs"
+    by_file = _bash(f"{py} {files / 'costs.csv'}")
+    by_pipe = _bash(py + " <(printf 'batch,tokens,ms\\n1,1,12.2\\n1,3,30\\n')")
+    assert by_file.returncode == by_pipe.returncode == 0, by_pipe.stderr
+    assert json.loads(by_pipe.stdout) == json.loads(by_file.stdout)
+    endless = _bash(f"{py} <(yes 1,1,12.2)")     # never ends: cut at the cap, one line, exit 2
+    assert endless.returncode == 2 and endless.stderr.count("\n") == 1 and "more than 16,777,216 bytes" in endless.stderr
+
+
+def test_a_pipe_that_never_ends_or_never_writes_is_cut(tmp_path):
+    import os
+
+    from eaglekit.core.errors import LocationError, TooLargeError
+    from eaglekit.io.sources.local import read_local_file
+
+    fifo = tmp_path / "costs.csv"
+    os.mkfifo(fifo)
+    writer = os.open(fifo, os.O_RDWR)   # a writer that holds the pipe open and sends nothing
+    try:
+        with pytest.raises(LocationError, match="did not end within 0.2 s"):
+            read_local_file(fifo, limit=100, what="--costs", pipe_wait=0.2)
+        os.write(writer, b"x" * 101)   # more than the cap, the writer still open: refused at the cap
+        with pytest.raises(TooLargeError, match="more than 100 bytes"):
+            read_local_file(fifo, limit=100, what="--costs", pipe_wait=60)
+    finally:
+        os.close(writer)
