@@ -205,6 +205,13 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
     if not isinstance(data, Mapping):
         raise InputError(f"{what}: expected the JSON object `eaglekit acceptance --json` prints")
     steps = data.get("per_step_acceptance")
+    by_steps = data.get("accept_length_by_steps")
+    lengths: tuple[tuple[int, float], ...] = ()
+    if isinstance(by_steps, list) and by_steps:
+        for L in by_steps:
+            if isinstance(L, bool) or not isinstance(L, (int, float)) or not math.isfinite(L) or L < 1:
+                raise InputError(f"{what}: accept_length_by_steps holds {L!r}, not an accept length (a number >= 1)")
+        lengths = tuple((k, float(L)) for k, L in enumerate(by_steps, 1))
     if isinstance(steps, list) and steps:
         values = []
         for c in steps:
@@ -213,16 +220,30 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
             values.append(c)
         if not values:
             raise InputError(f"{what}: no step was ever reached (per_step_acceptance is all null): nothing to plan")
-        return Acceptance(tuple(values), f"{what} (measured at K = {data.get('steps', len(steps))})")
-    by_steps = data.get("accept_length_by_steps")
-    if isinstance(by_steps, list) and by_steps:
+        K = data.get("steps", len(steps))
+        source = f"{what} (measured at K = {K})"
+        if lengths:
+            from eaglekit.core.serving.plan import accept_length
+
+            k = min(len(values), len(lengths))
+            from_steps, simulated = accept_length(values, k), lengths[k - 1][1]
+            gap = from_steps / simulated - 1
+            source += (f"; basis: accept length at each k from its cycle-by-cycle simulation (what an engine logs: "
+                       f"1 + accepted / drafts), {simulated:.3f} at k = {k}; the per-step acceptances, counted over "
+                       f"every position, give {from_steps:.3f} there ({gap:+.1%}"
+                       + ("" if abs(gap) < 0.02 else
+                          ": positions inside a cycle are not cycle starts, so the two bases differ")
+                       + "); steps past the simulated ones follow the per-step profile")
+        else:
+            source += "; basis: per-step acceptance over every position"
+        return Acceptance(tuple(values), source, lengths)
+    if lengths:
         prev, rates = 1.0, []
-        for L in by_steps:
-            if isinstance(L, bool) or not isinstance(L, (int, float)):
-                raise InputError(f"{what}: accept_length_by_steps holds {L!r}, not a number")
+        for _, L in lengths:
             rates.append(L - prev)
             prev = L
-        return Acceptance.from_positions(rates, source=what)
+        acc = Acceptance.from_positions(rates, source=f"{what}; basis: accept length at each k (cycle by cycle)")
+        return Acceptance(acc.per_step, acc.source, lengths[:len(acc.per_step)])
     raise InputError(f"{what}: it has neither per_step_acceptance nor accept_length_by_steps; is it the output of "
                      "`eaglekit acceptance --json`?")
 
