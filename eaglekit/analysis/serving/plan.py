@@ -482,6 +482,8 @@ def _acceptance_from_runs(runs: RunSet) -> Acceptance:
     for r in runs.speculative:
         if r.chain:
             chains.setdefault(r.steps, []).append(r.accept_length)
+    if not chains and any(not r.chain for r in runs.speculative):
+        return Acceptance((0.0,), "no chain (topk 1) run measured: only the measured trees are priced", ((1, 1.0),))
     if not chains:
         raise InputError("give the drafter's acceptance (--per-step, --acceptance, --per-position, --vllm-log or "
                          "--accept-length with --steps), or chain runs (topk 1) with their accept lengths")
@@ -606,7 +608,7 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
                      f"({what}; {prior.source}); the intervals say how little that pins down. Measure a "
                      "speculative run (--measured) to narrow them")
     # steps: the measured depth unless asked to extrapolate
-    depth = acc.measured_steps
+    depth = 0 if acc.per_step == (0.0,) and acc.lengths == ((1, 1.0),) else acc.measured_steps
     top = max_steps if extrapolate else min(max_steps, depth)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 0 <= max_steps <= MAX_PLAN_STEPS:
         raise InputError(f"max steps must be a whole number from 0 to {MAX_PLAN_STEPS}, got {max_steps!r}")

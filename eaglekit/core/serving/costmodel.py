@@ -447,6 +447,7 @@ class CostModel:
     points: tuple[Point, ...] = ()
     label: str = field(default="", compare=False)
     per_token_ms: float = 0.0  # beyond bytes and FLOPs: ms per token per request past the first, whatever B is
+    per_request_ms: float = 0.0  # beyond bytes and FLOPs: ms per request, whatever n is (scheduling, sampling)
 
     def features(self, batch: int, tokens: int) -> tuple[float, float]:
         """(memory ms, compute ms) at efficiency 1 for one forward per GPU."""
@@ -462,7 +463,7 @@ class CostModel:
 
     def ms(self, batch: int, tokens: int) -> float:
         m, c = self.features(batch, tokens)
-        extra = self.per_token_ms * (tokens - 1)
+        extra = self.per_token_ms * (tokens - 1) + self.per_request_ms * batch
         if self.combine == "max":
             return self.fixed_ms + max(self.mem * m, self.compute * c) + extra
         return self.fixed_ms + self.mem * m + self.compute * c + extra
@@ -484,12 +485,16 @@ class CostModel:
                     f"calibrated to {len(self.points)} measurement")
         extra = (f" + {self.per_token_ms:.3g} ms per verified token past the first (what bytes and FLOPs leave "
                  "out of the measured verify; independent of batch size)" if self.per_token_ms else "")
+        if self.per_request_ms:
+            extra += (f" + {self.per_request_ms:.3g} ms per request (what the batch's growth holds beyond the "
+                      f"roofline at {COMPUTE_PRIOR:g} x compute time; it does not grow with verified tokens)")
         return (f"{base}: {self.kind} to {len(self.points)} measurements: {self.fixed_ms:.3g} ms fixed + "
                 f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time{extra}")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "combine": self.combine, "fixed_ms": self.fixed_ms, "memory_factor": self.mem,
-                "compute_factor": self.compute, "per_token_ms": self.per_token_ms, "tp": self.tp, "context": self.context,
+                "compute_factor": self.compute, "per_token_ms": self.per_token_ms,
+                "per_request_ms": self.per_request_ms, "tp": self.tp, "context": self.context,
                 "gpu": None if self.gpu is None else {"name": self.gpu.name, "hbm_tb_s": self.gpu.hbm_tb_s,
                                                       "bf16_tflops": self.gpu.bf16_tflops,
                                                       "fp8_tflops": self.gpu.fp8_tflops},
@@ -533,11 +538,16 @@ def _lstsq(cols: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] |
 #: GEMM runs at. A two-point fit that wants more (the seed's verify: "585 x compute") is refused, and the excess
 #: goes to a per-token cost that does not grow with batch size.
 COMPUTE_MAX = 20.0
+#: Compute time at half the dense peak: where a fit whose points cannot tell compute per token row from cost per
+#: request (decode steps only: both grow as B) puts compute, the rest going to a cost per request.
+COMPUTE_PRIOR = 2.0
 
 #: Which coefficients a fit frees, in order of preference among equally good fits: memory and compute
 #: first (what the shape predicts), a fixed cost only when the points ask for it; last, with memory and compute
 #: at the roofline (factor 1), a per-token cost for what a verify measured beyond its bytes and FLOPs.
 _SUBSETS: tuple[tuple[tuple[str, ...], dict[str, float]], ...] = (
+    (("fixed", "mem", "per_request"), {"compute": COMPUTE_PRIOR}),
+    (("fixed", "per_request"), {"mem": 1.0, "compute": COMPUTE_PRIOR}),
     (("fixed", "mem", "compute"), {}), (("mem", "compute"), {}), (("fixed", "mem"), {}), (("fixed", "compute"), {}),
     (("mem",), {}), (("compute",), {}), (("fixed",), {}),
     (("fixed", "mem", "per_token"), {}), (("fixed", "per_token"), {"mem": 1.0, "compute": 1.0}),
@@ -555,14 +565,14 @@ def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted"
                          "decode step (tokens 1) and a verify (tokens k + 1), or use one point to calibrate")
     feats = [base.features(p.batch, p.tokens) for p in pts]
     columns = {"fixed": [1.0] * len(pts), "mem": [f[0] for f in feats], "compute": [f[1] for f in feats],
-               "per_token": [float(p.tokens - 1) for p in pts]}
+               "per_token": [float(p.tokens - 1) for p in pts], "per_request": [float(p.batch) for p in pts]}
     y = [p.ms for p in pts]
     scale = sum(v * v for v in y)
     best: tuple[float, int, dict[str, float]] | None = None
     for rank, (subset, pinned) in enumerate(_SUBSETS):
         if len(subset) > len(distinct) or any(not any(columns[c]) for c in subset):
             continue
-        if any(not any(columns[c]) for c in pinned):
+        if any(not any(columns[c]) for c in pinned) or ("per_request" in subset and base.shape is None):
             continue
         target = [yi - sum(v * columns[c][i] for c, v in pinned.items()) for i, yi in enumerate(y)]
         sol = _lstsq([columns[c] for c in subset], target)
@@ -581,7 +591,8 @@ def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted"
                          "grow with batch size and tokens")
     c = best[2]
     return replace(base, fixed_ms=c.get("fixed", 0.0), mem=c.get("mem", 0.0), compute=c.get("compute", 0.0),
-                   per_token_ms=c.get("per_token", 0.0), combine="sum", kind=kind, points=pts)
+                   per_token_ms=c.get("per_token", 0.0), per_request_ms=c.get("per_request", 0.0), combine="sum",
+                   kind=kind, points=pts)
 
 
 def calibrate(base: CostModel, points: Sequence[Point]) -> CostModel:

@@ -182,9 +182,10 @@ def make_run(batch: Any, steps: Any, topk: Any, draft_tokens: Any, accept_length
     if topk_v <= 1 and n != k + 1:
         raise InputError(f"{where}: a chain (topk 1) of {k} steps verifies {k + 1} draft tokens, got draft_tokens {n}; "
                          f"fix draft_tokens (SGLang forces --speculative-num-draft-tokens {k + 1} with topk 1)")
-    if topk_v > 1 and n > k * topk_v + 1:
-        raise InputError(f"{where}: a tree of {k} steps x topk {topk_v} holds at most {k * topk_v + 1} draft tokens, "
-                         f"got {n}")
+    pool = 1 + topk_v + (k - 1) * topk_v * topk_v  # the root, the first level, topk^2 candidates per further step
+    if topk_v > 1 and n > pool:
+        raise InputError(f"{where}: a tree of {k} steps x topk {topk_v} holds at most {pool} draft tokens (the root, "
+                         f"{topk_v} first-level nodes and {topk_v * topk_v} candidates per further step), got {n}")
     return Run(b, k, max(topk_v, 1), n, L, tps, source)
 
 
