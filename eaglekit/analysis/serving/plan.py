@@ -411,7 +411,7 @@ def _points(costs: Any, *, need_two: bool = True) -> tuple[Point, ...]:
         text = _read_text(costs, "costs table")
         if Path(costs).suffix.lower() == ".jsonl":
             return parse_sglang_bench(text, what=Path(costs).name)[0]
-        return parse_costs(text, what=Path(costs).name)
+        return parse_costs(text, what=Path(costs).name, need_two=need_two)
     pts = tuple(p if isinstance(p, Point) else Point(*p) for p in costs)
     if need_two and len({(p.batch, p.tokens) for p in pts}) < 2:
         raise InputError("the costs table needs at least two (batch, tokens) measurements (a decode and a verify)")

@@ -72,14 +72,15 @@ def _ms(value: str, what: str) -> float:
     return x
 
 
-def parse_costs(text: str, *, what: str = "COSTS.csv") -> tuple[Point, ...]:
-    """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify)."""
+def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) -> tuple[Point, ...]:
+    """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify) unless
+    ``need_two`` is off (measured runs give the decode steps)."""
     sums: dict[tuple[int, int], list[float]] = {}
     for i, row in _rows(text, what, ("batch", "tokens", "ms")):
         where = f"{what} row {i}"
         key = (_whole(row["batch"], where, "batch"), _whole(row["tokens"], where, "tokens"))
         sums.setdefault(key, []).append(_ms(row["ms"], where))
-    if len(sums) < 2:
+    if len(sums) < (2 if need_two else 1):
         raise InputError(f"{what} has {len(sums)} distinct row: the plan needs at least two (batch, tokens) "
                          "measurements, e.g. a decode step (tokens 1) and a verify (tokens k + 1) at batch 1")
     return tuple(Point(b, n, sum(v) / len(v)) for (b, n), v in sorted(sums.items()))
