@@ -578,6 +578,18 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
             return Cost(measured_fwd[(b, n)], True)
         return Cost(model.ms(b, n), False)
 
+    # decode rows cannot tell a cost per request from compute per token row (both grow with B): the fit takes
+    # the first; the other reading is what the rows leave open, and half the gap is one standard deviation
+    alt = None
+    if model.per_request_ms > 0:
+        try:
+            alt = fit_model(base, points, per_request=False)
+        except InputError:
+            alt = None
+
+    def target_sd(b: int, n: int) -> float:
+        return 0.0 if alt is None else abs(alt.ms(b, n) - model.ms(b, n)) / 2
+
     # drafting: a prior from the drafter, fitted to draft tables and speculative runs
     dshape: ModelShape | None = None
     if drafter is not None and g is not None:
@@ -628,7 +640,7 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
     tree_cfgs = _trees(trees, runs)
     plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=runs,
                                 draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
-                                fits=fits))
+                                fits=fits, target_sd=target_sd))
     if cap is not None:
         out = [p.batch for p in plans if not p.fits]
         if out:

@@ -554,10 +554,12 @@ _SUBSETS: tuple[tuple[tuple[str, ...], dict[str, float]], ...] = (
     (("mem", "per_token"), {}), (("per_token",), {"mem": 1.0, "compute": 1.0}))
 
 
-def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted") -> CostModel:
+def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted",
+              per_request: bool = True) -> CostModel:
     """``fixed + a x memory + b x compute (+ v x (tokens - 1))`` with every coefficient ``>= 0`` and ``b <=``
     :data:`COMPUTE_MAX` fitted to ``points`` (least squares over the coefficient subsets a point set can
-    determine; the best feasible one, ties to the earlier in :data:`_SUBSETS`)."""
+    determine; the best feasible one, ties to the earlier in :data:`_SUBSETS`). ``per_request=False`` leaves the
+    cost per request out (every growth with batch size per token row: the other reading of decode-only rows)."""
     pts = tuple(points)
     distinct = {(p.batch, p.tokens) for p in pts}
     if len(distinct) < 2:
@@ -572,7 +574,8 @@ def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted"
     for rank, (subset, pinned) in enumerate(_SUBSETS):
         if len(subset) > len(distinct) or any(not any(columns[c]) for c in subset):
             continue
-        if any(not any(columns[c]) for c in pinned) or ("per_request" in subset and base.shape is None):
+        if any(not any(columns[c]) for c in pinned) or ("per_request" in subset and (base.shape is None
+                                                                                     or not per_request)):
             continue
         target = [yi - sum(v * columns[c][i] for c, v in pinned.items()) for i, yi in enumerate(y)]
         sol = _lstsq([columns[c] for c in subset], target)

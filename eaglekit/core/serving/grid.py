@@ -39,7 +39,8 @@ class TreeConfig:
 
 def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCost, fit: CycleFit,
           draft_measured: Mapping[int, float], run: Run | None, base: tuple[float, float, bool] | None,
-          extrapolated: bool) -> tuple[StepOption, tuple[float, float, bool]]:
+          extrapolated: bool, target_sd: Callable[[int, int], float] | None = None
+          ) -> tuple[StepOption, tuple[float, float, bool]]:
     """One cell, and (cycle, target ms, measured) for the speedup's baseline."""
     v = target(batch, n if steps else 1)
     extra = fit.extra_ms(batch, steps, topk)
@@ -56,8 +57,9 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
     else:
         cycle = v.ms + extra
         x = fit.features(batch, steps, topk)
-        var = fit.extra_var(x) + (tn * v.ms) ** 2 + (noise * cycle) ** 2
-        var_log, t_share = var / cycle ** 2, tn * v.ms / cycle
+        t_var = (tn * v.ms) ** 2 + (0.0 if v.measured or target_sd is None else target_sd(batch, n if steps else 1) ** 2)
+        var = fit.extra_var(x) + t_var + (noise * cycle) ** 2
+        var_log, t_share = var / cycle ** 2, math.sqrt(t_var) / cycle
     tps = batch * L * 1000.0 / cycle
     sd = math.sqrt(var_log)
     how = "measured run, run-to-run noise" if run is not None else "fit of the cycle's terms, 95%"
@@ -79,9 +81,11 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
 
 def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCost, fit: CycleFit, *,
                max_steps: int, runs: RunSet | None = None, draft_measured: Mapping[int, float] | None = None,
-               trees: Sequence[TreeConfig] = (), fits: Callable[[int], tuple[bool, float | None]] | None = None
-               ) -> tuple[BatchPlan, ...]:
-    """Every batch size's chain k = 0 .. ``max_steps`` and the given trees, priced with intervals."""
+               trees: Sequence[TreeConfig] = (), fits: Callable[[int], tuple[bool, float | None]] | None = None,
+               target_sd: Callable[[int, int], float] | None = None) -> tuple[BatchPlan, ...]:
+    """Every batch size's chain k = 0 .. ``max_steps`` and the given trees, priced with intervals;
+    ``target_sd(B, n)``: a standard deviation of the target forward beyond its relative scatter (what its
+    terms leave open)."""
     check_batches(batches)
     runs = runs or RunSet(())
     dm = dict(draft_measured or {})
@@ -92,14 +96,14 @@ def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCos
         for k in range(max_steps + 1):
             run = runs.get(b, (k, 1, k + 1) if k else (0, 0, 0))
             opt, base0 = _cell(b, k, 1, k + 1, acceptance.at(k), target, fit, dm, run, base,
-                               acceptance.extrapolated(k))
+                               acceptance.extrapolated(k), target_sd)
             base = base if base is not None else base0
             options.append(opt)
         tree_opts = []
         for t in trees:
             run = runs.get(b, (t.steps, t.topk, t.draft_tokens))
             tree_opts.append(_cell(b, t.steps, t.topk, t.draft_tokens, t.accept_length, target, fit, dm, run, base,
-                                   False)[0])
+                                   False, target_sd)[0])
         ok, need = fits(b) if fits is not None else (True, None)
         out.append(BatchPlan(b, tuple(options), tuple(tree_opts), ok, need))
     return tuple(out)
