@@ -80,6 +80,19 @@ function options(p, batch) {
   return out;
 }
 
+// eaglekit.core.serving.capacity.Capacity.fits at the control's context (no memory figure: everything fits)
+export function fits(p, b) {
+  return !(p.cap_usable_gb > 0) || p.cap_weights_gb + b * p.cap_kv_gb_per_token * p.context <= p.cap_usable_gb;
+}
+
+// The largest batch size that fits (null: no memory figure; 0: not even the weights)
+function largestBatch(p) {
+  if (!(p.cap_usable_gb > 0)) return null;
+  if (p.cap_weights_gb > p.cap_usable_gb) return 0;
+  const kv = p.cap_kv_gb_per_token * p.context;
+  return kv > 0 ? Math.floor((p.cap_usable_gb - p.cap_weights_gb) / kv + 1e-9) : null;
+}
+
 // The plan at the chosen batch size, and the schedule over the planned batch sizes.
 export function compute(p) {
   const batch = Math.pow(2, Math.round(p.batch_log2));
@@ -87,7 +100,7 @@ export function compute(p) {
   const best = bestSteps(opts.map((o) => o.tokens_per_s));
   const schedule = [];
   let stops = null;
-  const planned = p.batches.filter((b) => !p.largest_batch || b <= p.largest_batch);
+  const planned = p.batches.filter((b) => fits(p, b));
   for (const b of planned) {
     const o = options(p, b);
     const k = bestSteps(o.map((x) => x.tokens_per_s));
@@ -101,7 +114,7 @@ export function compute(p) {
     experts.push(p.generic ? null : distinctExperts(batch * (k + 1), p.experts, p.experts_per_token));
   }
   return {batch, options: opts, best_steps: best, schedule, stops_paying_at: stops,
-          fits: !p.largest_batch || batch <= p.largest_batch, distinct_experts: experts};
+          fits: fits(p, batch), distinct_experts: experts};
 }
 
 const f = (x, d) => x.toFixed(d);
@@ -137,7 +150,7 @@ function params(model) {
   const p = {};
   for (const name of ["experts", "experts_per_token", "moe_layers", "expert_bytes", "always_bytes", "active_params",
                       "kv_bytes_per_token", "kv_heads", "attn_flops_per_context_token", "max_steps",
-                      "largest_batch"]) {
+                      "cap_usable_gb", "cap_weights_gb", "cap_kv_gb_per_token"]) {
     p[name] = Number(model.get(name));
   }
   for (const [name] of CONTROLS) p[name] = Number(model.get(name));
@@ -182,9 +195,9 @@ function render({model, el: root}) {
     const r = compute(p);
     const b = r.options[r.best_steps];
     const sched = "{" + r.schedule.map(([lo, hi, k]) => `"${lo}-${hi}": ${k}`).join(", ") + "}";
-    const planned = p.batches.filter((x) => !p.largest_batch || x <= p.largest_batch);
-    const here = !r.fits ? `Batch ${r.batch} does not fit in memory (at most ${p.largest_batch} requests): ` +
-        `these figures are what it would give with more memory. `
+    const planned = p.batches.filter((x) => fits(p, x));
+    const here = !r.fits ? `Batch ${r.batch} does not fit in memory (at most ${largestBatch(p)} requests at ` +
+        `${p.context} tokens): these figures are what it would give with more memory. `
       : r.best_steps === 0 ? `Batch ${r.batch}: speculation does not pay here (best k = 0, ` +
         `${f(b.tokens_per_s, 0)} tok/s). `
       : `Batch ${r.batch}: best k = ${r.best_steps}, ${f(b.tokens_per_s, 0)} tok/s (${f(b.speedup, 2)}x no ` +

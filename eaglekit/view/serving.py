@@ -138,15 +138,19 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
     opts = [{"steps": o.steps, "accept_length": o.accept_length, "verify_ms": o.verify.ms, "draft_ms": o.draft.ms,
              "cycle_ms": o.cycle_ms, "per_request_tokens_per_s": o.per_request_tokens_per_s,
              "tokens_per_s": o.tokens_per_s, "speedup": o.speedup} for o in every.options]
-    largest = int(p.get("largest_batch", 0))
-    planned = tuple(b for b in p["batches"] if not largest or b <= largest)
+    usable, weights, kv = (float(p.get(k, 0.0)) for k in ("cap_usable_gb", "cap_weights_gb", "cap_kv_gb_per_token"))
+
+    def fits(b: int) -> bool:  # eaglekit.core.serving.capacity.Capacity.fits at the control's context
+        return usable <= 0 or weights + b * kv * int(p["context"]) <= usable
+
+    planned = tuple(b for b in p["batches"] if fits(b))
     plans = plan_batches(planned, acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]),
                          overhead_ms=overhead) if planned else ()
     ks = [pl.best.steps for pl in plans]
     return {"batch": batch, "options": opts, "best_steps": best_steps([o["tokens_per_s"] for o in opts]),
             "schedule": [list(r) for r in schedule_from_steps(planned, ks)] if planned else [],
             "stops_paying_at": next((b for b, k in zip(planned, ks) if k == 0), None),
-            "fits": not largest or batch <= largest,
+            "fits": fits(batch),
             "distinct_experts": [None if shape is None else shape.distinct_experts(batch * (k + 1))
                                  for k in range(int(p["max_steps"]) + 1)]}
 
@@ -164,7 +168,10 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     tflops = g.tflops(s.compute) if g is not None and s is not None else 1000.0
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
                fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine, per_token_ms=m.per_token_ms,
-               largest_batch=0 if plan.largest_batch is None else min(plan.largest_batch, 1 << 30),
+               cap_usable_gb=0.0 if plan.capacity is None else plan.capacity.usable_gb,
+               cap_weights_gb=0.0 if plan.capacity is None else plan.capacity.weights_gb,
+               cap_kv_gb_per_token=0.0 if plan.capacity is None or not m.context else
+               plan.capacity.kv_gb_per_request / m.context,
                per_step=list(plan.acceptance.per_step), max_steps=plan.max_steps, batches=list(plan.batches),
                batch_log2=max(0, min(12, round(math.log2(batch)))))
     f = plan.fit
@@ -208,7 +215,9 @@ def _widget_class() -> type:
         draft_per_request_ms = t.Float(0.0).tag(sync=True)
         overhead_ms = t.Float(0.0).tag(sync=True)
         per_token_ms = t.Float(0.0).tag(sync=True)
-        largest_batch = t.Int(0).tag(sync=True)
+        cap_usable_gb = t.Float(0.0).tag(sync=True)
+        cap_weights_gb = t.Float(0.0).tag(sync=True)
+        cap_kv_gb_per_token = t.Float(0.0).tag(sync=True)
 
     return ServingWidget
 

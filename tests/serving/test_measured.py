@@ -12,7 +12,7 @@ from eaglekit.cli import main
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.costmodel import CostModel, Point, calibrate, estimate_model, gpu, shape_from_config
 from eaglekit.core.serving.cyclefit import CycleFit, Row, draft_prior, eagle3_drafter, fit_cycle
-from eaglekit.core.serving.plan import Acceptance, best_steps, constant_acceptance
+from eaglekit.core.serving.plan import Acceptance, best_steps, constant_acceptance, overlaps
 from eaglekit.core.serving.published import DENSE_LLAMA_8B, KIMI_K2_TEXT, KIMI_K25_INT4
 from eaglekit.core.serving.runs import merge_runs, parse_runs
 
@@ -179,8 +179,9 @@ def test_ties_go_to_fewer_steps_and_the_schedule_does_not_climb_on_overlaps():
                       target=DENSE_LLAMA_8B, gpu="H100-SXM", batches=(1, 2, 4, 8, 16, 32, 64), max_steps=5)
     steps = list(p.best_steps)
     assert steps == sorted(steps, reverse=True)
-    for row in p.plans:  # the best's interval, and the k that overlap it, are reported
-        assert all(row.options[k].tps.high >= row.best.tps.low for k in row.overlapping)
+    for row in p.plans:  # the best's interval, and the k whose speedup intervals overlap it, are reported
+        assert all(overlaps(row.options[k], row.best) for k in row.overlapping)
+        assert all(overlaps(o, row.best) == (o.steps in row.overlapping) for o in row.options if o is not row.best)
 
 
 def test_the_plan_names_the_run_that_narrows_it_most():

@@ -130,7 +130,8 @@ def test_batch_sizes_that_do_not_fit_in_memory_get_no_k():
     p = plan((0.8, 0.75, 0.7), target=KIMI_K25_INT4, gpu="H20", tp=8, context=2048, calibrate_points=[(1, 1, 12.2)],
              batches=(1, 16, 128, 256, 1024))
     cap = p.capacity
-    assert 70 < cap.weights_gb < 80 and cap.kv_gb_per_request == pytest.approx(61 * 576 * 2 * 2048 / 1e9, rel=0.05)
+    assert 70 < cap.weights_gb < 80  # MLA: 61 layers x 576 x bf16 per token on every rank, the drafter's cache on top
+    assert 61 * 576 * 2 * 2048 / 1e9 < cap.kv_gb_per_request < 1.1 * 61 * 576 * 2 * 2048 / 1e9
     assert 64 < p.largest_batch < 256 and [b.fits for b in p.plans] == [True, True, True, False, False]
     j = p.to_json()
     assert j["batches"][3]["best_steps"] is None and j["batches"][3]["fits"] is False

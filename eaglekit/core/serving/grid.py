@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eaglekit.core.serving.cyclefit import Z, CycleFit
-from eaglekit.core.serving.plan import Acceptance, BatchPlan, Cost, StepOption, check_batches
+from eaglekit.core.serving.plan import Acceptance, BatchPlan, Cost, StepOption, check_batches, overlaps
 from eaglekit.core.serving.runs import Run, RunSet
 from eaglekit.core.uncertainty import Interval
 
@@ -111,8 +111,8 @@ def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCos
 
 def monotone(plans: Sequence[BatchPlan]) -> tuple[BatchPlan, ...]:
     """Where the best k rises with batch size but the previous batch size's k is within this one's interval
-    (overlapping intervals, or within 1%), take the previous k: engines' schedules fall with batch size, and a
-    climb the figures cannot tell from a tie is noise."""
+    (overlapping speedup intervals), take the previous k: engines' schedules fall with batch size, and a climb
+    the figures cannot tell from a tie is noise."""
     out: list[BatchPlan] = []
     prev: int | None = None
     for p in plans:
@@ -121,8 +121,7 @@ def monotone(plans: Sequence[BatchPlan]) -> tuple[BatchPlan, ...]:
             continue
         k = p.best_chain.steps
         if prev is not None and k > prev:
-            best, alt = p.options[k], p.options[prev]
-            if (alt.tps.high or alt.tokens_per_s) >= (best.tps.low or best.tokens_per_s):
+            if overlaps(p.options[prev], p.options[k]):
                 p = replace(p, choice=prev)
                 k = prev
         out.append(p)

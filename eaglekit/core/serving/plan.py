@@ -30,7 +30,7 @@ from eaglekit.core.render import html_table, text_table
 from eaglekit.core.uncertainty import Interval, verdict
 
 __all__ = ["STEPS_HEADERS", "TIE", "Acceptance", "BatchPlan", "Cost", "PlanTable", "StepOption", "accept_length",
-           "best_steps", "constant_acceptance", "check_batches", "expand_schedule", "parse_schedule", "plan_batches", "schedule_dict",
+           "best_steps", "constant_acceptance", "overlaps", "check_batches", "expand_schedule", "parse_schedule", "plan_batches", "schedule_dict",
            "schedule_from_steps", "steps_rows", "stops_paying_at"]
 
 MAX_PLAN_STEPS = 16
@@ -198,17 +198,10 @@ class BatchPlan:
 
     @property
     def overlapping(self) -> tuple[int, ...]:
-        """Chain k other than the best whose throughput interval overlaps the best's."""
+        """Chain k other than the best whose speedup interval (against no speculation at this batch size, so the
+        target forward's error they share cancels) overlaps the best's; k = 0 when the best's reaches 1."""
         b = self.best
-        lo = b.tps.low if b.tps.low is not None else b.tokens_per_s
-        out = []
-        for o in self.options:
-            if o is b:
-                continue
-            hi = o.tps.high if o.tps.high is not None else o.tokens_per_s
-            if hi >= lo:
-                out.append(o.steps)
-        return tuple(out)
+        return tuple(o.steps for o in self.options if o is not b and overlaps(o, b))
 
     @property
     def verdict(self) -> str:
@@ -233,6 +226,13 @@ class BatchPlan:
                 "fitted": not (b.measured or (b.verify.measured and (b.draft.measured or b.draft.ms == 0))),
                 "extrapolated": b.extrapolated, "steps": [o.to_json() for o in self.options],
                 "trees": [t.to_json() for t in self.trees]}
+
+
+def overlaps(a: StepOption, b: StepOption) -> bool:
+    """Whether two options' speedup intervals overlap (k = 0's is exactly 1)."""
+    a_lo, a_hi = (1.0, 1.0) if a.steps == 0 else (a.gain.low or a.speedup, a.gain.high or a.speedup)
+    b_lo, b_hi = (1.0, 1.0) if b.steps == 0 else (b.gain.low or b.speedup, b.gain.high or b.speedup)
+    return a_hi >= b_lo and b_hi >= a_lo
 
 
 #: Throughputs within this fraction of the best are ties, and ties go to fewer steps.
