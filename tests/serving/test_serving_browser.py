@@ -70,18 +70,27 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     widget = page.locator(".eaglekit-serving").first
     summary = widget.locator("p.summary")
     summary.wait_for(timeout=20_000)
-    assert summary.text_content().startswith("Batch 1: best k = 4,") and "stops paying at batch 1024" in summary.text_content()
+    first = summary.text_content()
+    assert first.startswith("Batch 1: speculation does not pay here (best k = 0,"), first
+    assert "planned batch sizes (1-64)" in first and "stops paying at batch 1." in first
 
     def set_value(name: str, value: str) -> None:
         box = widget.locator(f'input[name="{name}-value"]')
         box.fill(value)
         box.press("Enter")
 
-    set_value("batch_log2", "8")
-    assert summary.text_content().startswith("Batch 256: best k = 1,")
-    set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute
-    assert summary.text_content().startswith("Batch 256: best k = 2,")
-    assert widget.locator("table.readout tr").count() == 10 and widget.locator("table.readout tr.best").count() == 1
+    set_value("batch_log2", "6")
+    assert summary.text_content().startswith("Batch 64: best k = 2,")
+    set_value("batch_log2", "11")  # batch 2048: does not fit, and the page never says speculation pays everywhere
+    text = summary.text_content()
+    assert text.startswith("Batch 2048 does not fit in memory (at most 109 requests at 2048 tokens)"), text
+    assert "pays at every planned batch size" not in text
+    set_value("batch_log2", "6")
+    set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute, and fewer fit
+    assert summary.text_content().startswith("Batch 64 does not fit in memory (at most 3 requests at 65536 tokens)")
+    fixed = widget.locator('input[name="fixed_ms-value"]').input_value()
+    assert len(fixed) <= 6, fixed  # the number box shows the value to its step (11.08), not 11.077967...
+    assert widget.locator("table.readout tr").count() == 7 and widget.locator("table.readout tr.best").count() == 1
     note = widget.locator("p.input-note")
     assert note.is_hidden()
     set_value("context", "1e12")  # out of range: clamped to the slider's maximum, and the page says so
