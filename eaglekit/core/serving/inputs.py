@@ -27,11 +27,11 @@ from eaglekit.core.serving.costmodel import CostModel, Point
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.plan import Acceptance
 
-__all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
+__all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "check_number", "csv_rows", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
            "parse_numbers", "parse_sglang_bench"]
 
 
-def _rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     """Rows of a small CSV whose header names exactly ``columns``, in any order (blank and # lines skipped)."""
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
@@ -58,15 +58,44 @@ def _whole(value: str, what: str, name: str) -> int:
     return n
 
 
-def _ms(value: str, what: str) -> float:
+def check_number(value: Any, what: str, name: str, low: float, high: float, *, whole: bool,
+            empty: float | None = None) -> float:
+    """``value`` (a JSON number or CSV text) checked as a whole number or a finite number in ``[low, high]``;
+    ``empty`` stands for a blank. Text longer than any real figure is refused before it is converted."""
+    kind = "a whole number" if whole else "a number"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if empty is not None:
+            return empty
+        raise InputError(f"{what}: {name} is empty; give {kind} from {low:g} to {high:g}")
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > (12 if whole else 40):
+            raise InputError(f"{what}: {name} {text[:20]!r}... is not {kind} from {low:g} to {high:g}")
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise InputError(f"{what}: {name} must be {kind}, got {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{what}: {name} must be {kind}, got {value!r}")
     try:
         x = float(value)
-    except ValueError:
-        raise InputError(f"{what}: ms must be a number, got {value!r}") from None
+    except OverflowError:
+        raise InputError(f"{what}: {name} {str(value)[:20]}... is not {kind} from {low:g} to {high:g}") from None
     if not math.isfinite(x):
-        raise InputError(f"{what}: ms must be finite, got {value!r}")
-    if x < 0:
-        raise InputError(f"{what}: time {x:g} ms is negative; times are milliseconds per forward, above 0")
+        raise InputError(f"{what}: {name} must be a finite number, got {value!r}")
+    if whole and not x.is_integer():
+        raise InputError(f"{what}: {name} must be a whole number, got {value!r}")
+    if x < 0 and low >= 0:
+        raise InputError(f"{what}: {name} {x:g} is negative")
+    if not low <= x <= high:
+        unit = ("" if whole else "; check the units (output tokens per second over the whole batch; accept length in "
+                "tokens per cycle, bonus included)")
+        raise InputError(f"{what}: {name} {x:g} is outside {low:g}..{high:g}{unit}")
+    return x
+
+
+def _ms(value: str, what: str) -> float:
+    x = check_number(value, what, "ms", 0.0, 1e9, whole=False)
     if x == 0:
         raise InputError(f"{what}: time 0 ms: a forward takes some time; check the measurement")
     return x
@@ -76,7 +105,7 @@ def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) ->
     """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify) unless
     ``need_two`` is off (measured runs give the decode steps)."""
     sums: dict[tuple[int, int], list[float]] = {}
-    for i, row in _rows(text, what, ("batch", "tokens", "ms")):
+    for i, row in csv_rows(text, what, ("batch", "tokens", "ms")):
         where = f"{what} row {i}"
         key = (_whole(row["batch"], where, "batch"), _whole(row["tokens"], where, "tokens"))
         sums.setdefault(key, []).append(_ms(row["ms"], where))
@@ -169,7 +198,7 @@ class DraftEstimate:
 def parse_draft_costs(text: str, *, what: str = "DRAFT.csv") -> DraftTable:
     """Draft steps from ``batch,ms`` text, with a non-negative straight-line fit when there are two or more."""
     sums: dict[int, list[float]] = {}
-    for i, row in _rows(text, what, ("batch", "ms")):
+    for i, row in csv_rows(text, what, ("batch", "ms")):
         where = f"{what} row {i}"
         sums.setdefault(_whole(row["batch"], where, "batch"), []).append(_ms(row["ms"], where))
     measured = {b: sum(v) / len(v) for b, v in sorted(sums.items())}

@@ -25,15 +25,13 @@ configurations are averaged; repeats that disagree by more than :data:`REPEAT_SP
 
 from __future__ import annotations
 
-import csv
-import io
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
+from eaglekit.core.serving.inputs import check_number, csv_rows
 
 __all__ = ["REPEAT_SPREAD", "Run", "RunSet", "merge_runs", "parse_runs"]
 
@@ -105,58 +103,11 @@ class RunSet:
 
 
 def _count(value: Any, what: str, name: str, low: int, high: int, *, empty: int | None = None) -> int:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        if empty is not None:
-            return empty
-        raise InputError(f"{what}: {name} is empty; give a whole number from {low} to {high}")
-    if isinstance(value, bool):
-        raise InputError(f"{what}: {name} must be a whole number, got {value!r}")
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise InputError(f"{what}: {name} must be a whole number, got {value!r}")
-        value = int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        if len(text) > 12:
-            raise InputError(f"{what}: {name} {text[:20]!r}... is not a whole number from {low} to {high}")
-        try:
-            value = int(text)
-        except ValueError:
-            raise InputError(f"{what}: {name} must be a whole number, got {text!r}") from None
-    if not isinstance(value, int) or not low <= value <= high:
-        raise InputError(f"{what}: {name} must be a whole number from {low} to {high}, got {str(value)[:20]}")
-    return value
+    return int(check_number(value, what, name, low, high, whole=True, empty=empty))
 
 
 def _rate(value: Any, what: str, name: str, low: float, high: float, *, empty: float | None = None) -> float:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        if empty is not None:
-            return empty
-        raise InputError(f"{what}: {name} is empty; give a number")
-    if isinstance(value, bool):
-        raise InputError(f"{what}: {name} must be a number, got {value!r}")
-    if isinstance(value, str):
-        text = value.strip()
-        if len(text) > 40:
-            raise InputError(f"{what}: {name} {text[:20]!r}... is not a number between {low:g} and {high:g}")
-        try:
-            value = float(text)
-        except ValueError:
-            raise InputError(f"{what}: {name} must be a number, got {text!r}") from None
-    if not isinstance(value, (int, float)):
-        raise InputError(f"{what}: {name} must be a number, got {value!r}")
-    try:
-        x = float(value)
-    except OverflowError:
-        raise InputError(f"{what}: {name} is too large to be a {name}") from None
-    if not math.isfinite(x):
-        raise InputError(f"{what}: {name} must be a finite number, got {value!r}")
-    if x < 0:
-        raise InputError(f"{what}: {name} {x:g} is negative")
-    if not low <= x <= high:
-        raise InputError(f"{what}: {name} {x:g} is outside {low:g}..{high:g}; check the units (output tokens per "
-                         "second over the whole batch; accept length in tokens per cycle, bonus included)")
-    return x
+    return check_number(value, what, name, low, high, whole=False, empty=empty)
 
 
 def make_run(batch: Any, steps: Any, topk: Any, draft_tokens: Any, accept_length: Any, tokens_per_s: Any, *,
@@ -212,19 +163,8 @@ def merge_runs(runs: Sequence[Run]) -> RunSet:
 
 
 def _csv_runs(text: str, what: str) -> list[Run]:
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    reader = csv.reader(io.StringIO("\n".join(lines)))
-    header = [h.strip().lower() for h in next(reader)]
-    if sorted(header) != sorted(RUN_COLUMNS):
-        raise InputError(f"{what}: the header must be {','.join(RUN_COLUMNS)}, got {','.join(header)!r}")
-    out = []
-    for i, row in enumerate(reader, 2):
-        if len(row) != len(RUN_COLUMNS):
-            raise InputError(f"{what} row {i}: expected {len(RUN_COLUMNS)} values ({','.join(header)}), got {len(row)}")
-        d = dict(zip(header, (c.strip() for c in row)))
-        out.append(make_run(d["batch"], d["steps"], d["topk"], d["draft_tokens"], d["accept_length"],
-                            d["tokens_per_s"], where=f"{what} row {i}", source=what))
-    return out
+    return [make_run(d["batch"], d["steps"], d["topk"], d["draft_tokens"], d["accept_length"], d["tokens_per_s"],
+                     where=f"{what} row {i}", source=what) for i, d in csv_rows(text, what, RUN_COLUMNS)]
 
 
 def _json_records(text: str, what: str) -> list[tuple[str, Any]]:
