@@ -156,6 +156,7 @@ def test_without_speculative_rows_the_prior_prices_drafting_and_says_so():
     d = p.plans[0].options[1]
     assert d.draft.ms > 0.3 and d.overhead_ms > 0.3 and not d.measured  # drafting is not free
     assert "EAGLE-3 drafter sized from" in str(p) and "prior" in str(p)
+    assert "no verify was measured" in str(p)  # the decode points alone say nothing of the verify
     drafter = eagle3_drafter(shape_from_config(DENSE_LLAMA_8B))
     assert 0.38e9 < drafter.active_params < 0.46e9
     assert 0.38e9 * 3 < eagle3_drafter(shape_from_config(KIMI_K2_TEXT)).active_params < 1.25e9

@@ -569,6 +569,10 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
         if shape is None:
             notes.append("no target config: the forward is fitted as fixed + per-token time (a dense target's "
                          "shape); give the target for the expert term")
+    if not any(n > 1 for _, n in measured_fwd) and not runs.speculative:
+        notes.append("no verify was measured (no forward at more than one token per request, no speculative run): what "
+                     "a verify costs beyond a decode step is the model's bytes and FLOPs alone, a lower bound; measure "
+                     "a speculative run (--measured) or a verify forward (--costs / --calibrate B,k+1,MS)")
     if shape is not None and not shape.dense:
         notes.append("uniform routing: real routers favour some experts, so distinct experts (and verify cost at "
                      "large batch x tokens) are overestimated")
