@@ -251,3 +251,17 @@ def test_custom_gpu_takes_memory_and_the_table_has_it():
         with pytest.raises(InputError, match="custom GPU"):
             gpu(bad)
     assert CostModel(None, None).per_request_ms == 0.0
+
+
+def test_page_05s_calculator_and_the_account_price_the_verify_alike():
+    """Issue 30: steps 3 and accept length 3.2 gave 91.4 tok/s in the calculator and 73 in the account."""
+    from eaglekit.view.calculator import Calculator, numbers
+
+    account = eaglekit.Account.seed()
+    calc = Calculator.preset("seed")
+    for k in (1, 3, 5):
+        got = numbers({**calc.values, "steps": k, "accept_length": min(3.2, k + 1)})
+        g = account.growing[0]
+        assert got["verify_now_ms"] == pytest.approx(g.verify_ms[k - 1])
+        assert got["tokens_per_s"] == pytest.approx(g.tokens_per_s(min(3.2, k + 1), k))
+    assert round(numbers({**calc.values, "steps": 3, "accept_length": 3.2})["tokens_per_s"]) == 73

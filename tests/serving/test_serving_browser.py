@@ -99,3 +99,23 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     assert note.text_content().endswith(f"set to {kept}.") and float(kept) < 1e12
     assert problems == []
     page.close()
+
+
+def test_the_calculator_s_verify_moves_along_the_account_s_line_in_javascript_too(chromium):
+    """The calculator's verify anchored at the measured k (verify_steps): its front end and its Python twin agree."""
+    from eaglekit.view.calculator import FRONT_END as CALC, Calculator
+    from eaglekit.view.calculator import numbers as calc_numbers
+
+    base = Calculator.preset("seed").values
+    grid = [{**base, "steps": k, "accept_length": L, "verify_steps": anchor}
+            for k, L, anchor in itertools.product((1, 2, 3, 6), (1.5, 3.2), (0, 2, 4))]
+    page = chromium.new_page()
+    page.set_content("<html><body></body></html>")
+    got = page.evaluate("""async ([src, grid]) => {
+        const mod = await import(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+        return grid.map((p) => mod.compute(p));
+    }""", [esm(CALC), grid])
+    page.close()
+    for p, js in zip(grid, got):
+        _close(calc_numbers(p), js)
+    assert base["verify_steps"] == 2
