@@ -14,6 +14,7 @@ const CONTROLS = [
   ["mem", "memory-time factor", 0, 20, 0.001],
   ["compute", "compute-time factor", 0, 2000, 0.01],
   ["per_token_ms", "ms per verified token", 0, 50, 0.01],
+  ["per_request_ms", "ms per request", 0, 5, 0.0001],
   ["draft_fixed_ms", "draft ms per step", 0, 20, 0.01],
   ["draft_per_request_ms", "draft ms per request", 0, 1, 0.0001],
   ["overhead_ms", "overhead ms per cycle", 0, 20, 0.01],
@@ -39,7 +40,7 @@ export function targetMs(p, batch, tokens) {
     m = gb / p.hbm_tb_s;
     c = tflop * 1000 / p.tflops;
   }
-  const extra = (p.per_token_ms || 0) * (tokens - 1);
+  const extra = (p.per_token_ms || 0) * (tokens - 1) + (p.per_request_ms || 0) * batch;
   return (p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
                               : p.fixed_ms + p.mem * m + p.compute * c) + extra;
 }

@@ -122,7 +122,8 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
                            float(p["attn_flops_per_context_token"]))
     g = Gpu("widget", float(p["hbm_tb_s"]), float(p["tflops"]), float(p["tflops"]))
     model = CostModel(shape, g, int(p["tp"]), int(p["context"]), float(p["fixed_ms"]), float(p["mem"]),
-                      float(p["compute"]), p["combine"], per_token_ms=float(p.get("per_token_ms", 0.0)))
+                      float(p["compute"]), p["combine"], per_token_ms=float(p.get("per_token_ms", 0.0)),
+                      per_request_ms=float(p.get("per_request_ms", 0.0)))
     acc = Acceptance(tuple(p["per_step"]))
 
     def target(b: int, n: int) -> Cost:
@@ -168,6 +169,7 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     tflops = g.tflops(s.compute) if g is not None and s is not None else 1000.0
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
                fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine, per_token_ms=m.per_token_ms,
+               per_request_ms=m.per_request_ms,
                cap_usable_gb=0.0 if plan.capacity is None else plan.capacity.usable_gb,
                cap_weights_gb=0.0 if plan.capacity is None else plan.capacity.weights_gb,
                cap_kv_gb_per_token=0.0 if plan.capacity is None or not m.context else
@@ -215,6 +217,7 @@ def _widget_class() -> type:
         draft_per_request_ms = t.Float(0.0).tag(sync=True)
         overhead_ms = t.Float(0.0).tag(sync=True)
         per_token_ms = t.Float(0.0).tag(sync=True)
+        per_request_ms = t.Float(0.0).tag(sync=True)
         cap_usable_gb = t.Float(0.0).tag(sync=True)
         cap_weights_gb = t.Float(0.0).tag(sync=True)
         cap_kv_gb_per_token = t.Float(0.0).tag(sync=True)

@@ -37,6 +37,9 @@ def test_serving_javascript_computes_what_python_computes(chromium):
                       batches=(1,), draft_costs={1: 5 / 3}),
         eaglekit.plan((0.9,), costs=[(1, 1, 12.2), (1, 3, 30.0), (4, 1, 15.0)], max_steps=5),
         eaglekit.plan((0.8, 0.5), target="llama-3.1-8b", gpu="H100-SXM", tp=2, context=512),
+        eaglekit.plan((0.8, 0.7), measured=[(1, 0, None, None, None, 141.4), (16, 0, None, None, None, 900.0),
+                                            (64, 0, None, None, None, 1500.0), (1, 2, 1, 3, 2.3, 230.0)],
+                      target="llama-3.1-8b", gpu="H100-SXM"),  # a cost per request, drafting and overhead fitted
     ]
     grid = []
     for p in plans:

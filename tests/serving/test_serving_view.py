@@ -60,3 +60,14 @@ def test_figures_draw_every_k_and_the_best(plan):
     grid = eaglekit.plan_grid_figure(plan)
     assert len(grid.data[0].z) == len(plan.plans) and grid.data[-1].name == "best k"
     assert [row[0] is None for row in grid.data[0].z] == [not p.fits for p in plan.plans]
+
+
+def test_the_widget_carries_the_forward_s_per_request_and_per_token_terms():
+    p = eaglekit.plan((0.8, 0.7), measured=[(1, 0, None, None, None, 141.4), (16, 0, None, None, None, 900.0),
+                                            (64, 0, None, None, None, 1500.0)],
+                      target="llama-3.1-8b", gpu="H100-SXM", batches=(1, 16, 64))
+    assert p.model.per_request_ms > 0
+    values = values_from_plan(p, batch=64)
+    got = numbers(values)
+    assert [o["verify_ms"] for o in got["options"]] == pytest.approx([p.model.ms(64, n) for n in (1, 2, 3)])
+    assert values["per_request_ms"] == p.model.per_request_ms
