@@ -23,9 +23,11 @@ from typing import Any
 from eaglekit.cli.common import add_json_option, add_remote_options, emit
 
 _EPILOG = ("Accept length at k steps = 1 + sum over j <= k of the product of the first j per-step acceptances "
-           "(bonus token included); cycle = target forward at k + 1 tokens + k draft steps; k = 0 is a decode "
-           "step. Without --costs the target's forward is estimated from its config (and checkpoint header) on "
-           "--gpu x --tp: a roofline lower bound, calibrated by --calibrate B,N,MS.")
+           "(bonus token included); cycle = target forward at k + 1 tokens + k draft steps + the per-cycle overhead; "
+           "k = 0 is a decode step. Measured runs (--measured) fit the forward (steps 0) and drafting and overhead "
+           "(speculative rows); every cell gets a 95% interval. Without --costs or runs the target's forward is "
+           "estimated from its config (and checkpoint header) on --gpu x --tp: a roofline lower bound, calibrated "
+           "by --calibrate B,N,MS. See docs/serving-plan.md.")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -56,17 +58,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--draft-costs", metavar="DRAFT.csv", help="measured draft steps: batch,ms (default: drafting free)")
     p.add_argument("--target", metavar="CONFIG_OR_LOCATION",
                    help="the target's config.json or checkpoint (its header is read by range for bytes per expert), or "
-                        "a published config: kimi-k25-int4, kimi-k2-fp8, llama-3.1-8b")
-    p.add_argument("--gpu", metavar="NAME", help="GPU table entry (H100-SXM, H200, B200, ...) or custom:TBPS,BF16,FP8")
+                        "a published config: kimi-k25-int4, kimi-k2-fp8, llama-3.1-8b, qwen3-30b-a3b")
+    p.add_argument("--gpu", metavar="NAME", help="GPU table entry (H100-SXM, H200, B200, ...) or custom:TBPS,BF16[,FP8[,MEMORY_GB]]")
     p.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default 1)")
     p.add_argument("--context", type=int, default=4096, metavar="TOKENS", help="context length (default 4096)")
     p.add_argument("--calibrate", action="append", default=[], metavar="B,N,MS",
                    help="a measured forward (batch, tokens per request, ms) to calibrate the estimate (repeatable)")
     p.add_argument("--batch", default="1,2,4,8,16,32,64,128,256", metavar="1,2,4,...", help="batch sizes to plan")
-    p.add_argument("--max-steps", type=int, default=8, metavar="K", help="plan k = 0..K draft steps (default 8)")
+    p.add_argument("--max-steps", type=int, default=8, metavar="K",
+                   help="plan k = 0..K draft steps (default 8; past the measured acceptance only with --extrapolate)")
     p.add_argument("--drafter", default=None, metavar="LOCATION",
-                   help="the drafter: named in the engine configs; with --gpu and no --draft-costs its header (read "
-                        "by range) prices the draft step")
+                   help="the drafter: named in the engine configs; with --gpu its header (read by range) sizes the "
+                        "prior on the draft step (default: an EAGLE-3 drafter of the target's hidden size)")
     add_json_option(p)
     add_remote_options(p)
     p.set_defaults(func=run)
