@@ -12,11 +12,19 @@ The plan's ``--measured RUNS`` reads them from:
 - SpecForge ``benchmarks/bench_eagle3.py`` output (one JSON document ``{"model": ..., "<benchmark>": [{batch_size,
   steps, topk, num_draft_tokens, metrics: [{latency, output_throughput, accept_length, ...}]}]}``; its
   ``output_throughput`` is output tokens over the run's wall time, all requests together);
-- ``vllm bench serve --save-result`` JSON (``vllm/benchmarks/serve.py``: ``output_throughput``, ``max_concurrency``,
+- ``vllm bench serve --save-result`` JSON (``vllm/benchmarks/serve.py``: ``output_throughput``, ``max_concurrency``
+  (else the ``max_concurrent_requests`` the run reached),
   and with speculation ``spec_decode_acceptance_length`` (1 + accepted / drafts), ``spec_decode_num_drafts``,
   ``spec_decode_draft_tokens``; steps = draft tokens / drafts; several objects when ``--append-result``);
 - SGLang ``python -m sglang.bench_one_batch --result-filename`` lines (``batch_size``,
   ``median_decode_latency`` in seconds): baseline rows, ``batch_size / median_decode_latency`` tok/s.
+
+Formats as the tools' sources write them: sgl-project/sglang ``scripts/playground/bench_speculative.py`` (the
+``record = {...}`` written per configuration, commits 01d2a3d0 and 96fd6bf0) and ``python/sglang/bench_one_batch.py``
+(``measurement_results``, commit 00944150); sgl-project/SpecForge ``benchmarks/bench_eagle3.py`` (``results[...]
+.append(dict(...))``, commit 1d666725) with ``benchmarks/benchmarker/utils.py`` (``BenchmarkMetrics``, commit
+91160488); vllm-project/vllm ``vllm/benchmarks/serve.py`` (``result["spec_decode_*"]`` and the saved
+``result_json``, commit 009e6d4a).
 
 Every number is checked: whole numbers where counts are meant, finite positive rates within physical bounds,
 a speculative row's accept length between 1 and steps + 1, a chain's draft tokens = steps + 1. Repeated
@@ -198,6 +206,8 @@ def _from_record(rec: Any, where: str, what: str) -> list[Run]:
         return [make_run(b, 0, None, None, None, b / sec, where=where, source=f"{what} (bench_one_batch)")]
     if "output_throughput" in rec and ("max_concurrency" in rec or "completed" in rec):  # vllm bench serve
         b = rec.get("max_concurrency")
+        if b is None:  # releases before max_concurrency was saved: the peak concurrency the run reached
+            b = rec.get("max_concurrent_requests")
         if b is None:
             raise InputError(f"{where}: a `vllm bench serve` result without max_concurrency: run it with "
                              "--max-concurrency B so the batch size is known")
