@@ -265,3 +265,11 @@ def test_page_05s_calculator_and_the_account_price_the_verify_alike():
         assert got["verify_now_ms"] == pytest.approx(g.verify_ms[k - 1])
         assert got["tokens_per_s"] == pytest.approx(g.tokens_per_s(min(3.2, k + 1), k))
     assert round(numbers({**calc.values, "steps": 3, "accept_length": 3.2})["tokens_per_s"]) == 73
+
+
+def test_a_run_deeper_than_the_acceptance_profile_is_priced_as_measured():
+    p = eaglekit.plan((0.8, 0.7, 0.6), measured=[(1, 0, None, None, None, 141.4), (1, 5, 1, 6, 3.3, 240.0)],
+                      target=DENSE_LLAMA_8B, gpu="H100-SXM", batches=(1, 4))
+    one, four = p.plans
+    assert len(one.options) == 6 and one.options[5].measured and not one.options[5].extrapolated
+    assert one.options[5].tokens_per_s == pytest.approx(240.0) and four.options[5].extrapolated

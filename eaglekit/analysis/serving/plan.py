@@ -625,6 +625,7 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
                      "speculative run (--measured) to narrow them")
     # steps: the measured depth unless asked to extrapolate
     depth = 0 if acc.per_step == (0.0,) and acc.lengths == ((1, 1.0),) else acc.measured_steps
+    depth = max([depth] + [r.steps for r in runs.speculative if r.chain])  # a measured run's k is priced too
     top = max_steps if extrapolate else min(max_steps, depth)
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 0 <= max_steps <= MAX_PLAN_STEPS:
         raise InputError(f"max steps must be a whole number from 0 to {MAX_PLAN_STEPS}, got {max_steps!r}")

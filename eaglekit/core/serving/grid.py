@@ -74,7 +74,8 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
         s = L * c0 / cycle
         sd_s = math.sqrt(max(var_s, 0.0))
         gain = Interval(s, s * math.exp(-Z * sd_s), s * math.exp(Z * sd_s), how)
-    opt = StepOption(batch, steps, L, v, draft, cycle, L * 1000.0 / cycle, tps, gain.value, extrapolated, tps_iv,
+    opt = StepOption(batch, steps, L, v, draft, cycle, L * 1000.0 / cycle, tps, gain.value,
+                     extrapolated and run is None, tps_iv,
                      gain, run is not None, overhead, topk, n if steps else 0)
     return opt, base
 
