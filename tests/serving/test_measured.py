@@ -227,6 +227,10 @@ def test_a_result_and_its_vllm_per_position_line_agree_or_say_why(tmp_path):
     assert [a.acceptance.at(k) for k in (1, 2, 3)] == pytest.approx([b.acceptance.at(k) for k in (1, 2, 3)])
     assert a.best_steps == b.best_steps
     assert "basis" in a.acceptance.source and "differ" in a.acceptance.source  # 2.62 vs 2.568 from every position
+    result["vllm_per_position_acceptance"] = {"value": [0.85, 0.5, 0.27]}  # the same run's vLLM line at K = 3
+    path.write_text(json.dumps(result))
+    c = eaglekit.plan(str(path), **kw)
+    assert "vLLM per-position rates (--per-position) give +3.9% at k = 1" in c.acceptance.source
 
 
 def test_trees_are_priced_from_their_accept_lengths_and_give_sglang_flags():

@@ -266,6 +266,7 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
                        + "); steps past the simulated ones follow the per-step profile")
         else:
             source += "; basis: per-step acceptance over every position"
+        source += _vllm_basis(data.get("vllm_per_position_acceptance"), lengths)
         return Acceptance(tuple(values), source, lengths)
     if lengths:
         prev, rates = 1.0, []
@@ -276,6 +277,27 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
         return Acceptance(acc.per_step, acc.source, lengths[:len(acc.per_step)])
     raise InputError(f"{what}: it has neither per_step_acceptance nor accept_length_by_steps; is it the output of "
                      "`eaglekit acceptance --json`?")
+
+
+def _vllm_basis(rates: Any, lengths: tuple[tuple[int, float], ...]) -> str:
+    """How the result's vLLM per-position rates (what ``--per-position`` takes from the same run: accepted at
+    position i / drafts at the result's K) compare with the simulated accept length at each k."""
+    if isinstance(rates, Mapping):
+        rates = rates.get("value")
+    if not lengths or not isinstance(rates, list) or not rates:
+        return ""
+    if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) for r in rates):
+        return ""
+    gaps, total = [], 1.0
+    for (k, L), r in zip(lengths, rates):
+        total += r
+        gaps.append((k, total / L - 1))
+    k, worst = max(gaps, key=lambda g: abs(g[1]))
+    if abs(worst) < 0.02:
+        return "; its vLLM per-position rates (--per-position) give the same accept lengths within 2%"
+    return (f"; its vLLM per-position rates (--per-position) give {worst:+.1%} at k = {k}: they count positions of "
+            f"cycles drafting {lengths[-1][0]} tokens, so at fewer steps they leave out the cycles that would restart "
+            "earlier; the plan uses the simulation at each k")
 
 
 _VLLM = re.compile(r"Per-position acceptance rate:[ \t]*([0-9.eE+\-, \t]+)")  # one line: a timestamp may follow
