@@ -42,6 +42,7 @@ _EXPORTS = {
     "Interval": "core.uncertainty", "verdict": "core.uncertainty", "bootstrap_ratio": "core.uncertainty",
     "plan": "analysis.serving.plan", "ServingPlan": "analysis.serving.plan",
     "PlanWidget": "view.serving", "plan_throughput_figure": "view.serving", "plan_steps_figure": "view.serving",
+    "plan_grid_figure": "view.serving",
     "compat": "analysis.compat.pair", "CompatReport": "analysis.compat.pair",
     "check": "analysis.compat.check", "CheckReport": "analysis.compat.check",
     "export": "analysis.compat.export", "ExportResult": "analysis.compat.export",
@@ -104,7 +105,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.core.serving.account import Account
     from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
     from eaglekit.analysis.serving.plan import ServingPlan, plan
-    from eaglekit.view.serving import PlanWidget, plan_steps_figure, plan_throughput_figure
+    from eaglekit.view.serving import PlanWidget, plan_grid_figure, plan_steps_figure, plan_throughput_figure
     from eaglekit.analysis.compat.pair import compat, CompatReport
     from eaglekit.analysis.compat.check import check, CheckReport
     from eaglekit.analysis.compat.export import export, ExportResult
