@@ -10,8 +10,8 @@ import pytest
 
 from eaglekit.analysis.acceptance.measure import measure_acceptance, simulate_cycles
 from eaglekit.analysis.acceptance.target import load_target_model
-from eaglekit.analysis.acceptance.tree import parse_tree_grid, tree_config
-from eaglekit.analysis.acceptance.trees import cycle_starts, measure_trees, tree_configs
+from eaglekit.analysis.acceptance.tree import parse_tree_grid, tree_config, tree_configs
+from eaglekit.analysis.acceptance.trees import cycle_starts, measure_trees
 from eaglekit.cli import main
 from eaglekit.core.errors import InputError
 
@@ -97,7 +97,7 @@ def test_bad_configurations_are_refused(args, says):
 
 def test_grids_are_checked():
     assert [c.label for c in parse_tree_grid(" 6:10:60, 3:1:4 ")] == ["6:10:60", "3:1:4"]
-    with pytest.raises(InputError, match="10,000 configurations"):
+    with pytest.raises(InputError, match="10,000 tree configurations"):
         parse_tree_grid(",".join(f"{s}:{k}:2" for s in range(1, 101) for k in range(1, 101)))
     with pytest.raises(InputError, match="twice"):
         tree_configs([(3, 1, 4), "3:1:4"])

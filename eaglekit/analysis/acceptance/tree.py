@@ -93,19 +93,32 @@ def tree_config(steps, topk, draft_tokens) -> TreeConfig:
 
 def parse_tree_grid(text: str) -> tuple[TreeConfig, ...]:
     """``"6:10:60,4:8:32"`` -> configurations (steps:topk:draft_tokens), duplicates refused."""
-    items = [s.strip() for s in str(text).split(",") if s.strip()]
+    return tree_configs([s.strip() for s in str(text).split(",") if s.strip()])
+
+
+def tree_configs(trees) -> tuple[TreeConfig, ...]:
+    """Configurations from ``"S:K:N,..."``, or a list of ``"S:K:N"`` strings, TreeConfig records or (s, k, n)."""
+    if isinstance(trees, str):
+        return parse_tree_grid(trees)
+    items = list(trees)
     if not items:
-        raise InputError("--tree-grid is empty: give STEPS:TOPK:DRAFT_TOKENS,... e.g. 6:10:60,4:8:32.")
+        raise InputError("no tree configuration given: STEPS:TOPK:DRAFT_TOKENS,... e.g. 6:10:60,4:8:32.")
     if len(items) > MAX_GRID:
-        raise InputError(f"--tree-grid lists {len(items):,} configurations; at most {MAX_GRID} are measured in one run.")
+        raise InputError(f"{len(items):,} tree configurations given; at most {MAX_GRID} are measured in one run.")
     out = []
-    for item in items:
-        parts = item.split(":")
-        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-            raise InputError(f"--tree-grid entry {item!r} is not STEPS:TOPK:DRAFT_TOKENS (three whole numbers).")
-        out.append(tree_config(*(int(p) for p in parts)))
+    for t in items:
+        if isinstance(t, TreeConfig):
+            t = (t.steps, t.topk, t.draft_tokens)
+        elif isinstance(t, str):
+            parts = t.split(":")
+            if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+                raise InputError(f"tree configuration {t!r} is not STEPS:TOPK:DRAFT_TOKENS (three whole numbers).")
+            t = tuple(int(p) for p in parts)
+        if not isinstance(t, (tuple, list)) or len(t) != 3:
+            raise InputError(f"a tree configuration is 'S:K:N' or (steps, topk, draft_tokens), got {t!r}.")
+        out.append(tree_config(*t))
     if len(set(out)) != len(out):
-        raise InputError("--tree-grid lists a configuration twice; give each once.")
+        raise InputError("a tree configuration is listed twice; give each once.")
     return tuple(out)
 
 

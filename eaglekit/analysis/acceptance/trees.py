@@ -31,12 +31,10 @@ import numpy as np
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats, measure_acceptance, summarise
 from eaglekit.analysis.acceptance.tree import (
-    MAX_GRID,
     TreeAttention,
     TreeConfig,
     check_attention,
-    parse_tree_grid,
-    tree_config,
+    tree_configs,
     tree_sample_stats,
 )
 from eaglekit.core.errors import InputError
@@ -107,30 +105,6 @@ def summarise_tree(config: TreeConfig, stats: Sequence[tuple[SampleStats, np.nda
         left_first_child=left / cycles if cycles else float("nan"),
         expected_accept_length=main["expected_accept_length"],
         expected_per_depth_acceptance=main["expected_acceptance"])
-
-
-def tree_configs(trees) -> tuple[TreeConfig, ...]:
-    """Configurations from ``"S:K:N,..."``, a list of such strings, TreeConfig records or (s, k, n) tuples."""
-    if isinstance(trees, str):
-        return parse_tree_grid(trees)
-    items = list(trees)
-    if not items:
-        raise InputError("give at least one tree configuration (steps, topk, draft tokens).")
-    if len(items) > MAX_GRID:
-        raise InputError(f"{len(items):,} tree configurations; at most {MAX_GRID} are measured in one run.")
-    out = []
-    for t in items:
-        if isinstance(t, TreeConfig):
-            out.append(tree_config(t.steps, t.topk, t.draft_tokens))
-        elif isinstance(t, str):
-            out.extend(parse_tree_grid(t))
-        elif isinstance(t, (tuple, list)) and len(t) == 3:
-            out.append(tree_config(*t))
-        else:
-            raise InputError(f"a tree configuration is 'S:K:N' or (steps, topk, draft_tokens), got {t!r}.")
-    if len(set(out)) != len(out):
-        raise InputError("a tree configuration is listed twice; give each once.")
-    return tuple(out)
 
 
 @dataclass(frozen=True)
