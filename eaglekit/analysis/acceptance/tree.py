@@ -347,74 +347,65 @@ def verify_greedy(pool: TreePool, config: TreeConfig, expected: torch.Tensor, *,
 
 # -- one sequence, a grid of configurations ------------------------------------------------------------
 @torch.no_grad()
-def tree_sample_stats(model, aux, input_ids, target_ids, prompt_len: int, configs: Sequence[TreeConfig], *,
+def tree_sample_stats(model, aux, input_ids, target_ids, prompt_len: int | None, configs: Sequence[TreeConfig], *,
                       attention: TreeAttention = "ancestors", temperature: float = 0.0, target_logits=None,
-                      spans: Sequence[tuple[int, int]] | None = None):
+                      spans: Sequence[tuple[int, int]] | None = None) -> dict[TreeConfig, list]:
     """Draft trees from every continuation position of one sequence for every configuration (sharing the
     first pass, and one tree growth per top-k up to its deepest configuration) and count accepted depths.
 
-    Returns ``{config: [(SampleStats, left_first (G,) bool), ...]}``: one entry per span (``spans``:
-    greedy-consistent spans as :mod:`~eaglekit.analysis.acceptance.spans` cuts them), or one for the
-    continuation after ``prompt_len``."""
+    Returns ``{config: [(SampleStats, left_first (G,) bool), ...]}``: one entry for the continuation after
+    ``prompt_len``, or one per span ``[a, b]`` of ``spans`` (greedy-consistent spans, cut as
+    :mod:`~eaglekit.analysis.acceptance.spans` cuts them: bases ``a - 1 .. b - 2``, tokens compared up to
+    ``b - 1``). ``target_logits`` (T, V): the target's logits, for temperature > 0."""
     T = int(input_ids.shape[0])
     if spans is None:
-        spans = [(prompt_len, T - 1)]
         if T - prompt_len - 1 <= 0:                     # nothing generated after prefill: zero counts
             return {c: [(_empty(c.steps, temperature), np.zeros(0, bool))] for c in configs}
+        spans = [(prompt_len, T - 1)]
     spans = [(a, b) for a, b in spans if b - a >= 1]
     out: dict[TreeConfig, list] = {c: [] for c in configs}
     if not spans:
         return out
     start = spans[0][0] - 1
-    h = model.project(aux)
-    fp = first_pass(model, h[:T - 1], input_ids[1:], start=start)
-    n_all = fp.pos.shape[0]
+    fp = first_pass(model, model.project(aux)[:T - 1], input_ids[1:], start=start)
+    pools = {k: _grow_all(model, fp, k, max(c.steps for c in configs if c.topk == k), attention)
+             for k in dict.fromkeys(c.topk for c in configs)}
     tgt = target_ids.cpu().to(torch.int64)
-    by_k: dict[int, list[TreeConfig]] = {}
     for c in configs:
-        by_k.setdefault(c.topk, []).append(c)
-    per_cfg: dict[TreeConfig, list] = {c: [] for c in configs}     # chunks of (depth, left, soft)
-    n_vocab = model.lm_head.shape[0]
-    for k, group in by_k.items():
-        steps = max(c.steps for c in group)
-        chunk = max(1, LOGIT_BUDGET // max(1, n_vocab * k))
-        for c0 in range(0, n_all, chunk):
-            c1 = min(n_all, c0 + chunk)
-            pool = grow_trees(model, fp, topk=k, steps=steps, attention=attention, bases=slice(c0, c1))
-            base_pos = fp.pos[c0:c1].cpu()
-            for c in group:
-                j = torch.arange(1, c.steps + 1)[:, None]
-                idx = base_pos[None, :] + j                                     # (s, n): t + d
-                expected = torch.where(idx <= T - 2, tgt[idx.clamp(max=len(tgt) - 1)], torch.full_like(idx, -1))
-                probs = None
-                if temperature > 0:
-                    def probs(d, b, toks, idx=idx):
-                        rows = target_logits[idx[d, b].clamp(max=T - 1)].float() / temperature   # (m, V)
-                        return torch.softmax(rows, -1).gather(1, toks)
-                per_cfg[c].append(verify_greedy(pool, c, expected, target_probs=probs))
-    for c in configs:
-        depth = np.concatenate([v.depth for v in per_cfg[c]])
-        left = np.concatenate([v.left_first for v in per_cfg[c]])
-        soft = np.concatenate([v.soft for v in per_cfg[c]], 1) if temperature > 0 else None
+        pool = pools[c.topk]
+        jj = torch.arange(1, c.steps + 1)[:, None]
         for a, b in spans:
-            sel = np.arange(a - 1, b - 1) - start                                # (G,) this span's bases
-            last = b - 1
-            G = len(sel)
-            m = depth[sel].copy()
-            jj = np.arange(1, c.steps + 1)[:, None]
-            avail = (np.arange(a - 1, b - 1)[None, :] + jj) <= last              # (s, G)
-            # the span ends before the sequence: no match beyond its last token
-            over = np.arange(a - 1, b - 1) + m > last
-            if over.any():
-                m = np.minimum(m, last - np.arange(a - 1, b - 1))
+            bases = torch.arange(a - 1, b - 1)                                  # (G,)
+            cols = bases - start
+            idx = bases[None, :] + jj                                           # (s, G): t + d
+            avail = idx <= b - 1
+            expected = torch.where(avail, tgt[idx.clamp(max=len(tgt) - 1)], torch.full_like(idx, -1))
+            probs = None
+            if temperature > 0:
+                def probs(d, sel, toks, idx=idx):
+                    rows = target_logits[idx[d, sel].clamp(max=T - 1)].float() / temperature   # (m, V)
+                    return torch.softmax(rows, -1).gather(1, toks)
+            sub = TreePool(pool.tokens[cols], pool.scores[cols], pool.parents[cols], pool.level, pool.rank)
+            v = verify_greedy(sub, c, expected, target_probs=probs)
+            m = torch.from_numpy(v.depth)
             reached = (m[None, :] >= jj - 1) & avail
             acc = (m[None, :] >= jj) & avail
-            sft = None
-            if soft is not None:
-                sft = np.where(reached, soft[:c.steps, sel], 0.0)
-            out[c].append((SampleStats(m.astype(np.int64), G, reached.sum(1), acc.sum(1),
-                                       None if sft is None else sft.sum(1), sft), left[sel]))
+            soft = None if v.soft is None else np.where(reached.numpy(), v.soft, 0.0)
+            out[c].append((SampleStats(v.depth, len(bases), reached.sum(1).numpy(), acc.sum(1).numpy(),
+                                       None if soft is None else soft.sum(1), soft), v.left_first))
     return out
+
+
+def _grow_all(model, fp: _FirstPass, k: int, steps: int, attention: TreeAttention) -> TreePool:
+    """Every base's pool for one top-k, grown in chunks of bases that bound the logits held at once."""
+    n = fp.pos.shape[0]
+    chunk = max(1, LOGIT_BUDGET // max(1, model.lm_head.shape[0] * k))
+    parts = [grow_trees(model, fp, topk=k, steps=steps, attention=attention, bases=slice(c0, min(n, c0 + chunk)))
+             for c0 in range(0, n, chunk)]
+    if len(parts) == 1:
+        return parts[0]
+    return TreePool(torch.cat([p.tokens for p in parts]), torch.cat([p.scores for p in parts]),
+                    torch.cat([p.parents for p in parts]), parts[0].level, parts[0].rank)
 
 
 def _empty(steps: int, temperature: float):
