@@ -83,12 +83,11 @@ def run(args: argparse.Namespace) -> int:
     if training_dump or args.hidden_states is None:  # (eaglekit's own dumps say what they lack themselves)
         refuse_unused(args, training_dump)
     trees = _trees(args)
-    if trees is not None and (training_dump or args.chat_template is not None or args.compare_templates is not None):
-        raise InputError("tree drafts (--topk, --draft-tokens, --tree-grid) are measured with --target or eaglekit's "
-                         "own dumps (`eaglekit dump-hidden`); drop them with a training pipeline's dump or a chat "
-                         "template comparison.")
+    if trees is not None and (args.chat_template is not None or args.compare_templates is not None):
+        raise InputError("tree drafts (--topk, --draft-tokens, --tree-grid) are measured without a chat template "
+                         "comparison; drop one of the two.")
     if training_dump:
-        return run_dump(args)
+        return run_dump(args, None if trees is None else trees[0])
     if args.chat_template is not None or args.compare_templates is not None:
         return _run_templates(args)
     if trees is not None:

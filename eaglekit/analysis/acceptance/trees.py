@@ -114,7 +114,8 @@ class TreeAcceptance:
     ``to_json()`` is the chain's JSON plus ``tree_attention`` and ``trees[]`` (the serving plan reads
     ``steps``, ``topk``, ``draft_tokens``, ``accept_length``, ``accept_length_low``, ``accept_length_high``)."""
 
-    result: AcceptanceResult
+    #: the chain's record: an AcceptanceResult, or a DumpAcceptance from a training pipeline's dump
+    result: Any
     attention: str
     trees: tuple[TreeResult, ...] = field(default_factory=tuple)
 
@@ -149,9 +150,14 @@ class TreeAcceptance:
             rows.append(row)
         return rows
 
+    @property
+    def chain(self) -> AcceptanceResult:
+        """The chain's figures measured in the same run."""
+        return getattr(self.result, "result", self.result)
+
     def _title(self) -> str:
-        return (f"Tree drafts ({self.attention} attention; chain K = {self.result.steps}: "
-                f"{self.result.accept_length:.3f}; vLLM convention, bonus token in, prefill token out)")
+        return (f"Tree drafts ({self.attention} attention; chain K = {self.chain.steps}: "
+                f"{self.chain.accept_length:.3f}; vLLM convention, bonus token in, prefill token out)")
 
     def __str__(self) -> str:
         return str(self.result) + "\n\n" + text_table(self._headers(), self._rows(), title=self._title())
