@@ -68,10 +68,10 @@ def measure(model: DraftModel, samples, repeat: int, label: str) -> None:
     t_tree = _time(trees(largest), repeat)
     t_grid = _time(trees(grid), repeat)
     print(f"{label}: {positions} positions, torch threads {torch.get_num_threads()}, best of {repeat}")
-    print(f"  chain K = 6:              {t_chain:8.2f} s  {positions / t_chain:10.1f} positions/s")
-    print(f"  tree {LARGEST} alone:     {t_tree:8.2f} s  {positions / t_tree:10.1f} positions/s  "
+    print(f"  chain K = 6:              {t_chain:8.2f} s  {positions / t_chain:10.3f} positions/s")
+    print(f"  tree {LARGEST} alone:     {t_tree:8.2f} s  {positions / t_tree:10.3f} positions/s  "
           f"({t_tree / t_chain:.1f}x the chain)")
-    print(f"  grid of five ({GRID}): {t_grid:8.2f} s  {positions / t_grid:10.1f} positions/s  "
+    print(f"  grid of five ({GRID}): {t_grid:8.2f} s  {positions / t_grid:10.3f} positions/s  "
           f"({t_grid / t_tree:.2f}x the largest alone)")
     print(f"  peak RSS so far: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
 
