@@ -191,11 +191,13 @@ conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scen
 # whole pool are verified with the root in one target forward, and the longest path the target agrees
 # with is accepted. `measure_trees` drafts the trees of every configuration from every position of the
 # same greedy continuations (`eaglekit acceptance ... --tree-grid S:K:N,...` in the terminal); `topk 1`
-# is the chain, figure for figure. The tree pays in accept length; whether it pays in throughput depends on
-# what a verify of n tokens costs on the target (notebook 08).
+# is the chain, figure for figure. Beyond the 3 steps the drafter was trained for, its first choice often
+# misses; a tree's other children catch it (the share of cycles whose accepted path left the first child
+# says how often). The tree pays in accept length; whether it pays in throughput depends on what a verify
+# of n tokens costs on the target (notebook 08).
 
 # %%
-TREE_GRID = "3:1:4,3:2:6,3:4:12,4:4:16,6:10:60"
+TREE_GRID = "4:1:5,4:2:8,4:4:16,5:4:24,6:10:60"
 trees = eaglekit.measure_trees(world.drafter("k2"), trees=TREE_GRID, target=k2, prompts=world.prompts("k2"),
                                max_new_tokens=MAX_NEW_TOKENS)  # the chain beside it: K = 1..6
 trees
