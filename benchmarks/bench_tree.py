@@ -103,6 +103,10 @@ def kimi(positions: int, repeat: int) -> None:
             "Kimi-K2-sized drafter (hidden 7168, 64 heads x 128, intermediate 18432, draft vocab 32000, float32)")
 
 
+def _load(when: str) -> None:
+    print(f"load average {when}: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=("demo", "kimi", "all"), default="all")
@@ -112,14 +116,14 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds, best of each (3; Kimi part: 1)")
     args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    if args.part in ("demo", "all"):
-        demo(args.world, args.repeat, args.max_new_tokens)
-    if args.part in ("kimi", "all"):
-        kimi(args.positions, 1 if args.part == "all" else args.repeat)
-    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    parts = {"demo": lambda: demo(args.world, args.repeat, args.max_new_tokens),
+             "kimi": lambda: kimi(args.positions, 1 if args.part == "all" else args.repeat)}
+    _load("before")
+    for name, run in parts.items():
+        if args.part in (name, "all"):
+            run()
+    _load("after")
 
 
 if __name__ == "__main__":
