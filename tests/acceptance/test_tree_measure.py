@@ -78,6 +78,14 @@ def test_temperature_gives_the_engines_sampling_figure(trained, k2):
     assert "expected_accept_length" in r.to_json()["trees"][0]
 
 
+def test_temperature_towards_zero_is_the_greedy_figure(trained, k2):
+    r = measure_trees(trained.drafter("k2"), trees="4:1:5,4:3:10", target=k2, prompts=trained.prompts("k2"),
+                      max_new_tokens=16, steps=4, temperature=1e-4, progress=False)
+    for t in r.trees:
+        assert t.expected_accept_length == pytest.approx(t.accept_length, abs=1e-3)
+        assert t.expected_per_depth_acceptance == pytest.approx(t.per_depth_acceptance, abs=1e-3)
+
+
 def test_cycle_starts_follow_the_simulation():
     m = np.array([2, 0, 0, 3, 1, 5, 5, 5, 5, 5])
     assert cycle_starts(m, 10, 3) == [0, 3, 7]
