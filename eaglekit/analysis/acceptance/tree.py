@@ -30,7 +30,6 @@ computed with the same operations in the same order, so the figures are the chai
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -47,8 +46,6 @@ TREE_ATTENTIONS: tuple[str, ...] = ("ancestors", "sglang-slots")
 MAX_TOPK = 32
 MAX_STEPS = 64
 MAX_GRID = 32
-#: query rows per attention block (bases x k), as the chain pass blocks its bases
-ATTN_BLOCK = 64
 #: bound on the logits held at once: rows x draft vocabulary floats
 LOGIT_BUDGET = 2 ** 25
 
@@ -158,31 +155,6 @@ def _layout(topk: int, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(level), torch.cat(rank)
 
 
-def _attend(model, q, k1, v1, pos, own_k, own_v, rows_per_base: int):
-    """Attention of query rows q (nh, R, hd), R = bases x rows_per_base in base order, over the prefix keys
-    ``0..pos`` and each row's own tree entries own_k/own_v [(nh, R, hd), ...] (the last is the row itself).
-    Blocks of ATTN_BLOCK bases, exactly as the chain pass does."""
-    scale = 1.0 / math.sqrt(model.head_dim)
-    R = q.shape[1]
-    n = R // rows_per_base
-    attn = torch.empty_like(q)
-    for b0 in range(0, n, ATTN_BLOCK):
-        b1 = min(n, b0 + ATTN_BLOCK)
-        r0, r1 = b0 * rows_per_base, b1 * rows_per_base
-        a1 = int(pos[r1 - 1]) + 1                                     # prefix keys 0..a1-1 suffice
-        qb = q[:, r0:r1]                                              # (nh, B, hd)
-        s = (qb @ k1[:, :a1].transpose(1, 2)) * scale                 # (nh, B, a1)
-        causal = torch.arange(a1, device=q.device)[None, :] <= pos[r0:r1, None]
-        s = s.masked_fill(~causal, float("-inf"))
-        own = [(qb * ck[:, r0:r1]).sum(-1, keepdim=True) * scale for ck in own_k]
-        p = torch.softmax(torch.cat([s, *own], -1).float(), -1).to(model.dtype)
-        out = p[..., :a1] @ v1[:, :a1]
-        for i, cv in enumerate(own_v):
-            out = out + p[..., a1 + i:a1 + i + 1] * cv[:, r0:r1]
-        attn[:, r0:r1] = out
-    return attn
-
-
 def _top_children(model, logits: torch.Tensor, k: int):
     """The k best draft rows of each row of logits (R, N): target ids (R, k) and log p (R, k). Ranked on
     the logits themselves (the order of log_softmax without its rounding ties); k = 1 is the chain's argmax."""
@@ -218,7 +190,7 @@ def first_pass(model, h: torch.Tensor, next_ids: torch.Tensor, *, start: int = 0
     k1, v1 = model._expand(k1), model._expand(v1)
     q, hb = q[:, start:], h[start:]
     pos = torch.arange(start, T, device=model.device)
-    attn = _attend(model, q, k1, v1, pos, [], [], 1)
+    attn = model.attend(q, k1, v1, pos, [], [])
     g, logits = model._finish(hb, attn)
     return _FirstPass(hb, g, logits, k1, v1, pos)
 
@@ -250,7 +222,7 @@ def grow_trees(model, fp: _FirstPass, *, topk: int, steps: int, attention: TreeA
         tree_k.append(kL)
         tree_v.append(vL)
         own_k, own_v = _own_entries(tree_k, tree_v, anc, n, k)
-        attn = _attend(model, q, fp.k1, fp.v1, rows_pos_base, own_k, own_v, k)
+        attn = model.attend(q, fp.k1, fp.v1, rows_pos_base, own_k, own_v, rows_per_base=k)
         g, logits = model._finish(rows_h, attn)                               # (n*k, H), (n*k, N)
         ctok, clp = _top_children(model, logits, k)                           # (n*k, k)
         cu = fscore[:, :, None] + clp.view(n, k, k)                            # (n, k, k)
