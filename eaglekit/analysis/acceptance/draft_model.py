@@ -315,17 +315,8 @@ class DraftModel:
     def chain(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int, *, start: int = 0,
               return_logits: bool = False) -> DraftOutput:
         """:meth:`draft` with autograd left on (training-time test trains through it)."""
-        T = h.shape[0]
-        if not 0 <= start < max(T, 1):
-            raise InputError(f"start {start} is outside the {T} positions.")
-        h = h.to(device=self.device, dtype=self.dtype)
-        ids = next_ids.to(self.device)
-        q, k1, v1 = self._qkv(h, ids, torch.arange(T, device=self.device))
-        k1, v1 = self._expand(k1), self._expand(v1)                     # (nh, T, hd): the prefix entries
-        # from here on only the bases start..T-1 are drafted from (they still attend to every earlier entry)
-        q, h, ids = q[:, start:], h[start:], ids[start:]
-        pos = torch.arange(start, T, device=self.device)
-        n = T - start
+        q, k1, v1, h, ids, pos = self.prefix(h, next_ids, start=start)
+        n = pos.shape[0]
         chain_k: list[torch.Tensor] = []
         chain_v: list[torch.Tensor] = []
         tokens, logits_out = [], []
@@ -341,6 +332,19 @@ class DraftModel:
                 logits_out.append(logits)
         return DraftOutput(torch.stack(tokens) if tokens else torch.empty(0, n, dtype=torch.int64),
                            tuple(logits_out) if return_logits else None)
+
+    def prefix(self, h: torch.Tensor, next_ids: torch.Tensor, *, start: int = 0):
+        """The entries of every position 0..T-1 as keys and values (nh, T, hd), and the queries (nh, n, hd),
+        features (n, H), tokens (n,) and positions (n,) of the bases start..T-1 drafted from (they still
+        attend to every earlier entry): step 1 of every chain and the first pass of every tree."""
+        T = h.shape[0]
+        if not 0 <= start < max(T, 1):
+            raise InputError(f"start {start} is outside the {T} positions.")
+        h = h.to(device=self.device, dtype=self.dtype)
+        ids = next_ids.to(self.device)
+        q, k1, v1 = self._qkv(h, ids, torch.arange(T, device=self.device))
+        k1, v1 = self._expand(k1), self._expand(v1)                     # (nh, T, hd): the prefix entries
+        return q[:, start:], k1, v1, h[start:], ids[start:], torch.arange(start, T, device=self.device)
 
     def attend(self, q: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor, pos: torch.Tensor,
                own_k: list[torch.Tensor], own_v: list[torch.Tensor], *, rows_per_base: int = 1) -> torch.Tensor:

@@ -181,15 +181,7 @@ class _FirstPass:
 @torch.no_grad()
 def first_pass(model, h: torch.Tensor, next_ids: torch.Tensor, *, start: int = 0) -> _FirstPass:
     """Chain step 1 from bases start..T-1 (the same operations as :meth:`DraftModel.chain`)."""
-    T = h.shape[0]
-    if not 0 <= start < max(T, 1):
-        raise InputError(f"start {start} is outside the {T} positions.")
-    h = h.to(device=model.device, dtype=model.dtype)
-    ids = next_ids.to(model.device)
-    q, k1, v1 = model._qkv(h, ids, torch.arange(T, device=model.device))
-    k1, v1 = model._expand(k1), model._expand(v1)
-    q, hb = q[:, start:], h[start:]
-    pos = torch.arange(start, T, device=model.device)
+    q, k1, v1, hb, _, pos = model.prefix(h, next_ids, start=start)
     attn = model.attend(q, k1, v1, pos, [], [])
     g, logits = model._finish(hb, attn)
     return _FirstPass(hb, g, logits, k1, v1, pos)
