@@ -29,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats, measure_acceptance, summarise
+from eaglekit.analysis.acceptance.measure import (
+    AcceptanceResult,
+    SampleStats,
+    _null_nan,
+    measure_acceptance,
+    summarise,
+)
 from eaglekit.analysis.acceptance.tree import (
     TreeAttention,
     TreeConfig,
@@ -127,8 +133,6 @@ class TreeAcceptance:
                          + ", ".join(t.config.label for t in self.trees))
 
     def to_json(self) -> dict[str, Any]:
-        from eaglekit.analysis.acceptance.measure import _null_nan
-
         return _null_nan({**self.result.to_json(), "tree_attention": self.attention,
                           "trees": [t.to_json() for t in self.trees]})
 
