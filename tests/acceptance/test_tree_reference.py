@@ -140,3 +140,28 @@ def test_the_two_readings_differ_from_level_three_only():
     upto2 = 3 + 9
     assert torch.equal(a.tokens[:, :upto2], s.tokens[:, :upto2])
     assert not torch.equal(a.tokens[:, upto2:], s.tokens[:, upto2:])
+
+
+def test_verification_by_hand():
+    """k = 2, two levels. Level 1: tokens 5 (log p -0.1) and 7 (-0.5); the frontier re-selection put node 1 in
+    slot 0, so level 2 holds node 1's children 9 (-0.6), 4 (-2.0), then node 0's 8 (-0.3), 6 (-0.4). With
+    n = 4 the verified nodes are the three best: 5, 8, 6."""
+    from eaglekit.analysis.acceptance.tree import TreePool, select_nodes
+
+    pool = TreePool(tokens=torch.tensor([[5, 7, 9, 4, 8, 6]] * 2),
+                    scores=torch.tensor([[-0.1, -0.5, -0.6, -2.0, -0.3, -0.4]] * 2),
+                    parents=torch.tensor([[-1, -1, 1, 1, 0, 0]] * 2),
+                    level=torch.tensor([1, 1, 2, 2, 2, 2]), rank=torch.tensor([0, 1, 0, 1, 0, 1]))
+    cfg = TreeConfig(2, 2, 4)
+    assert select_nodes(pool, cfg)[0].tolist() == [True, False, False, False, True, True]
+    # base 0: the target says 5 then 6 (node 0's second child); base 1: 5 then 9 (not verified)
+    expected = torch.tensor([[5, 5], [6, 9]])
+    p = {0: {5: 0.6, 7: 0.3}, 1: {8: 0.2, 6: 0.5, 9: 0.1}}
+
+    def probs(d, bases, toks):
+        return torch.tensor([[p[d].get(int(x), 0.0) for x in row] for row in toks])
+
+    v = verify_greedy(pool, cfg, expected, target_probs=probs)
+    assert v.depth.tolist() == [2, 1] and v.left_first.tolist() == [True, False]
+    # P(some verified child accepted): depth 1, only 5 is verified; depth 2, node 0's verified children 8 and 6
+    np.testing.assert_allclose(v.soft, [[0.6, 0.6], [0.7, 0.7]])
