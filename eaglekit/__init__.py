@@ -57,6 +57,8 @@ _EXPORTS = {
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
     "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
+    "measure_trees": "analysis.acceptance.trees", "TreeAcceptance": "analysis.acceptance.trees",
+    "TreeResult": "analysis.acceptance.trees", "TreeConfig": "analysis.acceptance.tree",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
@@ -121,6 +123,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.analysis.acceptance.dump_result import DumpAcceptance
+    from eaglekit.analysis.acceptance.trees import TreeAcceptance, TreeResult, measure_trees
+    from eaglekit.analysis.acceptance.tree import TreeConfig
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview

@@ -182,3 +182,34 @@ eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target
 # %%
 conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scenario=serving,
                     steps=world.chain_steps)
+
+# %% [markdown]
+# ## Accept length by tree configuration
+# Most deployments draft a tree: `--speculative-num-steps s --speculative-eagle-topk k
+# --speculative-num-draft-tokens n` in SGLang (EAGLE's `depth = s - 1`, `top_k`, `total_token`). Each of
+# the s drafter passes keeps the k best nodes by cumulative log-probability; the n - 1 best nodes of the
+# whole pool are verified with the root in one target forward, and the longest path the target agrees
+# with is accepted. `measure_trees` drafts the trees of every configuration from every position of the
+# same greedy continuations (`eaglekit acceptance ... --tree-grid S:K:N,...` in the terminal); `topk 1`
+# is the chain, figure for figure. Beyond the 3 steps the drafter was trained for, its first choice often
+# misses; a tree's other children catch it (the share of cycles whose accepted path left the first child
+# says how often). The tree pays in accept length; whether it pays in throughput depends on what a verify
+# of n tokens costs on the target (notebook 08).
+
+# %%
+TREE_GRID = "4:1:5,4:2:8,4:4:16,5:4:24,6:10:60"
+trees = eaglekit.measure_trees(world.drafter("k2"), trees=TREE_GRID, target=k2, prompts=world.prompts("k2"),
+                               max_new_tokens=MAX_NEW_TOKENS)  # the chain beside it: K = 1..6
+trees
+
+# %% [markdown]
+# The two readings of a frontier node's attention: EAGLE's (its true ancestors) and SGLang's (its branch
+# slot's earlier entries, another lineage's after a re-selection). They agree on the first two levels.
+
+# %%
+slots = eaglekit.measure_trees(world.drafter("k2"), trees=TREE_GRID, target=k2, prompts=world.prompts("k2"),
+                               max_new_tokens=MAX_NEW_TOKENS, tree_attention="sglang-slots")
+pd.DataFrame([{"steps": a.steps, "topk": a.topk, "draft tokens": a.draft_tokens,
+               "chain (K = steps)": trees.result.accept_length_by_steps[a.steps - 1],
+               "tree, EAGLE": a.accept_length, "tree, SGLang slots": b.accept_length,
+               "left first child": a.left_first_child} for a, b in zip(trees.trees, slots.trees)]).round(3)

@@ -72,7 +72,7 @@ def is_training_dump(args: argparse.Namespace) -> bool:
     return not os.path.lexists(os.path.join(os.path.expanduser(args.hidden_states), "manifest.json"))
 
 
-def run_dump(args: argparse.Namespace) -> int:
+def run_dump(args: argparse.Namespace, trees=None) -> int:
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.core.errors import InputError
     from eaglekit.io.dumps.detect import open_training_dump
@@ -88,6 +88,7 @@ def run_dump(args: argparse.Namespace) -> int:
         temperature=args.temperature, aux_layers=args.aux_layers, final_norm=args.final_norm,
         all_positions=args.all_positions, loss_masks=args.loss_masks, limit=args.limit, sample=args.sample,
         seed=args.seed, scheduler=args.scheduler, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint, timeout=args.timeout)
+        endpoint=args.endpoint, timeout=args.timeout,
+        **({"trees": trees, "tree_attention": args.tree_attention or "ancestors"} if trees else {}))
     emit(result, args)
     return 0

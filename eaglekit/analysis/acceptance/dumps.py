@@ -39,6 +39,8 @@ from eaglekit.analysis.acceptance.measure import (
     summarise,
 )
 from eaglekit.analysis.acceptance.notes import collapse_note
+from eaglekit.analysis.acceptance.tree import TreeConfig, check_attention, tree_configs, tree_sample_stats
+from eaglekit.analysis.acceptance.trees import TreeAcceptance, summarise_tree
 from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
 from eaglekit.core.configs.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
@@ -76,6 +78,8 @@ class DumpTask:
     all_positions: bool
     masks: dict[str, tuple[int, ...]] | None = None
     timeout: float | None = None   # seconds per remote request (the caller's --timeout)
+    trees: tuple[TreeConfig, ...] = ()   # tree drafts measured beside the chain
+    tree_attention: str = "ancestors"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class FileStats:
     positions: int
     nonfinite_rows: int = 0
     masked_by: str = "loss_mask"
+    trees: tuple = ()   # per tree configuration of the task: its spans' (SampleStats, left_first) counts
 
     @property
     def skipped(self) -> bool:
@@ -163,7 +168,12 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
         aux = rec.aux.reshape(T, model.n_aux, H).permute(1, 0, 2)                        # (n_aux, T, H)
         stats = span_stats(model, aux, rec.input_ids, target_ids, spans, steps=task.steps,
                            temperature=task.temperature, target_probs=probs)
-        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by))
+        trees = ()
+        if task.trees:
+            got = tree_sample_stats(model, aux, rec.input_ids, target_ids, None, task.trees,
+                                    attention=task.tree_attention, spans=spans)
+            trees = tuple(tuple(got[c]) for c in task.trees)
+        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by, trees))
     return out
 
 
@@ -246,7 +256,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                  limit: int | None = None, sample: int | None = None, seed: int = 0, scheduler: Any = None,
                  device: str = "cpu", dtype: str = "float32", embeddings: str | None = None,
                  endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
-                 hook: Callable[[int], None] | None = None) -> DumpAcceptance:
+                 hook: Callable[[int], None] | None = None, trees=None, tree_attention: str = "ancestors"):
     """Measure ``drafter`` on a training pipeline's hidden-state dump folder ``hidden_states``.
 
     ``target_head``: the target checkpoint its final norm and ``lm_head`` are read from (by range).
@@ -254,6 +264,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     (default: the drafter's config; reported). ``final_norm``: where the dump's final hidden state sits
     (default: what the format's writer does). ``limit`` / ``sample`` + ``seed``: the first N files, or N
     files drawn at random (with a 95% interval). ``scheduler``: a Dask address or ``distributed.Client``.
+    ``trees`` (``"S:K:N,..."`` or configurations): tree drafts too, in the same spans; the result is then a
+    :class:`~eaglekit.analysis.acceptance.trees.TreeAcceptance` holding this one (greedy only).
     """
     if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 64:
         raise InputError(f"steps must be an integer from 1 to 64, got {steps!r}.")
@@ -268,6 +280,12 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
             raise InputError(f"--{name} must be a positive integer, got {v!r}.")
     if dtype not in ("float32", "bfloat16"):
         raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
+    configs = tree_configs(trees) if trees is not None else ()
+    if configs:
+        check_attention(tree_attention)
+        if temperature > 0:
+            raise InputError("tree drafts on a training pipeline's dump are measured greedy: the engines' tree sampling "
+                             "needs the target's full distributions (use --target), or drop --temperature.")
     dump = open_training_dump(hidden_states, format=dump_format)
     norm = final_norm or dump.final_norm
     masks = _read_masks(loss_masks) if loss_masks is not None else None
@@ -288,7 +306,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         own = None if masks is None else {n: masks[n] for _, n in files if n in masks}   # this task's masks only
         tasks.append(DumpTask(dump.path, dump.format, files, str(drafter), str(target_head),
                               None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
-                              float(temperature), norm == "after-norm", all_positions, own, timeout))
+                              float(temperature), norm == "after-norm", all_positions, own, timeout, configs,
+                              tree_attention))
     files, where = _run(tasks, scheduler, progress, len(chosen), hook, timeout=timeout)
 
     num_layers = _text_config(load_config(target_head, endpoint=endpoint, timeout=timeout)).get("num_hidden_layers")
@@ -297,8 +316,13 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         default_aux_layers(num_layers, convention=convention) if num_layers else ()))
     notes = _notes(dump, files, ids, cfg.aux_layer_ids, aux_layers is not None, convention, num_layers, norm,
                    final_norm is not None, all_positions, masks is not None)
-    return _result(dump, files, str(drafter), str(target_head), steps, float(temperature), ids, convention, norm,
-                   notes, where, n, sample is not None)
+    result = _result(dump, files, str(drafter), str(target_head), steps, float(temperature), ids, convention, norm,
+                     notes, where, n, sample is not None)
+    if not configs:
+        return result
+    measured = [f for f in files if not f.skipped]
+    return TreeAcceptance(result, tree_attention, tuple(
+        summarise_tree(c, [x for f in measured for x in f.trees[k]], seed=seed) for k, c in enumerate(configs)))
 
 
 def _read_masks(path) -> dict[str, tuple[int, ...]]:

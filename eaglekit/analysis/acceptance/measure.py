@@ -341,7 +341,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
-                       keep_samples: bool = False, trust_remote_code: bool = False) -> AcceptanceResult:
+                       keep_samples: bool = False, trust_remote_code: bool = False,
+                       on_sample=None) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -350,6 +351,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     ``aux_convention`` (``"outputs"`` | ``"inputs"``): how the drafter's aux ids select target hidden
     states; default: what it was trained with. The other reading is measured too when the features allow.
     ``trust_remote_code``: let a target folder's own Python run (its ``auto_map``); never on by default.
+    ``on_sample(model, aux, input_ids, target_ids, prompt_len, logits)``: called for every measured sample
+    with the primary reading's features (tree drafts measure there: :mod:`~eaglekit.analysis.acceptance.trees`).
     """
     import torch
     from tqdm.auto import tqdm
@@ -462,6 +465,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             aux = hs[[pos[k] for k in indices[c]]]
             stats[c].append(sample_stats(model, aux, ids, tgt, plen, steps=steps,
                                          temperature=temperature if c == primary else 0.0, target_logits=logits))
+        if on_sample is not None:
+            on_sample(model, hs[[pos[k] for k in indices[primary]]], ids, tgt, plen, logits)
         if keep_samples:
             kept.append((np.asarray(ids[plen:].cpu()), stats[primary][-1].matches))
     if skipped:  # never a silent figure: SpecForge skips such samples too, and says so
