@@ -56,12 +56,14 @@ _EXPORTS = {
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
     "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
+    "acceptance_curve": "analysis.acceptance.curve", "AcceptanceCurve": "analysis.acceptance.curve",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
     "drift_map": "view.drift_figures", "drafter_view": "view.drift_figures",
     "accept_length_vs_steps": "view.acceptance_figures", "per_step_acceptance": "view.acceptance_figures", "per_prompt_spread": "view.acceptance_figures",
     "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
+    "accept_length_curve": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
@@ -120,11 +122,13 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.analysis.acceptance.dump_result import DumpAcceptance
+    from eaglekit.analysis.acceptance.curve import AcceptanceCurve, acceptance_curve
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
     from eaglekit.view.drift_figures import drafter_view, drift_map
     from eaglekit.view.acceptance_figures import (
+        accept_length_curve,
         accept_length_vs_steps,
         break_even_by_steps,
         per_prompt_spread,
