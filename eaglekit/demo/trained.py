@@ -68,10 +68,12 @@ FEW_STEPS = 200                         # fine-tuning steps of both K2.5 drafter
 #: Training steps at which the K2.5 curve runs save a checkpoint (``epoch_0_step_N``, as SpecForge names them);
 #: each step reads CURVE_BATCH fresh samples (one epoch, no sample seen twice), so a checkpoint has seen
 #: ``N x CURVE_BATCH`` samples. A lower learning rate than the other drafters' keeps the curve in the
-#: data-limited regime over these sizes (at 3e-3 both runs saturate by 64 samples).
-CURVE_CHECKPOINTS = (16, 32, 64, 128, 256, 512)
+#: data-limited regime over these sizes (at 3e-3 both runs saturate by 64 samples). The runs read the first
+#: samples of a pool of CURVE_POOL drawn once, so the series stays the same when the checkpoints change.
+CURVE_CHECKPOINTS = (16, 32, 64, 128, 256)
 CURVE_BATCH = 1
 CURVE_LR = 1e-3
+CURVE_POOL = 512
 #: Chain steps the drafters are trained for (training-time test): beyond them per-step acceptance collapses.
 #: The manifest records it (``drafter_chain_steps``).
 CHAIN_STEPS = 3
@@ -394,7 +396,7 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         bar.update()
         warm = train(_warm_start(root), k25, common25, k25_few, FEW_STEPS, 4)
         _save_drafter(drafters / "k25-warm", warm, *vocab_arrays(common25))
-        fresh = sample_language(rng, gram["k25"], common25, max(CURVE_CHECKPOINTS) * CURVE_BATCH, SEQ)
+        fresh = sample_language(rng, gram["k25"], common25, CURVE_POOL, SEQ)
         curves = _curve_runs(root, train, k25, common25, fresh)
         bar.update()
         _save_drafter(drafters / "random", {k: v.detach() for k, v in _drafter_init(5).items()}, *vocab_arrays(common))

@@ -66,7 +66,7 @@ def test_json_keys_and_each_point_equals_acceptance_alone(capsys, trained, serie
         assert point["per_step"] == alone["per_step_acceptance"]
         assert point["accept_length_by_steps"] == alone["accept_length_by_steps"]
         assert point["low"] <= point["accept_length"] <= point["high"]
-    assert got["fit"]["family"] == "loglogistic" and "bootstrap over 6 checkpoints" in got["fit"]["method"]
+    assert got["fit"]["family"] == "loglogistic" and "bootstrap over 5 checkpoints" in got["fit"]["method"]
     assert [p["samples"] for p in got["predictions"]] == [1000.0, 4000.0]
     for p in got["predictions"]:
         assert p["low"] <= p["accept_length"] <= p["high"]
@@ -98,9 +98,9 @@ def test_demo_fit_without_the_largest_checkpoint_predicts_it(both):
         held = fit_points(curve.label, curve.checkpoints[:-1], steps=K, predict=[last.samples])
         (n, predicted), = held.predictions
         assert predicted.low <= last.accept_length.value <= predicted.high, (curve.label, predicted, last.accept_length)
-        # and the default family is the one that predicts the next checkpoint best on this curve or close to it
-        errs = curve.held_out
-        assert errs["loglogistic"] <= min(errs.values()) + 0.05, errs
+    # the default family is the one that predicts each next checkpoint best, over the demo's curves
+    mean = {f: sum(c.held_out[f] for c in both.curves) / len(both.curves) for f in ("loglogistic", "power", "exp")}
+    assert min(mean, key=mean.__getitem__) == "loglogistic", mean
 
 
 def test_seed_question_on_the_demo(both):
@@ -225,7 +225,7 @@ def test_bad_input_is_one_line(capsys, trained, series, tmp_path):
     # another shape: the speculators layout names its layer tensors differently
     line = _error(capsys, "acceptance-curve", trained.drafter("k2"), trained.drafter("k2-speculators"), ck[0],
                   "--samples", "1,2,3", *base)
-    assert line.startswith("eaglekit: checkpoints of different shapes:") and "checkpoint 2" in line
+    assert "checkpoints of different shapes: layers.0.hidden_norm.weight is [64] in checkpoint 2" in line
     # a training state that would run code when unpickled: refused, and it did not run
     marker = tmp_path / "ran"
     bad = tmp_path / "evil/epoch_0_step_5"
