@@ -198,7 +198,7 @@ conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scen
 # fitted with a bootstrap over the checkpoints and the prompts. The break-even is the serving cycle's above.
 
 # %%
-TEAM_SAMPLES = 32  # the scratch drafter's data in this replay (the seed's 37K)
+TEAM_SAMPLES = 64  # the scratch drafter's data in this replay (the seed's 37K)
 break_even = serving.at_steps(world.chain_steps).break_even_accept_length
 curves = eaglekit.acceptance_curve(
     {"scratch": world.checkpoints("scratch"), "warm start": world.checkpoints("warm")},

@@ -14,9 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli._dumps import add_dump_options, is_training_dump, refuse_unused, run_dump
-from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, check_device,
-                                 emit,
+from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
+from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, emit,
                                  temperature)
 
 
@@ -59,17 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.acceptance.measure import measure_acceptance
-    from eaglekit.core.errors import InputError
 
-    if args.target is not None and args.prompts is None:
-        raise InputError("--target needs --prompts FILE (JSONL: input_ids, text or messages per line).")
-    if args.hidden_states is not None and args.prompts is not None:
-        raise InputError("--prompts goes with --target; a dump already holds its prompts.")
-    check_device(args.device)
-    training_dump = is_training_dump(args)
-    if training_dump or args.hidden_states is None:  # (eaglekit's own dumps say what they lack themselves)
-        refuse_unused(args, training_dump)
-    if training_dump:
+    if check_sources(args):
         return run_dump(args)
     if args.chat_template is not None or args.compare_templates is not None:
         return _run_templates(args)

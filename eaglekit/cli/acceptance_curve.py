@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from eaglekit.cli._dumps import DUMP_ONLY, add_dump_options, is_training_dump, refuse_unused
-from eaglekit.cli.common import (add_json_option, add_remote_options, add_trust_remote_code_option, check_device,
-                                 emit)
+from eaglekit.cli._dumps import DUMP_ONLY, add_dump_options, check_sources
+from eaglekit.cli.common import add_json_option, add_remote_options, add_trust_remote_code_option, emit
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9}
 
@@ -107,14 +106,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--batch-size must be a positive whole number, got {args.batch_size}.")
     if args.resamples < 100:
         raise InputError(f"--resamples must be at least 100 for a 95% interval, got {args.resamples}.")
-    if args.target is not None and args.prompts is None:
-        raise InputError("--target needs --prompts FILE (JSONL: input_ids, text or messages per line).")
-    if args.hidden_states is not None and args.prompts is not None:
-        raise InputError("--prompts goes with --target; a dump already holds its prompts.")
-    check_device(args.device)
-    training_dump = is_training_dump(args)
-    if training_dump or args.hidden_states is None:
-        refuse_unused(args, training_dump)
+    training_dump = check_sources(args)
     dump: dict = {}
     if training_dump:
         if args.target_head is None:

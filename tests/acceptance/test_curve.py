@@ -11,23 +11,18 @@ import shutil
 import pytest
 
 from eaglekit.analysis.acceptance.curve import acceptance_curve
-from eaglekit.cli import main
+from test_cli_acceptance import _error, _run  # the CLI runner of the acceptance tests (this folder)
 
 K = 3  # the demo drafters' training-time-test depth
 
 
-def _run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+def cli(capsys, *args):
+    return _run(capsys, *map(str, args))
 
 
-def _error(capsys, *args: str) -> str:
-    code, out, err = _run(capsys, *args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
+def fails(capsys, *args) -> str:
+    """The one stderr line of a run that exits 2."""
+    return _error(capsys, *map(str, args))
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +44,7 @@ def both(trained, series, batch):
 
 def test_json_keys_and_each_point_equals_acceptance_alone(capsys, trained, series, batch):
     dump = trained.hidden_dump("k25")
-    code, out, err = _run(capsys, "acceptance-curve", *series["scratch"], "--batch-size", batch, "--hidden-states",
+    code, out, err = cli(capsys, "acceptance-curve", *series["scratch"], "--batch-size", batch, "--hidden-states",
                           dump, "--steps", K, "--predict", "1K,4K", "--reach", "2.5", "--json")
     assert code == 0, err
     got = json.loads(out)
@@ -59,7 +54,7 @@ def test_json_keys_and_each_point_equals_acceptance_alone(capsys, trained, serie
     for point, path in zip(got["checkpoints"], series["scratch"]):
         assert {"path", "samples", "accept_length", "low", "high", "per_step"} <= set(point)
         assert point["path"] == str(path) and point["samples_from"].startswith("training_state.pt global_step")
-        code, alone, _ = _run(capsys, "acceptance", path, "--hidden-states", dump, "--steps", K, "--json")
+        code, alone, _ = cli(capsys, "acceptance", path, "--hidden-states", dump, "--steps", K, "--json")
         alone = json.loads(alone)
         assert point["accept_length"] == alone["accept_length"]
         assert (point["low"], point["high"]) == (alone["accept_length_low"], alone["accept_length_high"])
@@ -77,12 +72,12 @@ def test_json_keys_and_each_point_equals_acceptance_alone(capsys, trained, serie
 def test_against_a_target_each_point_equals_acceptance_alone(capsys, trained, series):
     ckpts = series["warm"][:3]
     t, p = trained.target("k25"), trained.prompts("k25")
-    code, out, err = _run(capsys, "acceptance-curve", *ckpts, "--samples", "16,32,64", "--target", t, "--prompts", p,
+    code, out, err = cli(capsys, "acceptance-curve", *ckpts, "--samples", "16,32,64", "--target", t, "--prompts", p,
                           "--max-new-tokens", "10", "--steps", K, "--json")
     assert code == 0, err
     got = json.loads(out)
     for point, path in zip(got["checkpoints"], ckpts):
-        _, alone, _ = _run(capsys, "acceptance", path, "--target", t, "--prompts", p, "--max-new-tokens", "10",
+        _, alone, _ = cli(capsys, "acceptance", path, "--target", t, "--prompts", p, "--max-new-tokens", "10",
                            "--steps", K, "--json")
         assert point["accept_length"] == json.loads(alone)["accept_length"]
         assert point["samples_from"] == "given"
@@ -135,7 +130,7 @@ def test_samples_from_the_folder_name_and_specforge_state(capsys, trained, serie
         shutil.copytree(src, dst)
         (dst / "training_state.pt").unlink()
         named.append(dst)
-    code, out, err = _run(capsys, "acceptance-curve", *named, "--batch-size", 8, "--hidden-states", dump, "--steps", K,
+    code, out, err = cli(capsys, "acceptance-curve", *named, "--batch-size", 8, "--hidden-states", dump, "--steps", K,
                           "--json")
     assert code == 0, err
     got = json.loads(out)
@@ -149,7 +144,7 @@ def test_samples_from_the_folder_name_and_specforge_state(capsys, trained, serie
         torch.save({"epoch": 0, "global_step": 10 * (i + 1), "args": argparse.Namespace(batch_size=2, lr=1e-4),
                     "optimizer_state_dict": {"state": {0: {"exp_avg": torch.zeros(3)}}}}, dst / "training_state.pt")
         spec.append(dst)
-    code, out, err = _run(capsys, "acceptance-curve", *spec, "--batch-size", 2, "--hidden-states", dump, "--steps", K,
+    code, out, err = cli(capsys, "acceptance-curve", *spec, "--batch-size", 2, "--hidden-states", dump, "--steps", K,
                           "--json")
     assert code == 0, err
     assert [c["samples"] for c in json.loads(out)["checkpoints"]] == [20.0, 40.0, 60.0]
@@ -162,7 +157,7 @@ def test_plan_break_even_joined(capsys, trained, series, tmp_path):
         {"batch": 8, "break_even_accept_length": 2.9, "steps": []},                           # stated by the plan
     ]}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    code, out, err = _run(capsys, "acceptance-curve", "--label", "scratch", *series["scratch"], "--label", "warm",
+    code, out, err = cli(capsys, "acceptance-curve", "--label", "scratch", *series["scratch"], "--label", "warm",
                           *series["warm"], "--batch-size", trained.manifest["curve_batch"], "--hidden-states",
                           trained.hidden_dump("k25"), "--steps", K, "--plan", tmp_path / "plan.json",
                           "--predict", "2048", "--json")
@@ -182,13 +177,13 @@ def test_plan_break_even_joined(capsys, trained, series, tmp_path):
 
 
 def test_fewer_than_three_checkpoints_shows_points_without_a_fit(capsys, trained, series):
-    code, out, err = _run(capsys, "acceptance-curve", *series["warm"][:2], "--samples", "16,32", "--hidden-states",
+    code, out, err = cli(capsys, "acceptance-curve", *series["warm"][:2], "--samples", "16,32", "--hidden-states",
                           trained.hidden_dump("k25"), "--steps", K, "--predict", "1000", "--json")
     assert code == 0, err
     got = json.loads(out)
     assert len(got["checkpoints"]) == 2 and got["fit"] is None and got["predictions"] == []
     assert "a curve needs at least 3" in got["notes"][0]
-    code, out, _ = _run(capsys, "acceptance-curve", *series["warm"][:2], "--samples", "16,32", "--hidden-states",
+    code, out, _ = cli(capsys, "acceptance-curve", *series["warm"][:2], "--samples", "16,32", "--hidden-states",
                         trained.hidden_dump("k25"), "--steps", K)
     assert "fit" in out and "none: a curve needs at least 3 checkpoints" in out
 
@@ -216,14 +211,14 @@ def test_bad_input_is_one_line(capsys, trained, series, tmp_path):
     dump = trained.hidden_dump("k25")
     ck = series["scratch"]
     base = ["--hidden-states", dump, "--steps", K]
-    assert "not increasing: checkpoint 3 has 16 after 64" in _error(
+    assert "not increasing: checkpoint 3 has 16 after 64" in fails(
         capsys, "acceptance-curve", *ck[:3], "--samples", "32,64,16", *base)
-    assert "3 sample counts for 2 checkpoints" in _error(capsys, "acceptance-curve", *ck[:2], "--samples", "1,2,3", *base)
+    assert "3 sample counts for 2 checkpoints" in fails(capsys, "acceptance-curve", *ck[:2], "--samples", "1,2,3", *base)
     # another drafter's vocabulary map (the K2 drafter drafts K2's common tokens)
-    line = _error(capsys, "acceptance-curve", ck[0], ck[1], trained.drafter("k2"), "--samples", "1,2,3", *base)
+    line = fails(capsys, "acceptance-curve", ck[0], ck[1], trained.drafter("k2"), "--samples", "1,2,3", *base)
     assert "different vocabulary maps: d2t of checkpoint 3" in line and "entries differ" in line
     # another shape: the speculators layout names its layer tensors differently
-    line = _error(capsys, "acceptance-curve", trained.drafter("k2"), trained.drafter("k2-speculators"), ck[0],
+    line = fails(capsys, "acceptance-curve", trained.drafter("k2"), trained.drafter("k2-speculators"), ck[0],
                   "--samples", "1,2,3", *base)
     assert "checkpoints of different shapes: layers.0.hidden_norm.weight is [64] in checkpoint 2" in line
     # a training state that would run code when unpickled: refused, and it did not run
@@ -238,17 +233,17 @@ def test_bad_input_is_one_line(capsys, trained, series, tmp_path):
     import torch
 
     torch.save({"global_step": 5, "x": Evil()}, bad / "training_state.pt")
-    line = _error(capsys, "acceptance-curve", bad, ck[1], ck[2], "--batch-size", 1, *base)
+    line = fails(capsys, "acceptance-curve", bad, ck[1], ck[2], "--batch-size", 1, *base)
     assert "is not a plain tensor/number pickle" in line and "refused without running it" in line
     assert not marker.exists()
-    assert "give --batch-size" in _error(capsys, "acceptance-curve", *ck[:3], *base)
+    assert "give --batch-size" in fails(capsys, "acceptance-curve", *ck[:3], *base)
     nowhere = tmp_path / "plain"
     shutil.copytree(ck[0], nowhere)
     (nowhere / "training_state.pt").unlink()
-    assert "no step in the folder name" in _error(capsys, "acceptance-curve", nowhere, ck[1], ck[2],
+    assert "no step in the folder name" in fails(capsys, "acceptance-curve", nowhere, ck[1], ck[2],
                                                   "--batch-size", 1, *base)
     (tmp_path / "plan.json").write_text("{\"batches\": [{\"batch\": 1}]}")
-    assert "states no break-even" in _error(capsys, "acceptance-curve", *ck[:3], "--samples", "1,2,3",
+    assert "states no break-even" in fails(capsys, "acceptance-curve", *ck[:3], "--samples", "1,2,3",
                                             "--plan", tmp_path / "plan.json", *base)
-    assert "--label warm names no checkpoint" in _error(capsys, "acceptance-curve", "--label", "warm", *base)
-    assert "not both" in _error(capsys, "acceptance-curve", ck[0], "--label", "w", ck[1], *base)
+    assert "--label warm names no checkpoint" in fails(capsys, "acceptance-curve", "--label", "warm", *base)
+    assert "not both" in fails(capsys, "acceptance-curve", ck[0], "--label", "w", ck[1], *base)
