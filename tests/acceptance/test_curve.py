@@ -247,3 +247,14 @@ def test_bad_input_is_one_line(capsys, trained, series, tmp_path):
                                             "--plan", tmp_path / "plan.json", *base)
     assert "--label warm names no checkpoint" in fails(capsys, "acceptance-curve", "--label", "warm", *base)
     assert "not both" in fails(capsys, "acceptance-curve", ck[0], "--label", "w", ck[1], *base)
+
+
+def test_three_checkpoints_never_claim_a_constrained_extrapolation(capsys, trained, series):
+    code, out, err = cli(capsys, "acceptance-curve", *series["scratch"][:3], "--batch-size", 1, "--hidden-states",
+                         trained.hidden_dump("k25"), "--steps", K, "--predict", "40,100K", "--reach", "3.5", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    inside, beyond = got["predictions"]
+    assert inside["constrained"] is True and beyond["constrained"] is False
+    assert got["reach"][0]["constrained"] is False
+    assert any("3 checkpoints for the curve's 3 parameters" in n for n in got["notes"])

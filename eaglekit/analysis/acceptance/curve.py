@@ -96,10 +96,21 @@ class Curve:
     reach: tuple[tuple[float, Interval], ...] = ()
     plan: tuple[PlanLine, ...] = ()
     notes: tuple[str, ...] = ()
+    #: as many checkpoints as the curve has parameters: it passes through them and nothing tests it, so
+    #: nothing beyond the largest checkpoint counts as constrained
+    exact: bool = False
 
     @property
     def samples(self) -> tuple[float, ...]:
         return tuple(c.samples for c in self.checkpoints)
+
+    def constrained_at(self, samples: float, i: Interval) -> bool:
+        """Whether the data constrain the prediction ``i`` at ``samples`` (:func:`constrained`, and never past the
+        largest checkpoint of an exactly determined curve)."""
+        return constrained(i) and not (self.exact and samples > max(self.samples))
+
+    def reach_is_constrained(self, i: Interval) -> bool:
+        return reach_constrained(i) and not (self.exact and i.value > max(self.samples))
 
     def at(self, samples: float) -> Interval:
         """The accept length at ``samples``: the checkpoint's measurement when one saw exactly that many, else
@@ -128,9 +139,9 @@ class Curve:
                       "held_out_error": dict(self.held_out),
                       "constrained_width": MAX_WIDTH_TEXT})
             out["fit"] = f
-        out["predictions"] = [{"samples": n, **_interval_json(i), "constrained": constrained(i)}
+        out["predictions"] = [{"samples": n, **_interval_json(i), "constrained": self.constrained_at(n, i)}
                               for n, i in self.predictions]
-        out["reach"] = [_reach_json(al, i) for al, i in self.reach]
+        out["reach"] = [_reach_json(al, i, self.reach_is_constrained(i)) for al, i in self.reach]
         out["plan"] = [self._plan_json(p) for p in self.plan]
         out["notes"] = list(self.notes)
         return out
@@ -139,7 +150,8 @@ class Curve:
         need = self.samples_for(p.break_even)
         last = self.checkpoints[-1].accept_length
         return {"batch": p.batch, "steps": p.steps, "break_even": p.break_even, "source": p.source,
-                "samples_to_break_even": None if need is None else _reach_json(p.break_even, need),
+                "samples_to_break_even": None if need is None else _reach_json(p.break_even, need,
+                                                                                         self.reach_is_constrained(need)),
                 "last_checkpoint": {"samples": self.checkpoints[-1].samples, "verdict": verdict(last, p.break_even),
                                     "tokens_per_s": p.tokens_per_s(last.value)},
                 "plan_best": {"steps": p.best_steps, "tokens_per_s": p.best_tokens_per_s},
@@ -168,16 +180,19 @@ class Curve:
                                                              for k, v in self.held_out.items())
                               + " (mean |error| predicting each next checkpoint from the ones before)"))
         for n, i in self.predictions:
-            flag = "" if constrained(i) else f"  NOT CONSTRAINED by the data (interval {_width(i)} wide, limit {MAX_WIDTH_TEXT})"
+            flag = "" if self.constrained_at(n, i) else (
+                f"  NOT CONSTRAINED by the data (interval {_width(i)} wide, limit {MAX_WIDTH_TEXT}"
+                + ("; 3 checkpoints for 3 parameters" if self.exact else "") + ")")
             pairs.append((f"predicted at {_count(n)} samples", i.text(3) + flag))
         for al, i in self.reach:
-            pairs.append((f"samples to reach {al:g}", _reach_text(i)))
+            pairs.append((f"samples to reach {al:g}", _reach_text(i, self.reach_is_constrained(i))))
         for p in self.plan:
             need = self.samples_for(p.break_even)
             last = self.checkpoints[-1].accept_length
             where = f"batch {p.batch}, " if p.batch is not None else ""
             text = (f"{p.break_even:.3f} ({where}K = {p.steps}; {p.source}): last checkpoint "
-                    f"{verdict(last, p.break_even)}" + ("" if need is None else f"; samples needed {_reach_text(need)}"))
+                    f"{verdict(last, p.break_even)}" + ("" if need is None else
+                                                        f"; samples needed {_reach_text(need, self.reach_is_constrained(need))}"))
             if p.best_tokens_per_s is not None:
                 text += f"; the plan's best there: k = {p.best_steps}, {p.best_tokens_per_s:.0f} tok/s"
             pairs.append(("break-even", text))
@@ -223,8 +238,8 @@ class AcceptanceCurve:
             return out + f" {baseline} has no fit (fewer than {MIN_POINTS} checkpoints) to say how much data it needs."
         if not math.isfinite(need.value):
             return out + f" {baseline} does not reach it: break-even is {BEYOND}."
-        where = "" if reach_constrained(need) else " (NOT CONSTRAINED by the data: treat it as a guess)"
-        return out + (f" {baseline} reaches break-even at about {_reach_text(need).split('  ')[0]} samples{where}, "
+        where = "" if b.reach_is_constrained(need) else " (NOT CONSTRAINED by the data: treat it as a guess)"
+        return out + (f" {baseline} reaches break-even at about {_reach_text(need, True)} samples{where}, "
                       f"{need.value / samples:.1f}x the data.")
 
     def to_json(self) -> dict[str, Any]:
@@ -249,11 +264,11 @@ def _interval_json(i: Interval) -> dict[str, Any]:
     return {"accept_length": _num(i.value), "low": _num(i.low), "high": _num(i.high), "interval": i.method}
 
 
-def _reach_json(al: float, i: Interval) -> dict[str, Any]:
+def _reach_json(al: float, i: Interval, ok: bool) -> dict[str, Any]:
     if not math.isfinite(i.value):
         return {"accept_length": al, "samples": BEYOND, "low": _num(i.low), "high": _num(i.high)}
     return {"accept_length": al, "samples": i.value, "low": _num(i.low),
-            "high": _num(i.high) if i.high is not None else "unbounded", "constrained": reach_constrained(i)}
+            "high": _num(i.high) if i.high is not None else "unbounded", "constrained": ok}
 
 
 def _count(n: float) -> str:
@@ -264,12 +279,12 @@ def _width(i: Interval) -> str:
     return "unbounded" if i.width is None else f"{i.width:.2f}"
 
 
-def _reach_text(i: Interval) -> str:
+def _reach_text(i: Interval, ok: bool) -> str:
     if not math.isfinite(i.value):
         return BEYOND
     hi = "unbounded" if i.high is None else _count(i.high)
     lo = "-" if i.low is None else _count(i.low)
-    flag = "" if reach_constrained(i) else "  NOT CONSTRAINED by the data"
+    flag = "" if ok else "  NOT CONSTRAINED by the data"
     return f"{_count(i.value)} ({lo}-{hi}){flag}"
 
 
@@ -595,8 +610,14 @@ def fit_points(label: str, points: Sequence[Checkpoint], *, steps: int, predict:
     boot = bootstrap_fits(counts, cap=cap, family=chosen, seed=seed, resamples=resamples)  # type: ignore[arg-type]
     preds = tuple((float(n), boot.predict(n)) for n in predict)
     reached = tuple((float(al), boot.reach(al)) for al in reach)
-    loose = [n for n, i in preds if not constrained(i)]
+    exact = len(points) == MIN_POINTS
+    curve = Curve(label, steps, points, boot, held, preds, reached, tuple(plan), (), exact)
+    if exact:
+        notes.append(f"{MIN_POINTS} checkpoints for the curve's {MIN_POINTS} parameters: it passes through them and "
+                     "nothing tests it; predictions past the largest checkpoint are not constrained.")
+    loose = [n for n, i in preds if not curve.constrained_at(n, i)]
     if loose:
         notes.append(f"the data do not constrain the prediction at {', '.join(_count(n) for n in loose)} samples: its "
-                     f"interval is wider than {MAX_WIDTH_TEXT} accept length or unbounded.")
-    return Curve(label, steps, points, boot, held, preds, reached, tuple(plan), tuple(notes))
+                     f"interval is wider than {MAX_WIDTH_TEXT} accept length or unbounded"
+                     + (", or the curve is exactly determined." if exact else "."))
+    return Curve(label, steps, points, boot, held, preds, reached, tuple(plan), tuple(notes), exact)
