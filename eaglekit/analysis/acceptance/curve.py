@@ -17,8 +17,10 @@ file) or a step count in the folder name (``step_1200``, ``epoch_3_step_400``, `
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
+import pickle
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,15 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.core.acceptance.curve import (BEYOND, FAMILIES, MIN_POINTS, CurveBootstrap, PointCounts,
+from eaglekit.core import safejson
+from eaglekit.core.acceptance.curve import (BEYOND, CURVE_RESAMPLES, FAMILIES, MIN_POINTS, CurveBootstrap, PointCounts,
                                             bootstrap_fits, check_increasing, constrained, held_out_errors,
                                             perfect_accept_length, reach_constrained)
 from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.redact import shown
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
+from eaglekit.io.drafter import read_maps
+from eaglekit.io.dumps.native import open_dump
+from eaglekit.io.reader import open_checkpoint
 
-__all__ = ["AcceptanceCurve", "Checkpoint", "Curve", "PlanLine", "acceptance_curve", "checkpoint_samples",
+__all__ = ["AcceptanceCurve", "CurvePoint", "Curve", "PlanLine", "acceptance_curve", "checkpoint_samples",
            "read_plan_break_even"]
 
 #: SpecForge's saved training state, beside each checkpoint (scripts/train_eagle3.py, save_checkpoints)
@@ -45,7 +51,7 @@ _STEP = re.compile(r"(?:^|[_-])step[_-]?(\d+)$|^checkpoint-(\d+)$")
 
 # -- records ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Checkpoint:
+class CurvePoint:
     """One measured checkpoint: where, how many samples it had seen (and where that number came from), its
     accept length with the interval over prompts, per-step acceptance and the accept length at each K."""
 
@@ -89,7 +95,7 @@ class Curve:
 
     label: str
     steps: int
-    checkpoints: tuple[Checkpoint, ...]
+    checkpoints: tuple[CurvePoint, ...]
     fit: CurveBootstrap | None = field(default=None, repr=False)
     held_out: Mapping[str, float | None] = field(default_factory=dict)
     predictions: tuple[tuple[float, Interval], ...] = ()
@@ -315,9 +321,6 @@ def read_training_step(path: str | os.PathLike[str]) -> int:
     (memory-mapped: optimizer tensors stay on disk). Only tensors, numbers, strings, containers and
     ``argparse.Namespace`` (SpecForge saves its arguments as one) are accepted; anything else is refused
     before it runs."""
-    import argparse
-    import pickle
-
     import torch  # heavy: only when a training state is read
 
     try:
@@ -352,8 +355,6 @@ def read_plan_break_even(plan: str | os.PathLike[str] | Mapping[str, Any], *, st
     ``break_even`` (a number, or a mapping by k) when the plan states it, else from ``steps[k].cycle_ms``:
     break-even at k = cycle at k / decode step (k = 0), the accept length at which a cycle emits as fast as
     plain decoding; ``best_steps`` and ``tokens_per_s`` (the plan's best configuration) for reference."""
-    from eaglekit.core import safejson
-
     if not isinstance(plan, Mapping):
         p = Path(os.path.expanduser(os.fspath(plan)))
         try:
@@ -394,12 +395,10 @@ def _stated_break_even(batch: Mapping[str, Any], option: Mapping[str, Any], step
     for where in (option, batch):
         for key in ("break_even_accept_length", "break_even"):
             v = where.get(key)
-            if isinstance(v, Mapping):
-                v = v.get(str(steps), v.get(steps))  # type: ignore[call-overload]
+            if isinstance(v, Mapping):   # {"value": x} (an interval's JSON), or a mapping by k
+                v = v["value"] if "value" in v else v.get(str(steps), v.get(steps))  # type: ignore[call-overload]
             if _pos(v):
                 return float(v)
-            if isinstance(v, Mapping) and _pos(v.get("value")):
-                return float(v["value"])
     return None
 
 
@@ -407,9 +406,6 @@ def _stated_break_even(batch: Mapping[str, Any], option: Mapping[str, Any], step
 def check_series(paths: Sequence[str], *, endpoint: str | None = None, timeout: float | None = None) -> None:
     """Every checkpoint of one curve has the same tensors, shapes and vocabulary map as the first: a curve
     through different drafters would measure something else."""
-    from eaglekit.io.drafter import read_maps
-    from eaglekit.io.reader import open_checkpoint
-
     first = None
     for i, path in enumerate(paths, start=1):
         with open_checkpoint(path, endpoint=endpoint, timeout=timeout) as ckpt:
@@ -438,16 +434,18 @@ def check_series(paths: Sequence[str], *, endpoint: str | None = None, timeout: 
 def _measure_one(path: str, how: dict[str, Any], shared: dict[str, Any]):
     """One checkpoint, as ``eaglekit acceptance`` measures it: an AcceptanceResult."""
     if how.get("target_head") is not None:
-        from eaglekit.analysis.acceptance.dumps import measure_dump
+        from eaglekit.analysis.acceptance.dumps import measure_dump  # heavy (torch): when a checkpoint is measured
 
         opts = {k: v for k, v in how.items() if k not in ("target", "prompts", "max_new_tokens", "aux_convention",
                                                            "trust_remote_code")}
         return measure_dump(path, opts.pop("hidden_states"), **opts).result
-    from eaglekit.analysis.acceptance.measure import measure_acceptance
+    from eaglekit.analysis.acceptance.measure import measure_acceptance  # heavy (torch): when measured
 
     opts = {k: v for k, v in how.items() if k != "target_head"}
     if opts.get("target") is not None:
-        opts["target"] = shared.setdefault("target", _load_target(opts))
+        if "target" not in shared:   # loaded once for every checkpoint
+            shared["target"] = _load_target(opts)
+        opts["target"] = shared["target"]
     else:
         opts.pop("target", None)
         opts.pop("prompts", None)
@@ -456,7 +454,7 @@ def _measure_one(path: str, how: dict[str, Any], shared: dict[str, Any]):
 
 
 def _load_target(opts: dict[str, Any]):
-    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model
+    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model  # heavy (transformers)
 
     t = opts["target"]
     return t if isinstance(t, TargetModel) else load_target_model(
@@ -464,13 +462,13 @@ def _load_target(opts: dict[str, Any]):
         trust_remote_code=opts.get("trust_remote_code", False))
 
 
-def _point(path: str, samples: float, where: str, r) -> Checkpoint:
+def _point(path: str, samples: float, where: str, r) -> CurvePoint:
     counts = tuple(r.prompt_counts)
     interval = r.accept_length_interval
     if interval is None and counts and sum(c for _, c in counts) > 0:
         interval = bootstrap_ratio([g for g, _ in counts], [c for _, c in counts], unit="prompts")
     interval = interval or Interval(r.accept_length, None, None, "no interval")
-    return Checkpoint(str(path), samples, where, interval, tuple(r.per_step_acceptance),
+    return CurvePoint(str(path), samples, where, interval, tuple(r.per_step_acceptance),
                       tuple(r.accept_length_by_steps), counts)
 
 
@@ -505,8 +503,6 @@ def acceptance_curve(checkpoints: Sequence[str | os.PathLike[str]] | Mapping[str
     serving plan. ``family``: ``"loglogistic"`` (default), ``"power"``, ``"exp"`` or ``"auto"`` (the better on held-out
     checkpoints). ``seed`` and ``resamples`` fix the bootstrap.
     """
-    from eaglekit.core.acceptance.curve import CURVE_RESAMPLES
-
     series = ({str(k): [str(p) for p in v] for k, v in checkpoints.items()} if isinstance(checkpoints, Mapping)
               else {"checkpoints": [str(p) for p in checkpoints]})
     if not series or any(not v for v in series.values()):
@@ -547,8 +543,6 @@ def acceptance_curve(checkpoints: Sequence[str | os.PathLike[str]] | Mapping[str
             raise InputError(f"{unused[0]} applies to a training pipeline's dump (with a target head); drop it.")
     shared: dict[str, Any] = {}
     if hidden_states is not None and target_head is None:
-        from eaglekit.io.dumps.native import open_dump
-
         how["hidden_states"] = open_dump(hidden_states)   # opened once for every checkpoint
     curves = []
     for label, paths in series.items():
@@ -582,7 +576,7 @@ def _samples_by_label(samples, series: Mapping[str, Sequence[str]]) -> dict[str,
     return out
 
 
-def fit_points(label: str, points: Sequence[Checkpoint], *, steps: int, predict: Sequence[float] = (),
+def fit_points(label: str, points: Sequence[CurvePoint], *, steps: int, predict: Sequence[float] = (),
                reach: Sequence[float] = (), plan: Sequence[PlanLine] = (), family: str = "loglogistic", seed: int = 0,
                resamples: int = 1000) -> Curve:
     """The curve through measured points (no fit with fewer than three: the points alone, and a note)."""
