@@ -139,7 +139,7 @@ def _fit_many(family: str, n: np.ndarray, y: np.ndarray, w: np.ndarray, cap: flo
         part = n[i:i + chunk], y[i:i + chunk], w[i:i + chunk]
         rs, rc = rs0, rc0
         A, B, s = _fit_chunk(family, *part, cap, gs[None, :], gc[None, :])
-        for _ in range(2):   # refine: 7 x 7 (or 9) points spanning one step of the last grid either side
+        for _ in range(2):   # refine: a finer grid (7 x 7, or 9) spanning one step of the last either side
             f = np.linspace(-1.0, 1.0, 7)
             if family == "loglogistic":
                 fm, fc = np.meshgrid(rs ** f, rc ** f, indexing="ij")
@@ -314,19 +314,12 @@ def bootstrap_fits(points: Sequence[PointCounts], *, cap: float, family: Family 
     fit = fit_curve(n, y, cap=cap, family=family, weights=w)
     # prompts: the accept length of every checkpoint under each resample (R, m)
     ys = np.empty((resamples, m))
-    if pair:
-        k = next(iter(sizes))
-        idx = rng.integers(0, k, size=(resamples, k))
-        for j, p in enumerate(points):
-            g, c = np.asarray(p.generated, float), np.asarray(p.cycles, float)
-            d = c[idx].sum(1)
-            ys[:, j] = g[idx].sum(1) / np.where(d > 0, d, 1)
-    else:
-        for j, p in enumerate(points):
-            g, c = np.asarray(p.generated, float), np.asarray(p.cycles, float)
-            idx = rng.integers(0, len(g), size=(resamples, len(g)))
-            d = c[idx].sum(1)
-            ys[:, j] = g[idx].sum(1) / np.where(d > 0, d, 1)
+    shared = rng.integers(0, next(iter(sizes)), size=(resamples, next(iter(sizes)))) if pair else None
+    for j, p in enumerate(points):
+        g, c = np.asarray(p.generated, float), np.asarray(p.cycles, float)
+        idx = shared if shared is not None else rng.integers(0, len(g), size=(resamples, len(g)))
+        d = c[idx].sum(1)
+        ys[:, j] = g[idx].sum(1) / np.where(d > 0, d, 1)
     # checkpoints: case resampling, redrawn until at least MIN_POINTS distinct sample counts
     rows = np.empty((resamples, m), dtype=int)
     filled = 0
