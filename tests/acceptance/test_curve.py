@@ -258,3 +258,12 @@ def test_three_checkpoints_never_claim_a_constrained_extrapolation(capsys, train
     assert inside["constrained"] is True and beyond["constrained"] is False
     assert got["reach"][0]["constrained"] is False
     assert any("3 checkpoints for the curve's 3 parameters" in n for n in got["notes"])
+
+
+def test_family_auto_keeps_the_lower_held_out_error(both):
+    from eaglekit.analysis.acceptance.curve import fit_points
+
+    for curve in both.curves:
+        best = min(curve.held_out, key=curve.held_out.__getitem__)
+        auto = fit_points(curve.label, curve.checkpoints, steps=K, family="auto")
+        assert auto.fit.fit.family == best and f"family chosen by held-out error: {best}" in auto.notes
