@@ -56,7 +56,7 @@ _EXPORTS = {
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
     "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
-    "acceptance_curve": "analysis.acceptance.curve", "AcceptanceCurve": "analysis.acceptance.curve",
+    "acceptance_curve": "analysis.acceptance.curve", "AcceptanceCurve": "analysis.acceptance.curve_result",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
@@ -122,7 +122,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.analysis.acceptance.dump_result import DumpAcceptance
-    from eaglekit.analysis.acceptance.curve import AcceptanceCurve, acceptance_curve
+    from eaglekit.analysis.acceptance.curve import acceptance_curve
+    from eaglekit.analysis.acceptance.curve_result import AcceptanceCurve
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
