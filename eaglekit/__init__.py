@@ -59,12 +59,14 @@ _EXPORTS = {
     "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
     "measure_trees": "analysis.acceptance.trees", "TreeAcceptance": "analysis.acceptance.trees",
     "TreeResult": "analysis.acceptance.trees", "TreeConfig": "analysis.acceptance.tree",
+    "acceptance_curve": "analysis.acceptance.curve", "AcceptanceCurve": "analysis.acceptance.curve_result",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
     "drift_map": "view.drift_figures", "drafter_view": "view.drift_figures",
     "accept_length_vs_steps": "view.acceptance_figures", "per_step_acceptance": "view.acceptance_figures", "per_prompt_spread": "view.acceptance_figures",
     "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
+    "accept_length_curve": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
@@ -125,11 +127,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.dump_result import DumpAcceptance
     from eaglekit.analysis.acceptance.trees import TreeAcceptance, TreeResult, measure_trees
     from eaglekit.analysis.acceptance.tree import TreeConfig
+    from eaglekit.analysis.acceptance.curve import acceptance_curve
+    from eaglekit.analysis.acceptance.curve_result import AcceptanceCurve
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
     from eaglekit.view.drift_figures import drafter_view, drift_map
     from eaglekit.view.acceptance_figures import (
+        accept_length_curve,
         accept_length_vs_steps,
         break_even_by_steps,
         per_prompt_spread,

@@ -213,3 +213,34 @@ pd.DataFrame([{"steps": a.steps, "topk": a.topk, "draft tokens": a.draft_tokens,
                "chain (K = steps)": trees.result.accept_length_by_steps[a.steps - 1],
                "tree, EAGLE": a.accept_length, "tree, SGLang slots": b.accept_length,
                "left first child": a.left_first_child} for a, b in zip(trees.trees, slots.trees)]).round(3)
+# ## How many samples?
+# The seed's fork: the team's K2.5 drafter, trained from scratch on 37K samples, reached accept length
+# 2.0; the public K2 drafter had 1.4M samples behind it. Generate 200K-500K samples (days at 82 tok/s),
+# or warm-start from the K2 drafter? A training run leaves checkpoints, and the answer is the curve
+# through them. The trained world keeps two runs on fresh K2.5 samples, one from scratch and one from the
+# warm start, each with a checkpoint at 16, 32, 64, 128 and 256 samples, saved as SpecForge saves them
+# (`epoch_0_step_N` with its `training_state.pt`: the samples are read from there).
+#
+# `acceptance_curve` is `eaglekit acceptance-curve --label scratch CKPT... --label warm CKPT... --batch-size B`
+# in the terminal. Each checkpoint is measured as `eaglekit acceptance` measures one drafter (here on the
+# K2.5 hidden-state dump, at the depth the drafters were trained to), and a saturating curve in samples is
+# fitted with a bootstrap over the checkpoints and the prompts. The break-even is the serving cycle's above.
+
+# %%
+TEAM_SAMPLES = 64  # the scratch drafter's data in this replay (the seed's 37K)
+break_even = serving.at_steps(world.chain_steps).break_even_accept_length
+curves = eaglekit.acceptance_curve(
+    {"scratch": world.checkpoints("scratch"), "warm start": world.checkpoints("warm")},
+    batch_size=world.manifest["curve_batch"], hidden_states=world.hidden_dump("k25"), steps=world.chain_steps,
+    predict=[1024], reach=[3.0], break_even=break_even, progress=False)
+curves
+
+# %%
+eaglekit.accept_length_curve(curves)
+
+# %% [markdown]
+# The seed's question, answered on the demo: does the warm start reach break-even with the scratch
+# drafter's data, and how much data would scratch need?
+
+# %%
+print(curves.compare("warm start", "scratch", samples=TEAM_SAMPLES, break_even=break_even))

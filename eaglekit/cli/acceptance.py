@@ -16,9 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli._dumps import add_dump_options, is_training_dump, refuse_unused, run_dump
-from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, check_device,
-                                 emit,
+from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
+from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, emit,
                                  temperature)
 
 
@@ -74,14 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.acceptance.measure import measure_acceptance
     from eaglekit.core.errors import InputError
 
-    if args.target is not None and args.prompts is None:
-        raise InputError("--target needs --prompts FILE (JSONL: input_ids, text or messages per line).")
-    if args.hidden_states is not None and args.prompts is not None:
-        raise InputError("--prompts goes with --target; a dump already holds its prompts.")
-    check_device(args.device)
-    training_dump = is_training_dump(args)
-    if training_dump or args.hidden_states is None:  # (eaglekit's own dumps say what they lack themselves)
-        refuse_unused(args, training_dump)
+    training_dump = check_sources(args)
     trees = _trees(args)
     if trees is not None and (args.chat_template is not None or args.compare_templates is not None):
         raise InputError("tree drafts (--topk, --draft-tokens, --tree-grid) are measured without a chat template "

@@ -120,3 +120,62 @@ def per_prompt_spread(results: Results):
     fig.update_layout(title="Accept length per prompt", yaxis_title="accept length", template="plotly_white",
                       height=380, showlegend=False)
     return fig
+
+
+def accept_length_curve(curves, *, break_even: float | None = None, up_to: float | None = None, points: int = 60):
+    """Accept length against training samples (log axis), one colour per curve: each checkpoint with its
+    interval over prompts, the fitted curve (solid over the measured range, dotted beyond it) and its 95%
+    band from the bootstrap; ``break_even``: a horizontal line at that accept length (default: the first
+    break-even the curves were joined to). ``up_to``: extend the curves to this many samples (default: the
+    largest prediction asked for, else 8x the largest checkpoint).
+
+    ``curves``: an :class:`~eaglekit.analysis.acceptance.curve.AcceptanceCurve`, one curve, or a sequence of them."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    series = list(getattr(curves, "curves", None) or (curves if isinstance(curves, (list, tuple)) else [curves]))
+    fig = go.Figure()
+    top = max(max(c.samples) for c in series)
+    asked = [n for c in series for n, _ in c.predictions]
+    end = float(up_to or max(asked + [8 * top]))
+    for i, c in enumerate(series):
+        colour = COLOURS[i % len(COLOURS)]
+        pts = c.checkpoints
+        lows = [p.accept_length.low for p in pts]
+        highs = [p.accept_length.high for p in pts]
+        err = None
+        if all(v is not None for v in lows + highs):
+            err = {"type": "data", "symmetric": False, "array": [h - p.accept_length.value for h, p in zip(highs, pts)],
+                   "arrayminus": [p.accept_length.value - lo for lo, p in zip(lows, pts)], "color": colour}
+        fig.add_trace(go.Scatter(x=[p.samples for p in pts], y=[p.accept_length.value for p in pts], mode="markers",
+                                 name=f"{c.label}: checkpoints", marker={"color": colour, "size": 9}, error_y=err,
+                                 hovertemplate="%{x:,.0f} samples<br>accept length %{y:.3f}<extra>" + c.label + "</extra>"))
+        if c.fit is None:
+            continue
+        xs = np.geomspace(min(c.samples) / 2, max(end, max(c.samples)), points)
+        band = [c.fit.predict(float(x)) for x in xs]
+        lo = [b.low if b.low is not None else b.value for b in band]
+        hi = [b.high if b.high is not None else b.value for b in band]
+        fig.add_trace(go.Scatter(x=list(xs) + list(xs[::-1]), y=hi + lo[::-1], fill="toself", fillcolor=_tint(colour),
+                                 line={"width": 0}, hoverinfo="skip", name=f"{c.label}: 95% band", showlegend=True))
+        inside = xs <= max(c.samples)
+        for mask, dash, what in ((inside, "solid", "fit"), (xs >= max(c.samples) / 1.0001, "dot", "extrapolated")):
+            fig.add_trace(go.Scatter(x=list(xs[mask]), y=[b.value for b, m in zip(band, mask) if m], mode="lines",
+                                     name=f"{c.label}: {what}", line={"color": colour, "dash": dash},
+                                     hovertemplate="%{x:,.0f} samples<br>fit %{y:.3f}<extra>" + c.label + "</extra>"))
+    if break_even is None:
+        lines = [p for c in series for p in c.plan]
+        break_even = lines[0].break_even if lines else None
+    if break_even is not None:
+        fig.add_hline(y=break_even, line={"dash": "dash", "color": "#d92d20"},
+                      annotation_text=f"break-even {break_even:.2f}", annotation_position="bottom right")
+    steps = max(c.steps for c in series)
+    fig.update_layout(title=f"Accept length vs training samples (K = {steps}; bands: bootstrap over checkpoints and "
+                            "prompts)", xaxis_title="samples seen (log)", yaxis_title="accept length",
+                      xaxis_type="log", template="plotly_white", height=420)
+    return fig
+
+
+def _tint(colour: str) -> str:
+    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    return f"rgba({r},{g},{b},0.15)"

@@ -402,7 +402,8 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
         aux_indices=hidden_state_indices(ids, convention) if ids else (),
         accept_length_by_convention={convention: main["accept_length"]},
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        expected_accept_length=main["expected_accept_length"],
+        expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
+        prompt_counts=main["prompt_counts"],
         positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main)))
     asst = sum(f.assistant for f in measured)
     ok = sum(f.consistent for f in measured)

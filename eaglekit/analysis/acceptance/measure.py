@@ -186,6 +186,8 @@ class AcceptanceResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the accept length's interval: a bootstrap over prompts (requests), pooled as the figure is
     accept_length_interval: Interval | None = None
+    #: (generated tokens, cycles) of every prompt, in order: the accept length is their pooled ratio
+    prompt_counts: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
     #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
     samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
 
@@ -333,6 +335,7 @@ def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0) -> dic
             "accept_length": generated / cycles if cycles else float("nan"),
             "per_step_acceptance": per_step, "accept_length_by_steps": tuple(by_steps),
             "per_prompt_accept_length": per_prompt, "expected_acceptance": expected, "interval": interval,
+            "prompt_counts": tuple((s.generated, c) for s, c in zip(stats, prompt_cycles)),
             "positions": int(sum(s.generated for s in stats))}
 
 
@@ -488,7 +491,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
-        samples=tuple(kept))
+        prompt_counts=main["prompt_counts"], samples=tuple(kept))
 
 
 def _check_fit(model, *, hidden: int, vocab: int, target: str) -> None:
