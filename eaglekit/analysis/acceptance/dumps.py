@@ -47,6 +47,7 @@ from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.dumps.detect import open_training_dump, read_sample
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
+from eaglekit.io.dumps.modelopt import RULE as _MODELOPT_RULE
 from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
@@ -124,19 +125,37 @@ def _check_fit(model, head) -> None:
                          f"drafter reads target hidden states of size {model.target_hidden_size}.")
 
 
-def _check_record(rec: DumpRecord, model, head, where: str) -> None:
+def _check_record(rec: DumpRecord, model, head, where: str, dump_format: str = "") -> None:
     H = rec.hidden_size
     if H != model.target_hidden_size:
         raise InputError(f"{shown(where)}: hidden size {H} is another target's: the drafter reads hidden states of "
                          f"size {model.target_hidden_size}.")
     if rec.aux.shape[1] != model.n_aux * H:
-        raise InputError(f"{shown(where)}: aux hidden states are {rec.aux.shape[1]} wide = {rec.aux.shape[1] // H} "
-                         f"layers x {H}, but the drafter's fc reads {model.n_aux} x {H}: shapes inconsistent with "
-                         "the drafter (another layer count).")
+        width = (f"{shown(where)}: aux hidden states are {rec.aux.shape[1]} wide = {rec.aux.shape[1] // H} layers x "
+                 f"{H}, but the drafter's fc reads {model.n_aux} x {H}")
+        raise InputError(width + (_modelopt_layers(model, head) if dump_format == "modelopt" else
+                                  ": shapes inconsistent with the drafter (another layer count)."))
     if rec.length and (int(rec.input_ids.min()) < 0 or int(rec.input_ids.max()) >= head.vocab_size):
         bad = int(rec.input_ids.max()) if int(rec.input_ids.max()) >= head.vocab_size else int(rec.input_ids.min())
         raise VocabMapError(f"{shown(where)}: token id {bad} is outside the target's vocabulary "
                             f"(0..{head.vocab_size - 1}): the dump is from another tokenizer.")
+
+
+def _modelopt_layers(model, head) -> str:
+    """Why a Model-Optimizer dump holds another layer count: its writer's rule, what it stored, what the drafter reads."""
+    L = head.num_hidden_layers
+    if not L:
+        return f". Model-Optimizer's writer stores {_MODELOPT_RULE}; the target head does not say L."
+    stored = list(modelopt_indices(L))
+    convention = trained_convention(model.config)
+    try:
+        wanted = f"{list(model.aux_indices(convention, L))} ({convention} of its aux ids)"
+    except InputError:
+        wanted = f"{model.n_aux} layers"
+    return (f". Model-Optimizer's compute_hidden_states_hf stores {_MODELOPT_RULE}: for this {L}-layer target "
+            f"output_hidden_states {stored} ({len(stored)} layer{'s' * (len(stored) != 1)}), while the drafter "
+            f"needs {wanted}. Dump the layers the drafter reads (eaglekit dump-hidden --for-drafter), or measure "
+            "with --target.")
 
 
 def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[FileStats]:
@@ -149,7 +168,7 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
             hook(i)
         rec = read_sample(task.path, task.format, name)
         where = os.path.join(task.path, rec.name)
-        _check_record(rec, model, head, where)
+        _check_record(rec, model, head, where, task.format)
         T, H = rec.length, rec.hidden_size
         finite = torch.isfinite(rec.aux).all(-1) & torch.isfinite(rec.final).all(-1)      # (T,)
         bad = int((~finite).sum())
