@@ -35,7 +35,7 @@ from eaglekit.analysis.acceptance.head import text_config as _text_config
 from eaglekit.analysis.acceptance.measure import (
     AcceptanceResult,
     SampleStats,
-    simulate_cycles,
+    cycle_counts,
     summarise,
 )
 from eaglekit.analysis.acceptance.notes import collapse_note
@@ -181,7 +181,7 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
         spans, n_asst, n_ok = greedy_spans(rec.input_ids, target_ids, assistant)
         aux = rec.aux.reshape(T, model.n_aux, H).permute(1, 0, 2)                        # (n_aux, T, H)
         stats = span_stats(model, aux, rec.input_ids, target_ids, spans, steps=task.steps,
-                           temperature=task.temperature, target_probs=probs)
+                           temperature=task.temperature, target_probs=probs, assistant=assistant)
         out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by))
     return out
 
@@ -388,20 +388,23 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
     if not spans:
         raise InputError(f"{shown(dump.path)}: no assistant token follows the target's greedy choice (coverage 0%), so "
                          "no cycle can be evaluated; is --target-head this dump's target, and --final-norm right?")
-    main = summarise(spans, steps=steps)
+    # a sample's spans are one request: per-request figures and the interval are by sample (file)
+    main = summarise(spans, steps=steps, groups=[f.index for f in measured for _ in f.spans], unit="samples")
+    asst = sum(f.assistant for f in measured)
+    ok = sum(f.consistent for f in measured)
+    per_file = [(*_counts(f.spans, steps), 1) for f in measured if f.spans]
+    notes = notes + _span_notes(spans, steps)
     result = AcceptanceResult(
         drafter=drafter, target=head, source="hidden-states", steps=steps, temperature=temperature,
-        prompts=len(spans), generated_tokens=main["generated_tokens"], cycles=main["cycles"],
+        prompts=len(per_file), generated_tokens=main["generated_tokens"], cycles=main["cycles"],
         accept_length=main["accept_length"], per_step_acceptance=main["per_step_acceptance"],
         accept_length_by_steps=main["accept_length_by_steps"], aux_convention=convention,
         aux_indices=hidden_state_indices(ids, convention) if ids else (),
         accept_length_by_convention={convention: main["accept_length"]},
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        expected_accept_length=main["expected_accept_length"],
+        expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
+        accept_length_by_steps_interval=main["interval_by_steps"],
         positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main)))
-    asst = sum(f.assistant for f in measured)
-    ok = sum(f.consistent for f in measured)
-    per_file = [(sum(s.generated for s in f.spans), _cycles(f.spans, steps), len(f.spans)) for f in measured]
     conv = conventions(spans, per_file, steps=steps, per_step=main["per_step_acceptance"])
     interval = ratio_interval([(g, c) for g, c, _ in per_file], population=total_files) if sampled else None
     return DumpAcceptance(result=result, dump=dump.path, format=dump.format, writer=dump.writer, final_norm=norm,
@@ -412,11 +415,25 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
                           where=where, masked_by=measured[0].masked_by, **conv)
 
 
+def _span_notes(spans: Sequence[SampleStats], steps: int) -> list[str]:
+    """Say how spans cut by a departure from the target's choice were counted (none on greedy text)."""
+    cut = [s for s in spans if s.open_end]
+    if not cut:
+        return []
+    short = sum(1 for s in cut if s.generated < steps)
+    return [f"{len(cut)} of {len(spans)} spans stop where the text departs from the target's choice: their cycles "
+            f"count only where all {steps} drafts have a token to compare with (no cut last cycle), and the spans of "
+            f"one sample count as one request" + (f"; {short} spans shorter than {steps} tokens add no cycle" if short
+                                                  else "") + "."]
+
+
 def _collapse(main: dict) -> list[str]:
     """The collapse note ``measure_acceptance`` gives, for the dump path too."""
     note = collapse_note(main["per_step_acceptance"])
     return [note] if note else []
 
 
-def _cycles(spans: Sequence[SampleStats], steps: int) -> int:
-    return sum(simulate_cycles(s.matches, s.generated, steps) for s in spans)
+def _counts(spans: Sequence[SampleStats], steps: int) -> tuple[int, int]:
+    """(tokens, cycles) of one sample's spans."""
+    counts = [cycle_counts(s, steps) for s in spans]
+    return sum(t for t, _ in counts), sum(c for _, c in counts)

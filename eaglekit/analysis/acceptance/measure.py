@@ -79,6 +79,50 @@ def expected_cycles(accept: np.ndarray, generated: int, steps: int) -> float:
     return float(cycles[0])
 
 
+def expected_counts(accept: np.ndarray, generated: int, steps: int, *, open_end: bool = False) -> tuple[float, float]:
+    """(expected tokens, expected cycles) of :func:`cycle_counts`' cycles when each draft step is accepted with
+    probability ``accept[j-1, i]`` (see :func:`expected_cycles`); a continuation that runs to its end emits all
+    ``generated`` tokens. An ``open_end`` one counts only the cycles whose K drafts all have a token to compare
+    with, as :func:`cycle_counts` does, solved backwards: ``C[i] = 1 + sum_a P_i(a) C[i + a + 1]``,
+    ``N[i] = sum_a P_i(a) (a + 1 + N[i + a + 1])``, both 0 where ``i + K > G``."""
+    G = int(generated)
+    if not open_end:
+        return float(G), expected_cycles(accept, G, steps)
+    if G < steps:
+        return 0.0, 0.0
+    a = np.clip(np.asarray(accept, dtype=np.float64)[:steps, :G], 0.0, 1.0)   # (K, G)
+    reach = np.vstack([np.ones((1, G)), np.cumprod(a, axis=0)])              # (K + 1, G)
+    exactly = reach.copy()
+    exactly[:-1] -= reach[1:]                                                # (K + 1, G): P(a = j)
+    cycles, tokens = np.zeros(G + steps + 2), np.zeros(G + steps + 2)
+    gain = np.arange(1, steps + 2, dtype=np.float64)                         # a + 1 tokens for a = 0..K
+    for i in range(G - steps, -1, -1):
+        p = exactly[:, i]
+        cycles[i] = 1.0 + float(p @ cycles[i + 1:i + steps + 2])
+        tokens[i] = float(p @ (gain + tokens[i + 1:i + steps + 2]))
+    return float(tokens[0]), float(cycles[0])
+
+
+def cycle_counts(s: SampleStats, steps: int) -> tuple[int, int]:
+    """(tokens, cycles) that the cycles of one continuation emit and take.
+
+    A continuation that runs to its end (a prompt's greedy continuation, or a span of training text that ends
+    where the sample or the assistant turn ends) is simulated to its end, the last cycle capped
+    (:func:`simulate_cycles`): every generated token counts. An ``open_end`` one (a greedy-consistent span
+    that stops where the text departs from the target's choice: serving would have gone on) counts only the
+    cycles whose K drafts all have a token to compare with (offset ``i + K <= G``), with all the tokens they
+    emit: which cycles count is decided by where a cycle starts, before its outcome is seen, so the cut
+    that would cap the span's last cycle leaves no bias (Wald's identity), where capping it would count a
+    short last cycle for every span."""
+    if not s.open_end:
+        return s.generated, simulate_cycles(s.matches, s.generated, steps)
+    i = cycles = 0
+    while i + steps <= s.generated:
+        i += min(int(s.matches[i]), steps) + 1
+        cycles += 1
+    return i, cycles
+
+
 def simulate_cycles(matches: np.ndarray, generated: int, steps: int) -> int:
     """Cycles to emit ``generated`` tokens (prefill token excluded) when a cycle at continuation offset
     ``i`` accepts ``min(matches[i], steps)`` drafts plus one bonus token; the last cycle is capped."""
@@ -100,6 +144,9 @@ class SampleStats:
     accepted: np.ndarray        # (K,)
     soft_sum: np.ndarray | None = None   # (K,) sum over conditioned bases of sum_v min(p, q)
     soft: np.ndarray | None = None       # (K, G) sum_v min(p, q) at each base (0 where not reached)
+    #: the text goes on past the last compared token but departs from the target's choice there (a span of
+    #: training text, not a whole continuation): see :func:`cycle_counts`
+    open_end: bool = False
 
 
 def count_drafts(drafts, bases, target_ids, last: int, steps: int, *, temperature: float = 0.0,
@@ -186,6 +233,8 @@ class AcceptanceResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the accept length's interval: a bootstrap over prompts (requests), pooled as the figure is
     accept_length_interval: Interval | None = None
+    #: the same at each K of ``accept_length_by_steps``
+    accept_length_by_steps_interval: tuple[Interval | None, ...] = ()
     #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
     samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
 
@@ -220,6 +269,15 @@ class AcceptanceResult:
     def interval(self) -> Interval:
         """The accept length with its interval (none when it was not computed)."""
         return self.accept_length_interval or Interval(self.accept_length, None, None, "no interval")
+
+    def interval_at(self, k: int) -> Interval:
+        """The accept length at K = ``k`` (``accept_length_by_steps[k - 1]``) with its interval."""
+        if not 1 <= k <= len(self.accept_length_by_steps):
+            raise InputError(f"K = {k} is outside 1..{len(self.accept_length_by_steps)}, the steps measured.")
+        if k == self.steps:
+            return self.interval
+        found = self.accept_length_by_steps_interval[k - 1] if k <= len(self.accept_length_by_steps_interval) else None
+        return found or Interval(self.accept_length_by_steps[k - 1], None, None, "no interval")
 
     # -- the calculator --------------------------------------------------------------------------------
     def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float | None = None,
@@ -308,32 +366,52 @@ def _null_nan(value):
     return value
 
 
-def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0) -> dict[str, Any]:
-    """Pool per-prompt counts into the accept-length figures; the interval is a bootstrap over prompts."""
-    generated = sum(s.generated for s in stats)
-    by_steps = []
-    for k in range(1, steps + 1):
-        cycles_k = sum(simulate_cycles(s.matches, s.generated, k) for s in stats)
-        by_steps.append(generated / cycles_k if cycles_k else float("nan"))
-    cycles = sum(simulate_cycles(s.matches, s.generated, steps) for s in stats)
+def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0, groups: Sequence[Any] | None = None,
+              unit: str = "prompts") -> dict[str, Any]:
+    """Pool per-continuation counts into the accept-length figures (cycles counted by :func:`cycle_counts`).
+
+    ``groups``: the request each continuation belongs to (the spans of one training sample are one request);
+    default: each is its own. Per-request figures and the interval (a bootstrap that resamples requests,
+    pooled as the figure is) are by request."""
+    keys = list(range(len(stats))) if groups is None else list(groups)
+    if len(keys) != len(stats):
+        raise InputError("summarise: one group per continuation.")
+
+    def pooled(k: int) -> tuple[list[int], list[int]]:
+        """Tokens and cycles per request at K = k."""
+        tok: dict[Any, int] = {}
+        cyc: dict[Any, int] = {}
+        for key, st in zip(keys, stats):
+            t, c = cycle_counts(st, k)
+            tok[key] = tok.get(key, 0) + t
+            cyc[key] = cyc.get(key, 0) + c
+        return list(tok.values()), list(cyc.values())
+
+    def ratio(tok, cyc) -> float:
+        return sum(tok) / sum(cyc) if sum(cyc) else float("nan")
+
+    def interval(tok, cyc) -> Interval | None:
+        return bootstrap_ratio(tok, cyc, seed=seed, unit=unit) if sum(cyc) else None
+
+    by_k = [pooled(k) for k in range(1, steps + 1)]
+    tokens, cycles = by_k[-1]
     cond = np.sum([s.conditioned for s in stats], axis=0)
     acc = np.sum([s.accepted for s in stats], axis=0)
     per_step = tuple(float(a / c) if c else None for a, c in zip(acc, cond))
-    prompt_cycles = [simulate_cycles(s.matches, s.generated, steps) for s in stats]
-    per_prompt = tuple((s.generated / c) if c else None for s, c in zip(stats, prompt_cycles))
-    interval = (bootstrap_ratio([s.generated for s in stats], prompt_cycles, seed=seed, unit="prompts")
-                if cycles else None)
+    per_prompt = tuple((t / c) if c else None for t, c in zip(tokens, cycles))
     expected = expected_length = None
     if stats and stats[0].soft_sum is not None:
         soft = np.sum([s.soft_sum for s in stats], axis=0)
         expected = tuple(float(x / c) if c else None for x, c in zip(soft, cond))
-        e_cycles = sum(expected_cycles(s.soft, s.generated, steps) for s in stats)
-        expected_length = generated / e_cycles if e_cycles else float("nan")
-    return {"generated_tokens": generated, "cycles": cycles, "expected_accept_length": expected_length,
-            "accept_length": generated / cycles if cycles else float("nan"),
-            "per_step_acceptance": per_step, "accept_length_by_steps": tuple(by_steps),
-            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected, "interval": interval,
-            "positions": int(sum(s.generated for s in stats))}
+        e = [expected_counts(s.soft, s.generated, steps, open_end=s.open_end) for s in stats]
+        e_cycles = sum(c for _, c in e)
+        expected_length = sum(t for t, _ in e) / e_cycles if e_cycles else float("nan")
+    return {"generated_tokens": sum(tokens), "cycles": sum(cycles), "expected_accept_length": expected_length,
+            "accept_length": ratio(tokens, cycles),
+            "per_step_acceptance": per_step, "accept_length_by_steps": tuple(ratio(*p) for p in by_k),
+            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
+            "interval": interval(tokens, cycles), "interval_by_steps": tuple(interval(*p) for p in by_k),
+            "requests": len(tokens), "positions": int(sum(s.generated for s in stats))}
 
 
 # -- the measurement ----------------------------------------------------------------------------------
@@ -482,7 +560,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         aux_convention=primary, aux_indices=tuple(indices[primary]), accept_length_by_convention=by_conv,
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
-        chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
+        accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
         samples=tuple(kept))
 
 
