@@ -100,7 +100,8 @@ def _slow_reference(trained, texts, steps):
     base by base (the engine's way, draft_loop) and accepts leading matches inside greedy-consistent assistant
     spans; the next cycle starts after the bonus token. A span that stops where the text departs from the
     target's choice counts only the cycles whose every draft has a token to compare with, with all the tokens
-    they emit; a span that runs to the sample's end caps its last cycle there."""
+    they emit, and one that starts right after a departure leaves its first cycle out; the sample's own edges
+    stay a request's (its first cycle counts, its last is capped at the sample's end)."""
     model = load_target_model(trained.target("k2")).model
     drafter = DraftModel.load(trained.drafter("k2"), embeddings=trained.target("k2"))
     gen = cyc = 0
@@ -142,11 +143,16 @@ def _slow_reference(trained, texts, steps):
                         cond[j - 1] += 1
                         acc[j - 1] += n >= j
             i, G = 0, b - a
-            open_end = b + 1 < T
+            open_start = a - 1 >= start          # right after an assistant token that departs from the target
+            open_end = b + 1 < T                 # before one (the sample's end is its request's end)
+            first = True
             while (i + steps <= G) if open_end else (i < G):
-                i += min(m[i], steps) + 1
-                cyc += 1
-            gen += i if open_end else G
+                emitted = (min(m[i], steps) if open_end else min(m[i], steps, G - i - 1)) + 1
+                if not (first and open_start):
+                    gen += emitted
+                    cyc += 1
+                first = False
+                i += emitted
     return gen / cyc, cond, acc, ok_total / asst
 
 

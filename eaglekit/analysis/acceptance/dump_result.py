@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats
-from eaglekit.analysis.acceptance.spans import cycle_accepts
+from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats, counted_cycles
 from eaglekit.core.redact import shown
 from eaglekit.core.render import kv_html, kv_text
 from eaglekit.core.uncertainty import Interval
@@ -35,7 +34,7 @@ def conventions(spans: Sequence[SampleStats], per_file: Sequence[tuple[int, int,
     per_pos = [0] * steps
     drafts = accepted = 0
     for s in spans:
-        for a in cycle_accepts(s, steps):
+        for a in counted_cycles(s, steps):
             drafts += 1
             accepted += a
             for i in range(a):

@@ -418,13 +418,15 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
 def _span_notes(spans: Sequence[SampleStats], steps: int) -> list[str]:
     """Say how spans cut by a departure from the target's choice were counted (none on greedy text)."""
     cut = [s for s in spans if s.open_end]
-    if not cut:
+    after = sum(1 for s in spans if s.open_start)
+    if not cut and not after:
         return []
     short = sum(1 for s in cut if s.generated < steps)
     return [f"{len(cut)} of {len(spans)} spans stop where the text departs from the target's choice: their cycles "
-            f"count only where all {steps} drafts have a token to compare with (no cut last cycle), and the spans of "
-            f"one sample count as one request" + (f"; {short} spans shorter than {steps} tokens add no cycle" if short
-                                                  else "") + "."]
+            f"count only where all {steps} drafts have a token to compare with (no cut last cycle)"
+            + (f"; {short} of them, shorter than {steps} tokens, add no cycle" if short else "")
+            + f". {after} start right after a departure and leave their first cycle out. A sample's spans count as "
+            "one request."]
 
 
 def _collapse(main: dict) -> list[str]:

@@ -13,15 +13,15 @@ cycle is evaluated only where the text follows them:
   cut after ``x_b`` with prompt length ``a``). Text before the span stays in the drafter's attention
   prefix, as it would in serving.
 
-Spans are not requests. A span that ends where the sample or the assistant turn ends is a
-continuation's true end: its last cycle is capped there, as a request's is, so a dump of greedy
+Spans are not requests; a sample is one (docs/acceptance.md). A span that ends where the sample or
+the assistant turn ends keeps a request's end: its last cycle is capped there, so a dump of greedy
 continuations gives exactly the figures of ``--target``. A span that ends where the text departs from
-the target's choice (``open_end``) is cut where serving would have gone on: capping its last cycle
-would count a short cycle per span and bias the accept length low (3.19 instead of 4.04 on the demo's
-dataset text at 84% coverage). Its cycles are counted only where all K drafts have a token to compare
-with (:func:`~eaglekit.analysis.acceptance.measure.cycle_counts`). The first token of a span opens no
-cycle (no cycle is counted for it either), and the spans of one sample stay one request in every
-per-request figure and in the interval, which resamples samples.
+the target's choice (``open_end``) is cut where serving would have gone on: its cycles are counted only
+where all K drafts have a token to compare with, where capping its last cycle would count a short cycle
+per span (3.19 instead of 4.04 on the demo's dataset text at 84% coverage). A span that starts right
+after such a departure (``open_start``) leaves its first cycle out. The rules are
+:func:`~eaglekit.analysis.acceptance.measure.counted_cycles`; the spans of one sample stay one request in
+every per-request figure and in the interval, which resamples samples.
 
 Coverage = consistent assistant tokens / assistant tokens: the share of the assistant text the figure
 speaks for.
@@ -79,20 +79,12 @@ def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: to
     result = []
     for a, b in spans:
         bases = torch.arange(a - 1, b - 1)                                  # (G,)
+        # a departure right before the span / right after it (an assistant token the target would not have
+        # written); the sample's own edges (its assistant text's start and end) stay a request's edges
+        open_start = a >= 2 and (assistant is None or bool(assistant[a - 1]))
         open_end = b + 1 < T and (assistant is None or bool(assistant[b + 1]))
         result.append(replace(count_drafts(tokens[:, bases - start], bases, target_ids, b - 1, steps, temperature=temperature,
                                    target_probs=lambda positions: target_probs[positions],
                                    draft_logits=lambda s, sel, bases=bases: out.logits[s][bases[sel] - start]),
-                              open_end=open_end))
+                              open_end=open_end, open_start=open_start))
     return result
-
-
-def cycle_accepts(s: SampleStats, steps: int) -> list[int]:
-    """Drafts accepted in each cycle that :func:`~eaglekit.analysis.acceptance.measure.cycle_counts` counts
-    (a continuation's last one capped by the tokens left): what vLLM counts per draft."""
-    out, i = [], 0
-    while (i + steps <= s.generated) if s.open_end else (i < s.generated):
-        a = min(int(s.matches[i]), steps) if s.open_end else min(int(s.matches[i]), steps, s.generated - i - 1)
-        out.append(a)
-        i += a + 1
-    return out
