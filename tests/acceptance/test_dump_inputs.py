@@ -394,3 +394,26 @@ def test_modelopt_layers_of_a_four_layer_target(trained, layout_prompts, tmp_pat
     err = _error(capsys, trained, folder)
     assert L == 4 and layers == [1, 2]
     assert "sorted({2, L//2, L-3})" in err and "[1, 2] (2 layers)" in err and "[1, 2, 3]" in err
+
+
+def test_specforge_padded_batch_rows_read_like_unpadded_ones(trained, tmp_path, capsys, good):
+    """SpecForge's writer saves each row of a padded batch: input_ids and loss_mask padded on the right to the
+    batch's longest row, the hidden states cut to the sample's own length (gzip too)."""
+    padded = dict(good)
+    T = good["input_ids"].shape[0]
+    padded["input_ids"] = torch.cat([good["input_ids"], torch.zeros(7, dtype=good["input_ids"].dtype)])
+    padded["loss_mask"] = torch.cat([good["loss_mask"], torch.zeros(7, dtype=good["loss_mask"].dtype)])
+    plain = _dump(tmp_path / "plain", good)
+    folder = tmp_path / "padded" / "rows_0-2000"
+    folder.mkdir(parents=True)
+    buf = tmp_path / "row.ckpt"
+    torch.save(padded, buf)
+    (folder / "data_0.ckpt.gz").write_bytes(gzip.compress(buf.read_bytes()))
+    a = _run(capsys, trained, plain, "--json")
+    b = _run(capsys, trained, tmp_path / "padded", "--json")
+    assert a[0] == b[0] == 0, (a, b)
+    ja, jb = json.loads(a[1]), json.loads(b[1])
+    assert padded["input_ids"].shape[0] == T + 7
+    for key in ("accept_length", "per_step_acceptance", "generated_tokens", "cycles"):
+        assert ja[key] == jb[key]
+    assert jb["dump"]["coverage"] == 1.0
