@@ -142,7 +142,7 @@ class DumpAcceptance:
                        "assistant_tokens_from": self.masked_by, "spans": self.spans, "sampled": self.sampled,
                        "accept_length_95ci": list(self.interval) if self.interval else None, "ran_on": self.where}
         out["conventions"] = {
-            "pooled_accept_length": {"value": self.accept_length,
+            "pooled_accept_length": {"value": self.accept_length, "interval": self.accept_length_interval.to_json(),
                                      "printed_by": "vLLM 'Mean acceptance length', SGLang server 'accept len'"},
             "mean_request_accept_length": {"value": self.mean_request_accept_length,
                                            "printed_by": "SpecForge benchmark client (prefill token excluded)"},
