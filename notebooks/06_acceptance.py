@@ -40,7 +40,8 @@ import os
 DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 TRAINED = None  # None: the trained world inside DEMO (trained on first use, about a minute, then cached)
 STEPS = 4  # draft steps K per cycle
-MAX_NEW_TOKENS = 32
+PROMPTS = 48  # prompts per target: the world's 12 and more of the same language (intervals narrow as 1/sqrt(n))
+MAX_NEW_TOKENS = 37  # 36 tokens after the prefill one: 9 whole cycles at K = 3, within the demo's trained length
 BASELINE_TPS = 82.0  # the seed's deployment (notebook 00, section 6): decode tok/s without speculation
 SPEC_TPS = 60.0  # ... with speculation, at accept length 2.0 and K = 2 draft steps
 VERIFY_MS = 30.0  # ... its verify per cycle at K = 2
@@ -68,8 +69,9 @@ world
 
 # %%
 def measure(drafter, target, prompts, **kw):
-    return eaglekit.measure_acceptance(world.drafter(drafter), target=target, prompts=world.prompts(prompts),
-                                       steps=STEPS, max_new_tokens=MAX_NEW_TOKENS, **kw)
+    return eaglekit.measure_acceptance(world.drafter(drafter), target=target,
+                                       prompts=eaglekit.measurement_prompts(world, prompts, PROMPTS), steps=STEPS,
+                                       max_new_tokens=MAX_NEW_TOKENS, **kw)
 
 
 own = measure("k2", k2, "k2")
@@ -102,7 +104,8 @@ accept_length_vs_steps(results, scenario=serving, trained_steps=world.chain_step
 # Break-even rises with K: every draft step lengthens the cycle by the draft time, and on a
 # mixture-of-experts target the verify grows too (more drafted tokens route to more experts, whose
 # weights the verify reads). A drafter pays at a K where its accept length is above that K's break-even,
-# in the chart and in this table.
+# in the chart and in this table; each accept length carries its 95% interval (a bootstrap over the prompts),
+# and one whose interval straddles break-even is TOO CLOSE TO CALL, not a payer.
 
 # %%
 steps_table(results, serving)

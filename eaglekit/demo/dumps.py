@@ -32,10 +32,11 @@ import numpy as np
 from eaglekit.analysis.acceptance.target import load_target_model
 from eaglekit.core.errors import InputError
 from eaglekit.demo.build import built_once
+from eaglekit.demo.prompts import MAX_NEW_TOKENS, measurement_prompts
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
 
 FORMATS = ("specforge", "speculators", "modelopt")
-DUMPS_VERSION = 1   # bump whenever the writers change: cached dumps are keyed on it
+DUMPS_VERSION = 2   # bump whenever the writers change: cached dumps are keyed on it
 AUX_INDICES = (1, 2, 3)    # output_hidden_states: outputs of layers 0, 1, 2 (the demo drafter's ids)
 
 
@@ -115,14 +116,16 @@ def loss_masks_of(folder: str | os.PathLike[str]) -> Path:
 
 
 def trained_dumps(world, *, greedy: bool = True, force: bool = False) -> dict[str, Path]:
-    """The trained world's k2 dumps under ``world.root/dumps-greedy-v<N>`` (or ``dumps-dataset-v<N>``: held-out
-    language text, which departs from the target's greedy tokens), written on first use."""
+    """The trained world's k2 dumps under ``world.root/dumps-greedy-v<N>``: the target's greedy continuations of
+    the measured pages' prompts (:func:`~eaglekit.demo.prompts.measurement_prompts`, as long as those pages
+    generate), or ``dumps-dataset-v<N>``: as many held-out texts of the language, which depart from the target's
+    greedy tokens; written on first use."""
     root = Path(world.root) / f"dumps-{'greedy' if greedy else 'dataset'}-v{DUMPS_VERSION}"
 
     def write(folder: Path) -> None:
-        prompts = [json.loads(line)["input_ids"] for line in world.prompts("k2").read_text().splitlines() if line.strip()]
+        prompts = [json.loads(line)["input_ids"] for line in measurement_prompts(world, "k2").read_text().splitlines() if line.strip()]
         if greedy:
-            write_training_dumps(world.target("k2"), folder, prompts=prompts, max_new_tokens=32)
+            write_training_dumps(world.target("k2"), folder, prompts=prompts, max_new_tokens=MAX_NEW_TOKENS)
         else:
             write_training_dumps(world.target("k2"), folder, prompts=[], texts=dataset_texts(len(prompts)))
 

@@ -11,6 +11,7 @@ from typing import Union
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
 from eaglekit.core.speedup.specmath import Scenario
+from eaglekit.core.uncertainty import verdict
 
 Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
 #: one colour per drafter, in the same order on every figure (plotly's default qualitative palette)
@@ -48,7 +49,12 @@ def accept_length_vs_steps(results: Results, *, scenario: Scenario | None = None
                                  marker={"symbol": "line-ew-open", "size": 18, "color": "#d92d20"},
                                  hovertemplate="K = %{x}<br>break-even %{y:.2f}<extra></extra>"))
     for i, (label, r) in enumerate(named.items()):
-        fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps),
+        spans = [r.interval_at(k) for k in range(1, r.steps + 1)]
+        error = None
+        if all(e.has_interval for e in spans):  # the 95% interval of each K's accept length, as error bars
+            error = {"type": "data", "symmetric": False, "array": [e.high - e.value for e in spans],
+                     "arrayminus": [e.value - e.low for e in spans], "thickness": 1}
+        fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps), error_y=error,
                                  mode="lines+markers", name=label, line={"color": COLOURS[i % len(COLOURS)]},
                                  hovertemplate="K = %{x}<br>accept length %{y:.3f}<extra>" + label + "</extra>"))
     if trained_steps is not None and trained_steps < kmax:
@@ -60,8 +66,9 @@ def accept_length_vs_steps(results: Results, *, scenario: Scenario | None = None
 
 
 def steps_table(results: Results, scenario: Scenario):
-    """A table (pandas) of the accept length at every K beside that K's break-even, and which drafters pay
-    there: the chart of :func:`accept_length_vs_steps` in numbers."""
+    """A table (pandas) of the accept length at every K, with its 95% interval, beside that K's break-even,
+    and who pays there: GO when the whole interval is above break-even, TOO CLOSE TO CALL when it straddles
+    (:func:`eaglekit.core.uncertainty.verdict`): the chart of :func:`accept_length_vs_steps` in numbers."""
     import pandas as pd
 
     named = _named(results)
@@ -70,10 +77,16 @@ def steps_table(results: Results, scenario: Scenario):
     rows = []
     for k in range(1, kmax + 1):
         row: dict[str, object] = {"K": k, "break-even": round(be[k - 1], 3)}
+        calls: dict[str, str] = {}
         for label, r in named.items():
-            row[label] = round(r.accept_length_by_steps[k - 1], 3) if k <= r.steps else None
-        row["pays at this K"] = _payers([label for label, r in named.items()
-                                         if k <= r.steps and r.accept_length_by_steps[k - 1] > be[k - 1]], list(named))
+            if k <= r.steps:
+                row[label] = r.interval_at(k).text(3)
+                calls[label] = verdict(r.interval_at(k), be[k - 1])
+            else:
+                row[label] = None
+        row["pays at this K"] = _payers([label for label, c in calls.items() if c == "GO"], list(named))
+        close = [label for label, c in calls.items() if c == "TOO CLOSE TO CALL"]
+        row["too close to call"] = ", ".join(close) if close else "none"
         rows.append(row)
     return pd.DataFrame(rows).set_index("K")
 
