@@ -259,9 +259,9 @@ class AcceptanceResult:
         out: dict[str, Any] = {
             "steps": self.steps, "temperature": self.temperature, "prompts": self.prompts,
             "generated_tokens": self.generated_tokens, "cycles": self.cycles, "accept_length": self.accept_length,
+            **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
             "per_step_acceptance": list(self.per_step_acceptance),
             "accept_length_by_steps": list(self.accept_length_by_steps),
-            **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
         }
         out.update({
             "drafter": self.drafter, "target": self.target, "source": self.source,
@@ -495,8 +495,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             model = drafter
         else:
             emb = embeddings
-            if emb is None and m.target and Path(m.target).expanduser().exists():
-                emb = m.target
+            if emb is None and m.target:
+                emb = _local_target(m.target, Path(dump.path))
             model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
     _check_fit(model, hidden=hidden, vocab=vocab, target=tname)
     primary = aux_convention or trained_convention(model.config)
@@ -592,6 +592,17 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
         prompt_counts=main["prompt_counts"], samples=tuple(kept))
+
+
+def _local_target(name: str, dump: Path) -> str | None:
+    """The dump manifest's target as a folder here, if it is one: an absolute path, or a relative one read from
+    the dump folder or one of the three folders above it (a dump written beside its target, as the demo world's
+    are: ``hidden-states/k25`` beside ``targets/k25``)."""
+    path = Path(name).expanduser()
+    for cand in ([path] if path.is_absolute() else [*(base / path for base in [dump, *dump.parents[:3]]), path]):
+        if cand.is_dir():
+            return str(cand)
+    return None
 
 
 def _check_fit(model, *, hidden: int, vocab: int, target: str) -> None:
