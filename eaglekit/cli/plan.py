@@ -55,7 +55,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="price steps past the measured acceptance (repeating its last per-step acceptance)")
     p.add_argument("--costs", metavar="COSTS.csv", help="measured target forwards: batch,tokens,ms (or SGLang "
                    "bench_one_batch --result-filename lines, .jsonl: decode steps per batch size)")
-    p.add_argument("--draft-costs", metavar="DRAFT.csv", help="measured draft steps: batch,ms (default: drafting free)")
+    p.add_argument("--draft-costs", metavar="DRAFT.csv",
+                   help="measured draft steps: batch,ms (default: a prior sized from --drafter, or from an EAGLE-3 "
+                        "drafter of the target's hidden size; never free)")
     p.add_argument("--target", metavar="CONFIG_OR_LOCATION",
                    help="the target's config.json or checkpoint (its header is read by range for bytes per expert), or "
                         "a published config: kimi-k25-int4, kimi-k2-fp8, llama-3.1-8b, qwen3-30b-a3b")
