@@ -68,17 +68,23 @@ def built_once(path: str | os.PathLike[str], version: Any, build: Callable[[Path
     seen = stamp_of(path)
     if seen is not None and seen.get("version") == version and not force:
         return path
+    _refuse_foreign(path, seen, ours, what)   # before the lock too: a refused folder leaves nothing beside it
     with build_lock(path):
         now = stamp_of(path)
         if now is not None and now.get("version") == version and (not force or now != seen):
             return path
-        if path.exists() and not path.is_dir():
-            raise InputError(f"{path} is a file; give a folder for the {what}.")
-        if now is None and path.is_dir() and any(path.iterdir()) and not (ours and ours(path)):
-            raise InputError(f"{path} exists and is not an eaglekit {what}; choose an empty or new folder "
-                             "(eaglekit never deletes a folder it did not write).")
+        _refuse_foreign(path, now, ours, what)
         built_beside(path, build, stamp={"version": version, "build": uuid.uuid4().hex})
     return path
+
+
+def _refuse_foreign(path: Path, stamp: dict[str, Any] | None, ours: Callable[[Path], bool] | None, what: str) -> None:
+    """Refuse a file, or a non-empty folder that no eaglekit build wrote (eaglekit replaces only its own)."""
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path} is a file; give a folder for the {what}.")
+    if stamp is None and path.is_dir() and any(path.iterdir()) and not (ours and ours(path)):
+        raise InputError(f"{path} exists and is not an eaglekit {what}; choose an empty or new folder "
+                         "(eaglekit never deletes a folder it did not write).")
 
 
 def built_beside(path: Path, build: Callable[[Path], object], *, stamp: dict[str, Any] | None = None) -> None:
