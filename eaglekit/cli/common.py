@@ -101,15 +101,65 @@ def temperature(text: str) -> float:
     return value
 
 
+#: Largest layer id or hidden-state index a list may name (the largest models have about 100 layers).
+MAX_INDEX = 1 << 16
+#: Longest numeric flag read (digits); anything longer is refused before int() or float() sees it.
+_MAX_DIGITS = 40
+
+
+def _cut(text: str) -> str:
+    return repr(text if len(text) <= _MAX_DIGITS else text[:_MAX_DIGITS] + "...")
+
+
+def whole(low: int, high: int, what: str = "a whole number"):
+    """An argparse type: a whole number from ``low`` to ``high`` (``--seed``, ``--tp``, ``--max-new-tokens``...);
+    anything else (a fraction, -1 where 0 is the least, 400 digits) is one usage line, exit 2."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        value = int(t) if len(t) <= _MAX_DIGITS and t.lstrip("+-").isdigit() else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:,} to {high:,}, got {_cut(text)}")
+        return value
+    parse.__name__ = "whole number"  # argparse names the type in some messages
+    return parse
+
+
+def number(low: float, high: float, what: str = "a number"):
+    """An argparse type: a finite number from ``low`` to ``high`` (times, rates, accept lengths): NaN, inf,
+    1e308 and 5e-324 where they make no sense are one usage line, exit 2."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if len(text) <= 4 * _MAX_DIGITS else math.nan
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:g} to {high:g}, got {_cut(text)}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
 def index_list(text: str) -> list[int]:
-    """An argparse type: comma-separated non-negative integers (layer ids, hidden-state indices)."""
-    try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    """An argparse type: comma-separated non-negative integers (layer ids, hidden-state indices), each at most
+    :data:`MAX_INDEX`."""
+    parts = [v for v in text.replace(" ", "").split(",") if v]
+    if not all(len(v) <= _MAX_DIGITS and v.lstrip("+-").isdigit() for v in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {_cut(text)}")
+    values = [int(v) for v in parts]
+    if not values or min(values) < 0 or max(values) > MAX_INDEX:
+        raise argparse.ArgumentTypeError(f"expected layer ids from 0 to {MAX_INDEX:,}, got {_cut(text)}")
     return values
+
+
+#: Shared bounds of the numeric flags.
+SEED = whole(0, (1 << 32) - 1, "a seed")
+NEW_TOKENS = whole(1, 1 << 16, "a token count")
+STEPS = whole(1, 64, "a number of draft steps")
+FILES = whole(1, 1 << 30, "a number of files")
+PORT = whole(1, 65535, "a port")
+MS = number(0.0, 1e7, "milliseconds")
+RATE = number(0.0, 1e9, "tokens per second")
+LENGTH = number(0.0, 1e6, "an accept length")
 
 
 def check_device(device: str) -> None:
@@ -125,16 +175,18 @@ def check_device(device: str) -> None:
 
 
 def check_writable(path: str, option: str) -> None:
-    """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
-    folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""
-    existed = os.path.exists(path)
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}; choose a writable path for {option}.") from e
-    if not existed:
-        os.remove(path)
+    """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a folder
+    or a symbolic link in its place). Nothing is opened or created here: the file is written later by
+    :func:`eaglekit.io.write.write_atomic` (a fresh temporary file renamed into place)."""
+    if os.path.islink(path):
+        raise InputError(f"{path} is a symbolic link; eaglekit does not write through links: give the real path "
+                         f"for {option}.")
+    if os.path.isdir(path):
+        raise InputError(f"{path} is a folder; give a file name for {option}.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: its folder is missing or not writable; choose a writable path for "
+                         f"{option}.")
 
 
 def _seconds(text: str) -> float:

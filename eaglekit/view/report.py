@@ -28,6 +28,7 @@ from pathlib import Path
 
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.render import strip_ansi
+from eaglekit.io.write import write_atomic
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATE = Path(__file__).resolve().parent / "report_template"
@@ -354,7 +355,7 @@ def copy_assets(out: str | os.PathLike[str]) -> Path:
 
     target = Path(out) / "assets"
     shutil.copytree(ASSETS, target, dirs_exist_ok=True)
-    (target / PLOTLY_ASSET).write_text(get_plotlyjs(), encoding="utf-8")
+    write_atomic(target / PLOTLY_ASSET, get_plotlyjs(), what="a report asset")
     return target
 
 
@@ -442,10 +443,10 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
             if problems:
                 raise ReportError(f"{path.name} renders a page that {'; '.join(problems)}. Change the notebook so "
                                   "its outputs show relative paths and no tokens, and load nothing from the web.")
-            html_path.write_text(page.html, encoding="utf-8")
+            write_atomic(html_path, page.html, what="a report page")
         folder, single = pages
         rendered.append(RenderedNotebook(path.stem, title, folder, pages[folder].figures, single))
-    (out / "index.html").write_text(_index(rendered), encoding="utf-8")
+    write_atomic(out / "index.html", _index(rendered), what="a report page")
     return rendered
 
 

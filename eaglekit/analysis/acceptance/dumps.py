@@ -52,6 +52,11 @@ from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
 from eaglekit.io.scheduler import dask_client
 
+#: Most decoder layers a target config may declare (the largest models have about 100).
+MAX_LAYERS = 1 << 16
+#: Longest --loss-masks line read: ``"false, "`` (7 bytes) per position of the longest sample, and room for
+#: the file name.
+MAX_MASK_LINE = 8 * MAX_POSITIONS + (64 << 10)
 #: Files per task sent to a Dask worker: one, so that any number of workers share even a small dump.
 FILES_PER_TASK = 1
 
@@ -268,6 +273,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
             raise InputError(f"--{name} must be a positive integer, got {v!r}.")
     if dtype not in ("float32", "bfloat16"):
         raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 32:
+        raise InputError(f"--seed must be a whole number from 0 to {(1 << 32) - 1}, got {seed!r}.")
     dump = open_training_dump(hidden_states, format=dump_format)
     norm = final_norm or dump.final_norm
     masks = _read_masks(loss_masks) if loss_masks is not None else None
@@ -277,6 +284,11 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     if aux_layers is not None and cfg.aux_layer_ids and len(aux_layers) != len(cfg.aux_layer_ids):
         raise InputError(f"--aux-layers names {len(aux_layers)} layers but the drafter reads {len(cfg.aux_layer_ids)} "
                          f"({list(cfg.aux_layer_ids)}); give one id per aux hidden state in the dump.")
+    num_layers = _text_config(load_config(target_head, endpoint=endpoint, timeout=timeout)).get("num_hidden_layers")
+    num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) \
+        and 0 < num_layers <= MAX_LAYERS else None
+    if aux_layers is not None:
+        _check_aux_layers(aux_layers, convention, num_layers, target_head)
     n = len(dump)
     if sample is not None:
         chosen = sorted(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
@@ -291,14 +303,26 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                               float(temperature), norm == "after-norm", all_positions, own, timeout))
     files, where = _run(tasks, scheduler, progress, len(chosen), hook, timeout=timeout)
 
-    num_layers = _text_config(load_config(target_head, endpoint=endpoint, timeout=timeout)).get("num_hidden_layers")
-    num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) else None
     ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
         default_aux_layers(num_layers, convention=convention) if num_layers else ()))
     notes = _notes(dump, files, ids, cfg.aux_layer_ids, aux_layers is not None, convention, num_layers, norm,
                    final_norm is not None, all_positions, masks is not None)
     return _result(dump, files, str(drafter), str(target_head), steps, float(temperature), ids, convention, norm,
                    notes, where, n, sample is not None)
+
+
+def _check_aux_layers(ids: Sequence[int], convention, num_layers: int | None, target_head) -> None:
+    """--aux-layers: whole numbers naming layers the target has (output_hidden_states indices 0..L)."""
+    limit = num_layers if num_layers is not None else MAX_LAYERS
+    for i in ids:
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise InputError(f"--aux-layers: {shown(str(i)[:40])} is not a layer id (a whole number >= 0).")
+    bad = [i for i, h in zip(ids, hidden_state_indices(ids, convention)) if h > limit]
+    if bad:
+        whose = f"the target {shown(str(target_head))} has {num_layers} layers" if num_layers is not None else \
+            f"no target has more than {MAX_LAYERS:,} layers"
+        raise InputError(f"--aux-layers names layer {shown(str(bad[0])[:40])}, but {whose} (ids 0.."
+                         f"{limit - (1 if convention == 'outputs' else 0)} in the drafter's {convention} convention).")
 
 
 def _read_masks(path) -> dict[str, tuple[int, ...]]:
@@ -313,6 +337,9 @@ def _read_masks(path) -> dict[str, tuple[int, ...]]:
     for k, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_MASK_LINE:  # before parsing: a 250 MB line would become ~83M objects
+            raise InputError(f"{shown(p)} line {k} is {len(line):,} bytes, more than a loss mask of "
+                             f"{MAX_POSITIONS:,} positions takes ({MAX_MASK_LINE:,}); refusing it.")
         obj = loads(line, what=f"{p} line {k}", error=InputError)
         if not isinstance(obj, dict) or not isinstance(obj.get("file"), str):
             raise InputError(f"{shown(p)} line {k}: expected an object with \"file\" and \"loss_mask\".")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eaglekit.core import safejson
-from eaglekit.core.serving.costmodel import CostModel, Point
+from eaglekit.core.serving.costmodel import MAX_BATCH, MAX_MS, MIN_MS, CostModel, Point
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.plan import Acceptance
 
@@ -53,8 +53,8 @@ def _whole(value: str, what: str, name: str) -> int:
         n = int(value)
     except ValueError:
         raise InputError(f"{what}: {name} must be a whole number, got {value!r}") from None
-    if n < 1:
-        raise InputError(f"{what}: {name} must be >= 1, got {n}")
+    if not 1 <= n <= MAX_BATCH:
+        raise InputError(f"{what}: {name} must be from 1 to {MAX_BATCH:,}, got {value[:40]!r}")
     return n
 
 
@@ -69,6 +69,9 @@ def _ms(value: str, what: str) -> float:
         raise InputError(f"{what}: time {x:g} ms is negative; times are milliseconds per forward, above 0")
     if x == 0:
         raise InputError(f"{what}: time 0 ms: a forward takes some time; check the measurement")
+    if not MIN_MS <= x <= MAX_MS:
+        raise InputError(f"{what}: {x:g} ms is outside {MIN_MS:g} to {MAX_MS:g} ms, what one forward or draft step "
+                         "can take; check the unit (milliseconds)")
     return x
 
 
