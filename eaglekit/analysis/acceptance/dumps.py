@@ -109,8 +109,11 @@ def _weights(task: DumpTask):
     key = (task.drafter, task.head, task.embeddings, task.endpoint, task.device, task.dtype)
     if key not in _LOADED:
         dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[task.dtype]
+        cfg = normalize_config(load_config(task.drafter, kind="drafter", endpoint=task.endpoint, timeout=task.timeout),
+                               source=str(task.drafter))
+        # the head's declared shape is compared with the drafter's before a byte of it is read
         head = read_target_head(task.head, device=task.device, dtype=dtype, endpoint=task.endpoint,
-                                timeout=task.timeout)
+                                timeout=task.timeout, vocab_size=cfg.vocab_size, hidden_size=cfg.target_hidden_size)
         model = DraftModel.load(task.drafter, embeddings=task.embeddings or task.head, device=task.device,
                                 dtype=task.dtype, endpoint=task.endpoint, timeout=task.timeout)
         _check_fit(model, head)
@@ -312,17 +315,17 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
 
 
 def _check_aux_layers(ids: Sequence[int], convention, num_layers: int | None, target_head) -> None:
-    """--aux-layers: whole numbers naming layers the target has (output_hidden_states indices 0..L)."""
+    """--aux-layers: whole numbers naming layers the target has (0..L-1, in either convention)."""
     limit = num_layers if num_layers is not None else MAX_LAYERS
     for i in ids:
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
             raise InputError(f"--aux-layers: {shown(str(i)[:40])} is not a layer id (a whole number >= 0).")
-    bad = [i for i, h in zip(ids, hidden_state_indices(ids, convention)) if h > limit]
+    bad = [i for i in ids if i >= limit]
     if bad:
         whose = f"the target {shown(str(target_head))} has {num_layers} layers" if num_layers is not None else \
             f"no target has more than {MAX_LAYERS:,} layers"
-        raise InputError(f"--aux-layers names layer {shown(str(bad[0])[:40])}, but {whose} (ids 0.."
-                         f"{limit - (1 if convention == 'outputs' else 0)} in the drafter's {convention} convention).")
+        raise InputError(f"--aux-layers names layer {shown(str(bad[0])[:40])}, but {whose} (ids 0..{limit - 1} in "
+                         f"the drafter's {convention} convention); give the layers the dump holds.")
 
 
 def _read_masks(path) -> dict[str, tuple[int, ...]]:
