@@ -139,6 +139,33 @@ def number(low: float, high: float, what: str = "a number"):
     return parse
 
 
+def magnitude(most: float = 1e12, least: float = 1e-12):
+    """An argparse type for figures the library checks itself (signs, ranges, NaN: its own messages): a float
+    whose size is refused past ``most`` or, when not 0, under ``least`` (1e308 and 5e-324 would overflow a
+    cycle or a speedup to inf instead)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if len(text) <= 4 * _MAX_DIGITS else math.inf
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {_cut(text)}") from None
+        if math.isfinite(value) and (abs(value) > most or 0 < abs(value) < least) or len(text) > 4 * _MAX_DIGITS:
+            raise argparse.ArgumentTypeError(f"expected a number of size {least:g} to {most:g} (or 0), got {_cut(text)}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+def capped(most: int = 1 << 20):
+    """An argparse type for whole numbers the library checks itself, refused past ``most`` in size."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        if len(t) > _MAX_DIGITS or not t.lstrip("+-").isdigit() or abs(int(t)) > most:
+            raise argparse.ArgumentTypeError(f"expected a whole number no larger than {most:,}, got {_cut(text)}")
+        return int(t)
+    parse.__name__ = "whole number"
+    return parse
+
+
 def index_list(text: str) -> list[int]:
     """An argparse type: comma-separated non-negative integers (layer ids, hidden-state indices), each at most
     :data:`MAX_INDEX`."""
@@ -157,9 +184,7 @@ NEW_TOKENS = whole(1, 1 << 16, "a token count")
 STEPS = whole(1, 64, "a number of draft steps")
 FILES = whole(1, 1 << 30, "a number of files")
 PORT = whole(1, 65535, "a port")
-MS = number(0.0, 1e7, "milliseconds")
-RATE = number(0.0, 1e9, "tokens per second")
-LENGTH = number(0.0, 1e6, "an accept length")
+FIGURE = magnitude()
 
 
 def check_device(device: str) -> None:
