@@ -89,7 +89,7 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
     else:
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
     out = []
-    for p, ids in tqdm(list(zip(plist, ids_list)), desc="traffic", unit="prompt", disable=progress is False,
+    for p, ids in tqdm(list(zip(plist, ids_list)), desc="traffic", unit="prompt", disable=None if progress is None else not progress,
                        leave=False):
         s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=[0], where=f"{psource} line {p.line}")
         out.append(s.input_ids[len(ids):].numpy().astype(np.int64))
@@ -104,7 +104,7 @@ def _training_dump_tokens(path, *, progress: bool | None = None) -> list[np.ndar
 
     dump = open_training_dump(path)
     out = []
-    for i in tqdm(range(len(dump)), desc="dump traffic", unit="sample", disable=progress is False, leave=False):
+    for i in tqdm(range(len(dump)), desc="dump traffic", unit="sample", disable=None if progress is None else not progress, leave=False):
         r = dump.read(i)
         ids = r.input_ids.numpy().astype(np.int64)
         out.append(ids[r.loss_mask.numpy().astype(bool)] if r.loss_mask is not None else ids)

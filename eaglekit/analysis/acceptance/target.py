@@ -294,7 +294,7 @@ def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: st
 
     def samples():
         for p, ids in tqdm(list(zip(plist, ids_list)), desc="dump-hidden", unit="prompt",
-                           disable=progress is False, leave=False):
+                           disable=None if progress is None else not progress, leave=False):
             s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=layers, where=f"{psource} line {p.line}")
             yield DumpSample(s.input_ids.numpy(), s.hidden_states.numpy(), s.target_ids.numpy(), s.prompt_len)
 
