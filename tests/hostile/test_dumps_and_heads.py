@@ -30,25 +30,16 @@ from eaglekit.io.dumps.files import DumpFolder, gunzip
 H, V, LAYERS = 64, 96, 4   # the trained world's target
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _sample(T=20, *, h=H, n_aux=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     return {"input_ids": torch.randint(0, V, (T,), generator=g), "loss_mask": torch.ones(T, dtype=torch.int64),
             "hidden_state": torch.randn(1, T, h, generator=g), "aux_hidden_state": torch.randn(1, T, n_aux * h, generator=g)}
 
 
-def _dump(root, *samples):
-    folder = root / "rows_0-2000"
-    folder.mkdir(parents=True)
-    for i, s in enumerate(samples):
-        torch.save(s, folder / f"data_{i}.ckpt")
+def _dump(root, sample):
+    """A SpecForge dump folder of one sample."""
+    (root / "rows_0-2000").mkdir(parents=True)
+    torch.save(sample, root / "rows_0-2000" / "data_0.ckpt")
     return root
 
 
