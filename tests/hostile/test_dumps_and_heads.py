@@ -280,3 +280,15 @@ def test_sparse_token_ids_in_coverage_are_an_input_error():
         coverage(np.arange(4), [torch.tensor([1, 2, 3]).to_sparse()], vocab_size=10)
     with pytest.raises(InputError, match="whole numbers"):
         coverage(np.arange(4), [np.array([0.5, 1.5])], vocab_size=10)
+
+
+def test_concatenated_gzip_members_inflate_to_their_concatenation(tmp_path, monkeypatch):
+    import gzip
+
+    monkeypatch.setattr(files_module, "_GZIP_STEP", 1000)   # members that end inside and at a step's edge
+    parts = [os.urandom(3000), b"abc" * 700, os.urandom(1234)]
+    (tmp_path / "x.gz").write_bytes(b"".join(gzip.compress(p) for p in parts) + b"\0" * 16)
+    assert bytes(gunzip(DumpFolder(tmp_path), "x.gz")) == b"".join(parts)
+    (tmp_path / "y.gz").write_bytes(gzip.compress(parts[0]) + b"not gzip")
+    with pytest.raises(HeaderError, match="not a valid gzip file"):
+        gunzip(DumpFolder(tmp_path), "y.gz")

@@ -127,14 +127,18 @@ def gunzip(folder: DumpFolder, name: str, *, limit: int = MAX_SAMPLE_BYTES) -> b
     out = bytearray()
     offset = 0
     try:
-        while offset < size and not d.eof:
+        while offset < size:
             chunk = folder.source.read(name, offset, min(_GZIP_STEP, size - offset)).data
             if not chunk:
                 break
             offset += len(chunk)
-            while chunk and not d.eof:
+            while chunk:
+                if d.eof:  # another gzip member follows (concatenated gzip files inflate to their concatenation)
+                    if not chunk.strip(b"\0"):  # zero padding after the last member
+                        break
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
                 out += d.decompress(chunk, _GZIP_STEP)
-                chunk = d.unconsumed_tail
+                chunk = d.unconsumed_tail if not d.eof else d.unused_data
                 if len(out) > cap:
                     raise HeaderError(f"{shown(where)} inflates to more than {cap} bytes ({MAX_GZIP_RATIO} times "
                                       "its compressed size, or the floor): a gzip bomb, not a dump sample; refusing "
