@@ -159,3 +159,18 @@ def test_every_numeric_flag_is_bounded_at_parse_time(capsys, args):
         main(args)
     err = capsys.readouterr().err
     assert e.value.code == 2 and len(err.strip().splitlines()) == 1 and "0" * 100 not in err, err
+
+
+@pytest.mark.parametrize("field,value,says", [("vocab_size", 10 ** 400, "at most 16,777,216"),
+                                              ("draft_vocab_size", 1 << 40, "at most 16,777,216"),
+                                              ("hidden_size", 10 ** 400, "at most 2,147,483,648"),
+                                              ("rms_norm_eps", float("nan"), "must be a number")])
+def test_a_drafter_config_past_any_model_is_one_config_error(field, value, says):
+    from eaglekit.core.configs.config import normalize_config
+    from eaglekit.core.errors import ConfigError
+    from eaglekit.demo.trained import drafter_config
+
+    cfg = {**drafter_config(), field: value}
+    with pytest.raises(ConfigError, match=says) as e:
+        normalize_config(cfg)
+    assert len(str(e.value)) < 300
