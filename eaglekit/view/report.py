@@ -19,7 +19,6 @@ import base64
 import copy
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -354,7 +353,11 @@ def copy_assets(out: str | os.PathLike[str]) -> Path:
     from plotly.offline import get_plotlyjs
 
     target = Path(out) / "assets"
-    shutil.copytree(ASSETS, target, dirs_exist_ok=True)
+    for src in sorted(Path(ASSETS).rglob("*")):  # file by file through the one writer: a link there is refused
+        if src.is_file():
+            dst = target / src.relative_to(ASSETS)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(dst, src.read_bytes(), what="a report asset")
     write_atomic(target / PLOTLY_ASSET, get_plotlyjs(), what="a report asset")
     return target
 

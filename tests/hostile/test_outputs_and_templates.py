@@ -165,3 +165,15 @@ def test_nan_or_inf_fp8_scales_are_refused_not_compared(tmp_path, capsys, bad):
     code = main(["drift", str(tmp_path / "a"), str(tmp_path / "b"), "--full", "--scheduler", "inline"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "NaN or Inf scale" in err and "weight_scale_inv" in err, err
+
+
+def test_report_assets_refuse_a_planted_link(tmp_path):
+    from eaglekit.view.report import copy_assets
+
+    victim = tmp_path / "victim.js"
+    victim.write_text("precious")
+    (tmp_path / "out" / "assets").mkdir(parents=True)
+    (tmp_path / "out" / "assets" / "embed.js").symlink_to(victim)
+    with pytest.raises(InputError, match="symbolic link"):
+        copy_assets(tmp_path / "out")
+    assert victim.read_text() == "precious"
