@@ -204,10 +204,10 @@ def check_writable(path: str, option: str) -> None:
     or a symbolic link in its place). Nothing is opened or created here: the file is written later by
     :func:`eaglekit.io.write.write_atomic` (a fresh temporary file renamed into place)."""
     if os.path.islink(path):
-        raise InputError(f"{path} is a symbolic link; eaglekit does not write through links: give the real path "
-                         f"for {option}.")
+        raise InputError(f"cannot write {path}: it is a symbolic link, and eaglekit does not write through links; "
+                         f"choose a writable path for {option}.")
     if os.path.isdir(path):
-        raise InputError(f"{path} is a folder; give a file name for {option}.")
+        raise InputError(f"cannot write {path}: it is a folder; choose a writable path for {option}.")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"cannot write {path}: its folder is missing or not writable; choose a writable path for "

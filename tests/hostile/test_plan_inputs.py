@@ -149,7 +149,7 @@ def test_numeric_flags_past_their_bounds_are_one_line(tmp_path, capsys, flag, va
 @pytest.mark.parametrize("args", [["acceptance", "d", "--hidden-states", "x", "--seed", "-1"],
                                   ["acceptance", "d", "--hidden-states", "x", "--limit", BIG],
                                   ["acceptance", "d", "--hidden-states", "x", "--aux-layers", "1,2," + "9" * 26],
-                                  ["drift", "a", "b", "--seed", "-1"],
+                                  ["drift", "a", "b", "--seed", BIG],
                                   ["speedup", "--baseline-tps", "1e308", "--verify-ms", "1", "--alpha", "0.5"],
                                   ["speedup", "--baseline-tps", "50", "--verify-ms", "5e-324", "--alpha", "0.5"],
                                   ["vocab-coverage", "d", "--hidden-states", "x", "--max-new-tokens", BIG],
