@@ -42,6 +42,7 @@ _EXPORTS = {
     "Interval": "core.uncertainty", "verdict": "core.uncertainty", "bootstrap_ratio": "core.uncertainty",
     "plan": "analysis.serving.plan", "ServingPlan": "analysis.serving.plan",
     "PlanWidget": "view.serving", "plan_throughput_figure": "view.serving", "plan_steps_figure": "view.serving",
+    "plan_grid_figure": "view.serving",
     "compat": "analysis.compat.pair", "CompatReport": "analysis.compat.pair",
     "check": "analysis.compat.check", "CheckReport": "analysis.compat.check",
     "export": "analysis.compat.export", "ExportResult": "analysis.compat.export",
@@ -56,15 +57,20 @@ _EXPORTS = {
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
     "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
+    "measure_trees": "analysis.acceptance.trees", "TreeAcceptance": "analysis.acceptance.trees",
+    "TreeResult": "analysis.acceptance.trees", "TreeConfig": "analysis.acceptance.tree",
+    "acceptance_curve": "analysis.acceptance.curve", "AcceptanceCurve": "analysis.acceptance.curve_result",
     "conclude": "analysis.investigation",
     "Calculator": "view.calculator",
     "heatmap": "view.figures", "overview": "view.figures",
     "drift_map": "view.drift_figures", "drafter_view": "view.drift_figures",
     "accept_length_vs_steps": "view.acceptance_figures", "per_step_acceptance": "view.acceptance_figures", "per_prompt_spread": "view.acceptance_figures",
     "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
+    "accept_length_curve": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
+    "measurement_prompts": "demo.prompts",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
     "read_tokenizer": "io.tokens.tokenizer", "tokenizer_diff": "io.tokens.tokenizer", "TokenizerDiff": "core.tokens.diff",
@@ -104,7 +110,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.core.serving.account import Account
     from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
     from eaglekit.analysis.serving.plan import ServingPlan, plan
-    from eaglekit.view.serving import PlanWidget, plan_steps_figure, plan_throughput_figure
+    from eaglekit.view.serving import PlanWidget, plan_grid_figure, plan_steps_figure, plan_throughput_figure
     from eaglekit.analysis.compat.pair import compat, CompatReport
     from eaglekit.analysis.compat.check import check, CheckReport
     from eaglekit.analysis.compat.export import export, ExportResult
@@ -120,11 +126,16 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.analysis.acceptance.dump_result import DumpAcceptance
+    from eaglekit.analysis.acceptance.trees import TreeAcceptance, TreeResult, measure_trees
+    from eaglekit.analysis.acceptance.tree import TreeConfig
+    from eaglekit.analysis.acceptance.curve import acceptance_curve
+    from eaglekit.analysis.acceptance.curve_result import AcceptanceCurve
     from eaglekit.analysis.investigation import conclude
     from eaglekit.view.calculator import Calculator
     from eaglekit.view.figures import heatmap, overview
     from eaglekit.view.drift_figures import drafter_view, drift_map
     from eaglekit.view.acceptance_figures import (
+        accept_length_curve,
         accept_length_vs_steps,
         break_even_by_steps,
         per_prompt_spread,
@@ -134,6 +145,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.world import build_demo
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
+    from eaglekit.demo.prompts import measurement_prompts
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub
     from eaglekit.io.tokens.tokenizer import read_tokenizer, tokenizer_diff

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -67,24 +69,26 @@ eaglekit.diff_configs(load_config(ws.target("kimi-k2")), load_config(ws.target("
 # %% [markdown]
 # ## Aux hidden-state layer ids, engine by engine and release by release
 # What an id selects depends on the engine that reads it, on its release and on the target's model
-# code, not on the config format. On a Llama-style target every SGLang release reads id *i* as the
-# output of layer *i* (as SpecForge's Hugging Face backend trained it); vLLM reads it as the input of
-# layer *i*, one layer earlier. So the SpecForge config's `[2, 30, 58]` feeds SGLang what training used,
-# and vLLM the outputs of `[1, 29, 57]`: for vLLM write `[3, 31, 59]` (`eaglekit export --engine vllm`
-# does).
+# code, not on the config format. The K2 drafter serves Kimi-K2, which runs on SGLang's DeepSeek model
+# code, where PR #25454 (May 2026) adds the one only when the first id is 1: releases since then read
+# `[2, 30, 58]` as the outputs of `[1, 29, 57]`. SpecForge's own SGLang capture backend follows whichever
+# SGLang it runs, so the config alone does not say what the drafter was trained on: the view shows both
+# meanings as AMBIGUOUS, with the ids to write for each, as pages 00 and 03 do (docs/aux-layers.md has the
+# table of releases).
 
 # %%
-eaglekit.normalize_config(k2).aux_view(61)
+K2_ARCHITECTURE = load_config(ws.target("kimi-k2"))["architectures"][0]  # the target's model code
+eaglekit.normalize_config(k2).aux_view(61, architecture=K2_ARCHITECTURE)
 
 # %% [markdown]
-# Kimi-K2 runs on SGLang's DeepSeek model code, where PR #25454 (May 2026) adds the one only when the
-# first id is 1: releases since then read `[2, 30, 58]` as the outputs of `[1, 29, 57]`. And SpecForge's
-# own SGLang capture backend follows whichever SGLang it runs, so the config alone no longer says what
-# the drafter was trained on: the view shows both meanings as AMBIGUOUS, with the ids to write for each
-# (docs/aux-layers.md has the table of releases).
+# Were the same ids in a drafter for a Llama-style target, every SGLang release would read id *i* as the
+# output of layer *i* (as SpecForge's Hugging Face backend trains it) and vLLM as the input of layer *i*, one
+# layer earlier: SGLang would be fed what training used, vLLM the outputs of `[1, 29, 57]` (write
+# `[3, 31, 59]` for vLLM; `eaglekit export --engine vllm` does). That reading holds only for such a target;
+# without the target's architecture the view says which code it assumed.
 
 # %%
-eaglekit.normalize_config(k2).aux_view(61, architecture="DeepseekV3ForCausalLM")
+eaglekit.normalize_config(k2).aux_view(61, architecture="LlamaForCausalLM")
 
 # %% [markdown]
 # The speculators twin copied the SpecForge ids unchanged; its trainer is guessed from its format

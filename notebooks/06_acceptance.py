@@ -40,7 +40,8 @@ import os
 DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 TRAINED = None  # None: the trained world inside DEMO (trained on first use, about a minute, then cached)
 STEPS = 4  # draft steps K per cycle
-MAX_NEW_TOKENS = 32
+PROMPTS = 48  # prompts per target: the world's 12 and more of the same language (intervals narrow as 1/sqrt(n))
+MAX_NEW_TOKENS = 37  # 36 tokens after the prefill one: 9 whole cycles at K = 3, within the demo's trained length
 BASELINE_TPS = 82.0  # the seed's deployment (notebook 00, section 6): decode tok/s without speculation
 SPEC_TPS = 60.0  # ... with speculation, at accept length 2.0 and K = 2 draft steps
 VERIFY_MS = 30.0  # ... its verify per cycle at K = 2
@@ -68,8 +69,9 @@ world
 
 # %%
 def measure(drafter, target, prompts, **kw):
-    return eaglekit.measure_acceptance(world.drafter(drafter), target=target, prompts=world.prompts(prompts),
-                                       steps=STEPS, max_new_tokens=MAX_NEW_TOKENS, **kw)
+    return eaglekit.measure_acceptance(world.drafter(drafter), target=target,
+                                       prompts=eaglekit.measurement_prompts(world, prompts, PROMPTS), steps=STEPS,
+                                       max_new_tokens=MAX_NEW_TOKENS, **kw)
 
 
 own = measure("k2", k2, "k2")
@@ -102,7 +104,8 @@ accept_length_vs_steps(results, scenario=serving, trained_steps=world.chain_step
 # Break-even rises with K: every draft step lengthens the cycle by the draft time, and on a
 # mixture-of-experts target the verify grows too (more drafted tokens route to more experts, whose
 # weights the verify reads). A drafter pays at a K where its accept length is above that K's break-even,
-# in the chart and in this table.
+# in the chart and in this table; each accept length carries its 95% interval (a bootstrap over the prompts),
+# and one whose interval straddles break-even is TOO CLOSE TO CALL, not a payer.
 
 # %%
 steps_table(results, serving)
@@ -182,3 +185,65 @@ eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target
 # %%
 conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scenario=serving,
                     steps=world.chain_steps)
+
+# %% [markdown]
+# ## Accept length by tree configuration
+# Most deployments draft a tree: `--speculative-num-steps s --speculative-eagle-topk k
+# --speculative-num-draft-tokens n` in SGLang (EAGLE's `depth = s - 1`, `top_k`, `total_token`). Each of
+# the s drafter passes keeps the k best nodes by cumulative log-probability; the n - 1 best nodes of the
+# whole pool are verified with the root in one target forward, and the longest path the target agrees
+# with is accepted. `measure_trees` drafts the trees of every configuration from every position of the
+# same greedy continuations (`eaglekit acceptance ... --tree-grid S:K:N,...` in the terminal); `topk 1`
+# is the chain, figure for figure. Beyond the 3 steps the drafter was trained for, its first choice often
+# misses; a tree's other children catch it (the share of cycles whose accepted path left the first child
+# says how often). The tree pays in accept length; whether it pays in throughput depends on what a verify
+# of n tokens costs on the target (notebook 08).
+
+# %%
+TREE_GRID = "4:1:5,4:2:8,4:4:16,5:4:24,6:10:60"
+trees = eaglekit.measure_trees(world.drafter("k2"), trees=TREE_GRID, target=k2, prompts=world.prompts("k2"),
+                               max_new_tokens=MAX_NEW_TOKENS)  # the chain beside it: K = 1..6
+trees
+
+# %% [markdown]
+# The two readings of a frontier node's attention: EAGLE's (its true ancestors) and SGLang's (its branch
+# slot's earlier entries, another lineage's after a re-selection). They agree on the first two levels.
+
+# %%
+slots = eaglekit.measure_trees(world.drafter("k2"), trees=TREE_GRID, target=k2, prompts=world.prompts("k2"),
+                               max_new_tokens=MAX_NEW_TOKENS, tree_attention="sglang-slots")
+pd.DataFrame([{"steps": a.steps, "topk": a.topk, "draft tokens": a.draft_tokens,
+               "chain (K = steps)": trees.result.accept_length_by_steps[a.steps - 1],
+               "tree, EAGLE": a.accept_length, "tree, SGLang slots": b.accept_length,
+               "left first child": a.left_first_child} for a, b in zip(trees.trees, slots.trees)]).round(3)
+# ## How many samples?
+# The seed's fork: the team's K2.5 drafter, trained from scratch on 37K samples, reached accept length
+# 2.0; the public K2 drafter had 1.4M samples behind it. Generate 200K-500K samples (days at 82 tok/s),
+# or warm-start from the K2 drafter? A training run leaves checkpoints, and the answer is the curve
+# through them. The trained world keeps two runs on fresh K2.5 samples, one from scratch and one from the
+# warm start, each with a checkpoint at 16, 32, 64, 128 and 256 samples, saved as SpecForge saves them
+# (`epoch_0_step_N` with its `training_state.pt`: the samples are read from there).
+#
+# `acceptance_curve` is `eaglekit acceptance-curve --label scratch CKPT... --label warm CKPT... --batch-size B`
+# in the terminal. Each checkpoint is measured as `eaglekit acceptance` measures one drafter (here on the
+# K2.5 hidden-state dump, at the depth the drafters were trained to), and a saturating curve in samples is
+# fitted with a bootstrap over the checkpoints and the prompts. The break-even is the serving cycle's above.
+
+# %%
+TEAM_SAMPLES = 64  # the scratch drafter's data in this replay (the seed's 37K)
+break_even = serving.at_steps(world.chain_steps).break_even_accept_length
+curves = eaglekit.acceptance_curve(
+    {"scratch": world.checkpoints("scratch"), "warm start": world.checkpoints("warm")},
+    batch_size=world.manifest["curve_batch"], hidden_states=world.hidden_dump("k25"), steps=world.chain_steps,
+    predict=[1024], reach=[3.0], break_even=break_even, progress=False)
+curves
+
+# %%
+eaglekit.accept_length_curve(curves)
+
+# %% [markdown]
+# The seed's question, answered on the demo: does the warm start reach break-even with the scratch
+# drafter's data, and how much data would scratch need?
+
+# %%
+print(curves.compare("warm start", "scratch", samples=TEAM_SAMPLES, break_even=break_even))

@@ -14,28 +14,31 @@
 # ---
 
 # %% [markdown]
-# # 08 · Serving plan: what a verify really costs, and the best draft steps per batch size
+# # 08 · Serving plan: the best draft steps per batch size, from what the engine measured
 #
-# The seed's arithmetic charged 30 ms for a verify whatever it verified, so "150 tok/s takes k = 5".
-# On a mixture-of-experts target the verify grows with k: a decode step of Kimi-K2.5 reads 8 of 384
-# routed experts per layer, a verify of k + 1 tokens reads every expert any of them routes to, about
-# 384 (1 - (1 - 8/384)^(k+1)) under uniform routing. Batches change it again: at high concurrency a
-# decode step already reads most experts, extra tokens cost compute, and speculation stops paying at
-# some batch size. Engines take a schedule for that (vLLM's `num_speculative_tokens_per_batch_size`).
+# The seed's arithmetic charged 30 ms for a verify whatever it verified and counted drafting free, so "150 tok/s
+# takes k = 5". A cycle costs more: the verify grows with k (a decode step of Kimi-K2.5 reads 8 of 384 routed
+# experts per layer, a verify of k + 1 tokens every expert any of them routes to), each draft step has a latency
+# floor of about a millisecond, and each cycle has work beyond both (the draft-extend pass, sampling). Batches
+# change it again, and only so many requests fit in memory.
 #
-# `eaglekit.plan` joins a drafter's per-step acceptance to a cost model of the target's forward: fitted to
-# measured forwards, or estimated from the target's config (and checkpoint header) and a GPU table,
-# calibrated by one or two measured points. The model and its assumptions: `docs/serving-plan.md`.
+# `eaglekit.plan` fits a cost model of the cycle to the runs a team already has (no-speculation rows fit the
+# target's forward, speculative rows fit drafting and the overhead), uses measured cells as measured, and prices
+# every other (batch size, k) with a 95% interval. The model, its prior and how to measure the rows:
+# `docs/serving-plan.md`.
 
 # %% tags=["parameters"]
 TARGET = "kimi-k25-int4"  # a config.json, a checkpoint location, or a published config's short name
-SEED_COSTS = [(1, 1, 12.2), (1, 3, 30.0)]  # (batch, tokens per request, ms): the seed's decode and k = 2 verify
-SEED_DRAFT = {1: 5 / 3}  # ms per draft step at batch 1: 60 tok/s at accept length 2.0 is a 33.3 ms cycle
-SEED_PER_STEP = (0.618034, 0.618034)  # accept length 2.0 at k = 2 (1 + c + c^2)
+# the seed's two measured runs (batch, steps, topk, draft tokens, accept length, tok/s) and its verify
+SEED_RUNS = [(1, 0, None, None, None, 82.0), (1, 2, 1, 3, 2.0, 60.0)]
+SEED_VERIFY = [(1, 3, 30.0)]  # (batch, tokens per request, ms): the verify of 2 drafts
 PER_STEP = (0.8, 0.72, 0.66, 0.6, 0.55)  # an illustrative EAGLE-3 profile: accept length 3.1 at k = 5
 GPU, TP, CONTEXT = "H20", 8, 2048
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-DRAFT_COSTS = {1: 0.4, 256: 1.2}  # ms per draft step at two batch sizes (a straight line between)
+# a published sweep (vLLM issue #20780: Llama-3.1-8B + EAGLE-3, batch 1, tok/s = 1000 / TPOT): the baseline
+# and the two smallest K as measured runs; the published accept lengths for K = 2..7 (K = 1's 1.8 assumed)
+SWEEP = [(1, 0, None, None, None, 1000 / 7.07), (1, 2, 1, 3, 2.36, 1000 / 4.32), (1, 3, 1, 4, 2.79, 1000 / 4.09)]
+SWEEP_ACCEPT = {"accept_length_by_steps": [1.8, 2.36, 2.79, 3.08, 3.32, 3.46, 3.54]}
 
 # %%
 import json
@@ -43,31 +46,32 @@ import json
 import eaglekit
 
 # %% [markdown]
-# ## The seed, calibrated
-# The seed's two measurements at batch 1 (12.2 ms decode, 30 ms verify of 2 drafts) calibrate K2.5's cost
-# model; with the draft step the 60 tok/s implies, it gives back 82 tok/s without speculation and 60 tok/s
-# at k = 2. The verify it predicts for every other k comes with the distinct experts behind it, and the
-# ratio the config alone predicts stands beside the measured 2.46x.
+# ## The seed, as measured rows
+# 82 tok/s without speculation, 60 tok/s at accept length 2.0 with 2 steps, and the 30 ms verify: the plan gives
+# those back as measured and prices every other k with its interval. What the speculative run leaves beyond the
+# verify (3.3 ms) is split between drafting and the per-cycle overhead under a prior sized from an EAGLE-3
+# drafter of K2.5's hidden size (`extrapolate=True`: k past 2 repeats the measured per-step acceptance).
 
 # %%
-seed = eaglekit.plan(SEED_PER_STEP, costs=SEED_COSTS, draft_costs=SEED_DRAFT, target=TARGET, tp=TP, context=CONTEXT,
-                     batches=(1,))
+seed = eaglekit.plan(None, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, tp=TP, context=CONTEXT,
+                     batches=(1,), extrapolate=True)
 seed
 
 # %% [markdown]
-# The same two measurements against Kimi-K2's FP8 layout (every linear layer in FP8, so routed experts
-# weigh twice what K2.5's INT4 ones do and a verify's extra experts cost more bytes):
+# The same two forwards against Kimi-K2's FP8 layout (every linear layer in FP8, so routed experts weigh twice
+# what K2.5's INT4 ones do and a verify's extra experts cost more bytes):
 
 # %%
 for name in ("kimi-k25-int4", "kimi-k2-fp8"):
-    b, n, estimated, measured = eaglekit.plan(SEED_PER_STEP, costs=SEED_COSTS, target=name, tp=TP, context=CONTEXT,
-                                              batches=(1,)).uncalibrated_ratio()
+    b, n, estimated, measured = eaglekit.plan(None, costs=SEED_VERIFY, measured=SEED_RUNS, target=name, tp=TP,
+                                              context=CONTEXT, batches=(1,)).uncalibrated_ratio()
     print(f"{name}: from the config alone a {n}-token verify costs {estimated:.2f}x a decode step; "
           f"measured {measured:.2f}x")
 
 # %% [markdown]
-# ## The account, with a verify that grows with k
-# The throughput account of notebooks 00 and 05 prices the seed's targets again on these cost models:
+# ## The account, with the one verify model
+# The throughput account of notebooks 00 and 05 prices the seed's targets on the same verify (a line through
+# the measured 30 ms at k = 2 with the cost model's slope; page 05's calculator moves along it):
 
 # %%
 for g in eaglekit.Account.seed().growing:
@@ -75,32 +79,41 @@ for g in eaglekit.Account.seed().growing:
 
 # %% [markdown]
 # ## The plan across batch sizes
-# An estimate on 8 H20s at 2048 tokens of context, calibrated by the 12.2 ms decode step alone (what the
-# roofline leaves out becomes a fixed cost per forward), with a drafter whose per-step acceptance decays
-# as EAGLE-3 drafters' usually do. `*` marks figures from the model, `^` acceptance past the measured steps.
-# This is a what-if for a deployment whose verify costs what the hardware says: the seed's measured 30 ms
-# verify (2.46x its decode step, where the config alone predicts about 1.06x) is left out here. Calibrated
-# by both of the seed's points (`calibrate_points=SEED_COSTS`), the plan prices every verify as the seed
-# measured it; the line printed under the plan below says what that leaves at batch 1.
+# K2.5 on 8 H20s at 2048 tokens of context, fitted to the seed's runs and verify, with a drafter whose per-step
+# acceptance decays as EAGLE-3 drafters' usually do. Batch sizes whose weights and KV cache do not fit in the
+# GPUs' memory are marked and get no k. The intervals are wide at large batch sizes: one speculative run at
+# batch 1 says little about what a draft step costs at batch 64, and the plan names the run that would say most.
 
 # %%
-plan = eaglekit.plan(PER_STEP, target=TARGET, gpu=GPU, tp=TP, context=CONTEXT, calibrate_points=SEED_COSTS[:1],
-                     batches=BATCHES, draft_costs=DRAFT_COSTS)
-measured_verify = eaglekit.plan(PER_STEP, target=TARGET, gpu=GPU, tp=TP, context=CONTEXT, calibrate_points=SEED_COSTS,
-                                batches=(1,), draft_costs=DRAFT_COSTS)
-print("with the seed's measured verify as well:", measured_verify.headline())
+plan = eaglekit.plan(PER_STEP, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, gpu=GPU, tp=TP,
+                     context=CONTEXT, batches=BATCHES)
 plan
+
+# %%
+eaglekit.plan_grid_figure(plan)
 
 # %%
 eaglekit.plan_throughput_figure(plan)
 
+# %% [markdown]
+# ## A published sweep
+# vLLM's batch-1 sweep of Llama-3.1-8B with its EAGLE-3 drafter: given the baseline and K = 2, 3, the plan prices
+# K = 1..7 (vLLM measured 246.9, 242.1, 238.1 and 233.1 tok/s at K = 4..7: K = 4 best, and the plan sees
+# K = 4..6 within each other's intervals). At larger batch sizes it has only the prior for what a draft step
+# adds per request, and says which run would settle it.
+
 # %%
-eaglekit.plan_steps_figure(plan)
+sweep = eaglekit.plan(SWEEP_ACCEPT, measured=SWEEP, target="llama-3.1-8b", gpu="H100-SXM", batches=(1, 4, 16, 64),
+                      context=1024)
+sweep
+
+# %%
+eaglekit.plan_grid_figure(sweep)
 
 # %% [markdown]
 # ## The engines' configs
-# vLLM's `speculative_config` (the per-batch-size list is the current form; the dict form is what the
-# first release of the feature took) and SGLang's flags per batch range:
+# vLLM's `speculative_config` (the per-batch-size list is the current form; the dict form is what the first
+# release of the feature took) and SGLang's flags per batch range, for the batch sizes that fit:
 
 # %%
 for engine, config in plan.engine_config.items():  # one line per setting, as it goes into a launch script
@@ -110,9 +123,10 @@ for engine, config in plan.engine_config.items():  # one line per setting, as it
 
 # %% [markdown]
 # ## The widget
-# The plan's cost model with batch-size and context sliders and its inputs (GPU figures, the calibrated
-# fixed cost and factors, the draft line). It recomputes in the browser, so it works here and in the
-# rendered report alike, with or without a kernel.
+# The plan's fitted cost model with batch-size and context sliders and its inputs (GPU figures, the fitted
+# fixed cost, factors and per-token cost, the draft line and the per-cycle overhead). It recomputes in the
+# browser, so it works here and in the rendered report alike, with or without a kernel; it shows the point
+# values (the intervals are in the plan above), and says when a batch size does not fit in memory.
 
 # %%
 eaglekit.PlanWidget(plan, batch=1)

@@ -20,15 +20,11 @@ os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # a closed port: a test that f
 
 def _shared_trained(tmp_path_factory) -> Path:
     """The trained demo world, trained once for all test workers (and reused by later runs while its version
-    holds) under pytest's temp root, behind a lock."""
-    import fcntl
-
+    holds) under pytest's temp root: the builder itself is safe when several processes ask at once."""
     from eaglekit.demo.trained import build_trained_demo
 
     shared = tmp_path_factory.getbasetemp().parent
-    with open(shared / "eaglekit-trained.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return build_trained_demo(shared / "eaglekit-trained-demo", progress=False).root
+    return build_trained_demo(shared / "eaglekit-trained-demo", progress=False).root
 
 
 @pytest.fixture(scope="session")

@@ -51,11 +51,12 @@ def _similarity_sentence(sim) -> str | None:
 
 def _measured_sentence(label: str, r: AcceptanceResult, account: Account | None) -> str:
     head = (f"Measured offline (eaglekit acceptance, {r.prompts} prompts, K = {r.steps}): {label} reaches accept "
-            f"length {r.accept_length:.2f}")
+            f"length {r.interval.text()} ({r.interval.method})")
     if account is None:
         return head + "."
-    line = r.go_no_go(baseline_tps=account.baseline_tps, verify_ms=account.verify_ms, draft_ms=account.draft_ms,
-                      overhead_ms=account.overhead_ms)
+    # the one cycle model of the page: the deployment's verify growing with K where the account prices it so
+    # (the same scenario the bottom line judges by), drafting at the measured draft cost
+    line = r.go_no_go(scenario=account.growing_scenario)
     return f"{head}. In this deployment's cycle: {line}"
 
 

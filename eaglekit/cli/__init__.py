@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from eaglekit.core.errors import EaglekitError
 
 #: The subcommand modules, in ``--help`` order: a new subcommand is one new module and one entry here.
-COMMANDS = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "dump_hidden", "drift",
+COMMANDS = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "acceptance_curve", "dump_hidden", "drift",
             "export", "tokenizer_diff", "vocab_coverage", "speedup", "plan", "demo", "serve_hub", "report", "lab")
 
 

@@ -61,6 +61,23 @@ def refuse_unused(args: argparse.Namespace, training_dump: bool) -> None:
             "Model-Optimizer); drop it."))
 
 
+def check_sources(args: argparse.Namespace) -> bool:
+    """The measurement's sources, checked as ``eaglekit acceptance`` checks them (--target with --prompts, no
+    --prompts with a dump, the device, options the source ignores); True for a training pipeline's dump."""
+    from eaglekit.cli.common import check_device
+    from eaglekit.core.errors import InputError
+
+    if args.target is not None and args.prompts is None:
+        raise InputError("--target needs --prompts FILE (JSONL: input_ids, text or messages per line).")
+    if args.hidden_states is not None and args.prompts is not None:
+        raise InputError("--prompts goes with --target; a dump already holds its prompts.")
+    check_device(args.device)
+    training_dump = is_training_dump(args)
+    if training_dump or args.hidden_states is None:  # (eaglekit's own dumps say what they lack themselves)
+        refuse_unused(args, training_dump)
+    return training_dump
+
+
 def is_training_dump(args: argparse.Namespace) -> bool:
     """True when ``--hidden-states`` names a training pipeline's dump rather than eaglekit's own."""
     if args.hidden_states is None:
@@ -72,7 +89,7 @@ def is_training_dump(args: argparse.Namespace) -> bool:
     return not os.path.lexists(os.path.join(os.path.expanduser(args.hidden_states), "manifest.json"))
 
 
-def run_dump(args: argparse.Namespace) -> int:
+def run_dump(args: argparse.Namespace, trees=None) -> int:
     from eaglekit.analysis.acceptance.dumps import measure_dump
     from eaglekit.core.errors import InputError
     from eaglekit.io.dumps.detect import open_training_dump
@@ -88,6 +105,7 @@ def run_dump(args: argparse.Namespace) -> int:
         temperature=args.temperature, aux_layers=args.aux_layers, final_norm=args.final_norm,
         all_positions=args.all_positions, loss_masks=args.loss_masks, limit=args.limit, sample=args.sample,
         seed=args.seed, scheduler=args.scheduler, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint, timeout=args.timeout)
+        endpoint=args.endpoint, timeout=args.timeout,
+        **({"trees": trees, "tree_attention": args.tree_attention or "ancestors"} if trees else {}))
     emit(result, args)
     return 0

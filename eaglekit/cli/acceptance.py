@@ -4,6 +4,8 @@
     eaglekit acceptance DRAFTER --hidden-states DUMP [--embeddings TARGET_CHECKPOINT] [--json]
     eaglekit acceptance DRAFTER --target TARGET --prompts chats.jsonl --chat-template FILE
     eaglekit acceptance DRAFTER --target TARGET --prompts chats.jsonl --compare-templates A.jinja B.jinja
+    eaglekit acceptance DRAFTER --target TARGET --prompts prompts.jsonl --steps 6 --topk 10 --draft-tokens 60
+    eaglekit acceptance DRAFTER --hidden-states DUMP --tree-grid 6:10:60,4:8:32,3:1:4 [--tree-attention sglang-slots]
 
 The convention is vLLM's mean acceptance length (bonus token counted, the prefill token not); see
 :mod:`eaglekit.analysis.acceptance.measure` and docs/acceptance.md.
@@ -14,9 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli._dumps import add_dump_options, is_training_dump, refuse_unused, run_dump
-from eaglekit.cli.common import (NEW_TOKENS, STEPS, add_json_option, add_location, add_remote_options, add_trust_remote_code_option, check_device,
-                                 emit,
+from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
+from eaglekit.cli.common import (NEW_TOKENS, STEPS, add_json_option, add_location, add_remote_options,
+                                 add_trust_remote_code_option, emit,
                                  temperature)
 
 
@@ -44,6 +46,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="how the drafter's aux layer ids select target layers (default: what it was trained with)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    tree = p.add_argument_group("tree drafts (SGLang's --speculative-eagle-topk / --speculative-num-draft-tokens)")
+    tree.add_argument("--topk", type=int, default=None, metavar="K",
+                      help="draft a tree: K children per node, K best kept per level (1 is the chain)")
+    tree.add_argument("--draft-tokens", type=int, default=None, metavar="N",
+                      help="tokens verified per cycle, the root included (N - 1 drafted; topk 1: steps + 1)")
+    tree.add_argument("--tree-grid", metavar="S:K:N,...", default=None,
+                      help="several trees in one run (steps:topk:draft tokens), sharing the target run and the "
+                           "drafter's first pass; JSON trees[]")
+    tree.add_argument("--tree-attention", choices=("ancestors", "sglang-slots"), default=None,
+                      help="what a frontier node's drafter pass attends to: its true ancestors (EAGLE; default) or "
+                           "its branch slot's earlier entries (SGLang's draft KV layout)")
     add_json_option(p)
     tpl = p.add_mutually_exclusive_group()
     tpl.add_argument("--chat-template", metavar="FILE",
@@ -61,26 +74,23 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.acceptance.measure import measure_acceptance
     from eaglekit.core.errors import InputError
 
-    if args.target is not None and args.prompts is None:
-        raise InputError("--target needs --prompts FILE (JSONL: input_ids, text or messages per line).")
-    if args.hidden_states is not None and args.prompts is not None:
-        raise InputError("--prompts goes with --target; a dump already holds its prompts.")
-    check_device(args.device)
-    training_dump = is_training_dump(args)
-    if training_dump or args.hidden_states is None:  # (eaglekit's own dumps say what they lack themselves)
-        refuse_unused(args, training_dump)
+    training_dump = check_sources(args)
+    trees = _trees(args)
+    if trees is not None and (args.chat_template is not None or args.compare_templates is not None):
+        raise InputError("tree drafts (--topk, --draft-tokens, --tree-grid) are measured without a chat template "
+                         "comparison; drop one of the two.")
     if training_dump:
-        return run_dump(args)
+        return run_dump(args, None if trees is None else trees[0])
     if args.chat_template is not None or args.compare_templates is not None:
         return _run_templates(args)
+    if trees is not None:
+        return _run_trees(args, *trees)
     result = measure_acceptance(
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
         endpoint=args.endpoint, timeout=args.timeout, trust_remote_code=args.trust_remote_code)
-    for note in result.notes:  # what may make the figure measure something else, also where --json hides it
-        if note.startswith("warning: "):
-            print(f"eaglekit acceptance: {note}", file=sys.stderr)
+    _warn(result.notes)
     emit(result, args)
     return 0
 
@@ -104,3 +114,49 @@ def _run_templates(args: argparse.Namespace) -> int:
         out = measure_with_template(args.drafter, template=args.chat_template, **common)
     emit(out, args)
     return 0
+
+
+def _trees(args: argparse.Namespace):
+    """(configurations, chain steps) from --topk/--draft-tokens or --tree-grid; None without them."""
+    from eaglekit.analysis.acceptance.tree import parse_tree_grid, tree_config
+    from eaglekit.core.errors import InputError
+
+    single = args.topk is not None or args.draft_tokens is not None
+    if single and args.tree_grid is not None:
+        raise InputError("give --topk K --draft-tokens N (one tree, with --steps) or --tree-grid S:K:N,... (several), "
+                         "not both.")
+    if args.tree_grid is not None:
+        return parse_tree_grid(args.tree_grid), args.steps
+    if single:
+        if args.topk is None:
+            raise InputError("--draft-tokens needs --topk K (children per node; 1 is the chain).")
+        n = args.draft_tokens
+        if n is None:
+            if args.topk != 1:
+                raise InputError(f"--topk {args.topk} needs --draft-tokens N: the tokens verified per cycle, root "
+                                 "included (SGLang's --speculative-num-draft-tokens).")
+            n = args.steps + 1
+        return (tree_config(args.steps, args.topk, n),), args.steps
+    if args.tree_attention is not None:
+        raise InputError("--tree-attention does nothing without a tree: add --topk K --draft-tokens N or --tree-grid.")
+    return None
+
+
+def _run_trees(args: argparse.Namespace, configs, steps: int) -> int:
+    from eaglekit.analysis.acceptance.trees import measure_trees
+
+    result = measure_trees(
+        args.drafter, trees=configs, tree_attention=args.tree_attention or "ancestors", steps=steps,
+        target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, aux_convention=args.aux_convention,
+        device=args.device, dtype=args.dtype, embeddings=args.embeddings, endpoint=args.endpoint,
+        timeout=args.timeout, trust_remote_code=args.trust_remote_code)
+    _warn(result.result.notes)
+    emit(result, args)
+    return 0
+
+
+def _warn(notes) -> None:
+    for note in notes:  # what may make the figure measure something else, also where --json hides it
+        if note.startswith("warning: "):
+            print(f"eaglekit acceptance: {note}", file=sys.stderr)

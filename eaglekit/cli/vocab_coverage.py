@@ -2,15 +2,17 @@
 
 The share of the target's output tokens the drafter's draft vocabulary contains (overall and by output
 position), which caps per-step acceptance, and the map SpecForge's rule (the N most frequent target tokens)
-would build from the same traffic, with the rows that would change. ``--out map.safetensors`` writes it
-for ``eaglekit export --vocab-map`` (``.pt``: SpecForge's format).
+would build from the same traffic (its coverage is in-sample: measured on the traffic it was chosen from),
+with the rows that would take a new token and the rows only shifted. ``--steps K``: the draft steps the cap
+on the accept length assumes. ``--out map.safetensors`` writes it for ``eaglekit export --vocab-map``
+(``.pt``: SpecForge's format).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import (NEW_TOKENS, add_json_option, add_location, add_remote_options, add_trust_remote_code_option,
+from eaglekit.cli.common import (NEW_TOKENS, STEPS, add_json_option, add_location, add_remote_options, add_trust_remote_code_option,
                                  check_device, print_json)
 
 
@@ -31,6 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chat-template", metavar="FILE", help="render the prompts with this template (or 'raw') in the "
                                                            "bounded sandbox instead of the target's own")
     p.add_argument("--max-new-tokens", type=NEW_TOKENS, default=64, metavar="N", help="continuation length (64)")
+    p.add_argument("--steps", type=STEPS, default=5, metavar="K",
+                   help="draft steps per cycle, for the accept length the coverage caps (5)")
     p.add_argument("--out", metavar="MAP", help="write the recommended map: .safetensors (for eaglekit export "
                                                 "--vocab-map) or .pt (SpecForge)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
@@ -52,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         check_map_path(args.out)
     check_device(args.device)
     cov = vocab_coverage(args.drafter, target=args.target, prompts=args.prompts, hidden_states=args.hidden_states,
-                         chat_template=args.chat_template, max_new_tokens=args.max_new_tokens, device=args.device,
+                         chat_template=args.chat_template, max_new_tokens=args.max_new_tokens, steps=args.steps,
+                         device=args.device,
                          trust_remote_code=args.trust_remote_code, endpoint=args.endpoint, timeout=args.timeout)
     written = write_vocab_map(args.out, cov.recommended_d2t, cov.recommended_t2d) if args.out else None
     if args.json:

@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from eaglekit.analysis.acceptance.target import load_target_model
+from eaglekit.core.errors import InputError
+from eaglekit.demo.build import built_once
+from eaglekit.demo.prompts import MAX_NEW_TOKENS, measurement_prompts
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
 
 FORMATS = ("specforge", "speculators", "modelopt")
-DUMPS_VERSION = 1   # bump whenever the writers change: cached dumps are keyed on it
+DUMPS_VERSION = 2   # bump whenever the writers change: cached dumps are keyed on it
 AUX_INDICES = (1, 2, 3)    # output_hidden_states: outputs of layers 0, 1, 2 (the demo drafter's ids)
 
 
@@ -65,7 +67,9 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
     from safetensors.torch import save_file
 
     root = Path(out)
-    root.mkdir(parents=True, exist_ok=False)
+    if root.is_dir() and any(root.iterdir()):
+        raise InputError(f"{root} is not empty; give a new or empty folder for the dumps.")
+    root.mkdir(parents=True, exist_ok=True)
     tmodel = load_target_model(target)
     model = tmodel.model
     samples = []
@@ -78,7 +82,7 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
     dirs = {"specforge": root / "specforge" / "rows_0-2000", "speculators": root / "speculators" / "hidden_states",
             "modelopt": root / "modelopt"}
     for f in formats:
-        dirs[f].mkdir(parents=True)
+        dirs[f].mkdir(parents=True, exist_ok=True)
     masks: dict[str, list[str]] = {f: [] for f in formats}
     for i, (seq, start) in enumerate(samples):
         aux, post, pre = _features(model, seq)
@@ -112,22 +116,22 @@ def loss_masks_of(folder: str | os.PathLike[str]) -> Path:
 
 
 def trained_dumps(world, *, greedy: bool = True, force: bool = False) -> dict[str, Path]:
-    """The trained world's k2 dumps under ``world.root/dumps-greedy-v<N>`` (or ``dumps-dataset-v<N>``: held-out
-    language text, which departs from the target's greedy tokens), written on first use."""
+    """The trained world's k2 dumps under ``world.root/dumps-greedy-v<N>``: the target's greedy continuations of
+    the measured pages' prompts (:func:`~eaglekit.demo.prompts.measurement_prompts`, as long as those pages
+    generate), or ``dumps-dataset-v<N>``: as many held-out texts of the language, which depart from the target's
+    greedy tokens; written on first use."""
     root = Path(world.root) / f"dumps-{'greedy' if greedy else 'dataset'}-v{DUMPS_VERSION}"
-    if root.exists() and not force:
-        return {f: root / f for f in FORMATS}
-    tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    prompts = [json.loads(line)["input_ids"] for line in world.prompts("k2").read_text().splitlines() if line.strip()]
-    if greedy:
-        write_training_dumps(world.target("k2"), tmp, prompts=prompts, max_new_tokens=32)
-    else:
-        write_training_dumps(world.target("k2"), tmp, prompts=[], texts=dataset_texts(len(prompts)))
-    try:
-        os.rename(tmp, root)       # whole or not at all: another process may have written it meanwhile
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    def write(folder: Path) -> None:
+        prompts = [json.loads(line)["input_ids"] for line in measurement_prompts(world, "k2").read_text().splitlines() if line.strip()]
+        if greedy:
+            write_training_dumps(world.target("k2"), folder, prompts=prompts, max_new_tokens=MAX_NEW_TOKENS)
+        else:
+            write_training_dumps(world.target("k2"), folder, prompts=[], texts=dataset_texts(len(prompts)))
+
+    # whole or not at all, once, however many processes ask (a folder of an older eaglekit is replaced)
+    built_once(root, {"dumps": DUMPS_VERSION}, write, force=force, what="dump folder",
+               ours=lambda folder: any((folder / f).is_dir() for f in FORMATS))
     return {f: root / f for f in FORMATS}
 
 

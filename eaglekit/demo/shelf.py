@@ -36,6 +36,7 @@ from eaglekit.demo.spec import H as KIMI_H
 from eaglekit.demo.spec import I as KIMI_I
 from eaglekit.core.checkpoint.header import encode_header
 from eaglekit.core.tokens.vocab import build_vocab_map
+from eaglekit.demo.build import build_lock, built_beside, write_whole
 from eaglekit.demo.hubserver import HubServer
 
 #: Bumped when the shelf changes; a workspace holding an older shelf gets it rebuilt.
@@ -215,38 +216,50 @@ def build_demo_hub_repos(hub_root: str | os.PathLike[str], demo_root: str | os.P
     hub_root, demo_root = Path(hub_root), Path(demo_root)
     marker = hub_root / _MARKER
     shelf = _shelf(demo_root)
-    if marker.is_file() and json.loads(marker.read_text()).get("version") == SHELF_VERSION:
+    if _current(marker):
         return list(shelf)
-    for seed, (repo, spec) in enumerate(shelf.items()):
-        folder = hub_root / repo
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
-        config = spec["config"]
-        if isinstance(config, dict):
-            (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        elif isinstance(config, bytes):
-            (folder / "config.json").write_bytes(config)
-        weights = spec["weights"]
-        if isinstance(weights, Path):
-            try:
-                os.link(weights, folder / "model.safetensors")
-            except OSError:
-                shutil.copy2(weights, folder / "model.safetensors")
-        elif weights is not None:
-            shapes, vocab = weights
-            buffers = _vocab_map(seed, shapes["lm_head.weight"][0], vocab)
-            write_sparse_safetensors(folder / "model.safetensors", shapes, buffers,
-                                     metadata={"format": "pt", "eaglekit_demo": LABEL})
-        (folder / ".hub.json").write_text(json.dumps(spec["meta"], indent=2) + "\n")
-    for repo, (downloads, likes, updated) in _OWN_STATS.items():
-        path = hub_root / repo / ".hub.json"
-        if path.is_file():
-            meta = {**json.loads(path.read_text()), "downloads": downloads, "likes": likes,
-                    "lastModified": f"{updated}T12:00:00.000Z"}
-            path.write_text(json.dumps(meta, indent=2) + "\n")
-    marker.write_text(json.dumps({"version": SHELF_VERSION, "repos": list(shelf)}, indent=2) + "\n")
+    with build_lock(marker):  # one writer at a time; each repo folder is replaced whole, the marker last
+        if _current(marker):
+            return list(shelf)
+        for seed, (repo, spec) in enumerate(shelf.items()):
+            folder = hub_root / repo
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            built_beside(folder, lambda f, seed=seed, spec=spec: _write_repo(f, spec, seed))
+        for repo, (downloads, likes, updated) in _OWN_STATS.items():
+            path = hub_root / repo / ".hub.json"
+            if path.is_file():
+                meta = {**json.loads(path.read_text()), "downloads": downloads, "likes": likes,
+                        "lastModified": f"{updated}T12:00:00.000Z"}
+                write_whole(path, json.dumps(meta, indent=2) + "\n")
+        write_whole(marker, json.dumps({"version": SHELF_VERSION, "repos": list(shelf)}, indent=2) + "\n")
     return list(shelf)
+
+
+def _current(marker: Path) -> bool:
+    try:
+        return json.loads(marker.read_text()).get("version") == SHELF_VERSION
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _write_repo(folder: Path, spec: dict[str, Any], seed: int) -> None:
+    config = spec["config"]
+    if isinstance(config, dict):
+        (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    elif isinstance(config, bytes):
+        (folder / "config.json").write_bytes(config)
+    weights = spec["weights"]
+    if isinstance(weights, Path):
+        try:
+            os.link(weights, folder / "model.safetensors")
+        except OSError:
+            shutil.copy2(weights, folder / "model.safetensors")
+    elif weights is not None:
+        shapes, vocab = weights
+        buffers = _vocab_map(seed, shapes["lm_head.weight"][0], vocab)
+        write_sparse_safetensors(folder / "model.safetensors", shapes, buffers,
+                                 metadata={"format": "pt", "eaglekit_demo": LABEL})
+    (folder / ".hub.json").write_text(json.dumps(spec["meta"], indent=2) + "\n")
 
 
 def serve_demo_hub(ws, **kwargs):

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from eaglekit.demo.build import built_once
 from eaglekit.demo.spec import LABEL, LAYERS, VOCAB
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
 
@@ -198,9 +199,12 @@ def build_targets(root: Path) -> dict[str, Any]:
     ``root / "hidden-states"``; returns what was built (paths relative to ``root``, the planted figures)."""
     import torch
 
-    gen = torch.Generator().manual_seed(SEED)
-    a, b, moved = target_tensors(gen)
-    paths = write_target_forms(root / "target-weights", a, b, seed=SEED + 1)
+    def weights(folder: Path) -> None:
+        a, b, _ = target_tensors(torch.Generator().manual_seed(SEED))
+        write_target_forms(folder, a, b, seed=SEED + 1)
+
+    built_once(Path(root) / "target-weights", {"planted-targets": 1}, weights, what="planted-drift target folder")
+    paths = {k: f"target-weights/{NAMES[k]}" for k in ("k2", "k25")}
     dumps = build_dumps(root)
     return {**paths, "dumps": dumps, "moved_embedding_rows": MOVED_TOKENS, "hidden": HIDDEN, "layers": LAYERS,
             "experts": EXPERTS}
@@ -217,16 +221,19 @@ def build_dumps(root: Path, *, samples: int = 6, prompt_len: int = 16, new_token
     K2's states are a token embedding plus a running context; K2.5's are K2's turned by a rotation and
     noised, both growing with depth, so cosine falls with depth while linear CKA (blind to rotations)
     falls less. K2.5's greedy continuation leaves K2's after a few tokens in some prompts."""
-    import numpy as np
+    out = {name: str(Path("hidden-states") / name) for name in ("k2", "k25")}
+    built_once(Path(root) / "hidden-states", {"planted-dumps": [samples, prompt_len, new_tokens]},
+               lambda folder: _write_dumps(folder, samples, prompt_len, new_tokens), what="planted-drift dump folder")
+    return out
 
+
+def _write_dumps(folder: Path, samples: int, prompt_len: int, new_tokens: int) -> None:
+    import numpy as np
 
     rng = np.random.default_rng(SEED)
     emb = rng.standard_normal((VOCAB, HIDDEN)).astype(np.float32)
     turn = {k: _rotation(rng, 0.05 + 0.6 * k / LAYERS) for k in DUMP_LAYERS}
     noise = {k: 0.05 + 0.4 * k / LAYERS for k in DUMP_LAYERS}
-    out = {}
-    for name in ("k2", "k25"):
-        out[name] = str(Path("hidden-states") / name)
     records: dict[str, list] = {"k2": [], "k25": []}
     for _ in range(samples):
         ids_a = rng.integers(0, VOCAB, prompt_len + new_tokens)
@@ -248,8 +255,7 @@ def build_dumps(root: Path, *, samples: int = 6, prompt_len: int = 16, new_token
         manifest = DumpManifest(target=f"demo {NAMES[name]} (synthetic states)", hidden_size=HIDDEN,
                                 num_hidden_layers=LAYERS, vocab_size=VOCAB, layers=DUMP_LAYERS, samples=samples,
                                 dtype="bfloat16")
-        write_dump(root / out[name], manifest, records[name])
-    return out
+        write_dump(folder / name, manifest, records[name])
 
 
 def _rotation(rng, angle: float):

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from eaglekit.analysis.acceptance.target import quiet_loading
+from eaglekit.demo.build import built_once
 from eaglekit.demo.trained import (
     COMMON,
     LABEL,
@@ -135,22 +136,21 @@ def _save_tokenizer(folder: Path, mark: np.ndarray) -> None:
 
 def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | None = None, force: bool = False,
                      progress: bool | None = None) -> TokenWorld:
-    """Train (or reuse) the token-level demo beside ``trained`` (default: ``<trained root>/tokens``)."""
+    """Train (or reuse) the token-level demo beside ``trained`` (default: ``<trained root>/tokens``); safe when
+    several processes ask at once (:func:`~eaglekit.demo.build.built_once`)."""
+    root = Path(path) if path is not None else trained.root / "tokens"
+    version = {"tokens": TOKENS_VERSION, "trained": trained.manifest.get("version", TRAINED_VERSION),
+               "trained_build": trained.manifest.get("build")}
+    built_once(root, version, lambda folder: _build(folder, trained, progress=progress),
+               ours=lambda folder: _manifest(folder) is not None, force=force, what="token demo")
+    return TokenWorld(root, trained, _manifest(root) or {})
+
+
+def _build(root: Path, trained: TrainedWorld, *, progress: bool | None) -> None:
     import torch
     from tqdm.auto import tqdm
     from transformers import DeepseekV3ForCausalLM
 
-    root = Path(path) if path is not None else trained.root / "tokens"
-    manifest = _manifest(root)
-    if manifest is not None and manifest.get("version") == TOKENS_VERSION and not force \
-            and manifest.get("trained_version") == trained.manifest.get("version", TRAINED_VERSION):
-        return TokenWorld(root, trained, manifest)
-    if root.exists() and any(root.iterdir()) and manifest is None:
-        from eaglekit.core.errors import InputError
-
-        raise InputError(f"{root} exists and is not an eaglekit token demo; choose an empty or new folder.")
-    if root.exists():
-        shutil.rmtree(root)  # ours: its manifest carries the label
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     bar = tqdm(total=2, desc="token-level demo", disable=progress is False, leave=False)
@@ -164,17 +164,16 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
         chats = _chat_sequences(rng, gram["k25"], common, think, mark, 320)
         plain = sample_language(rng, gram["k25"], common, 192, SEQ)
         model = _target_model()
-        k25 = DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False)
+        with quiet_loading():
+            k25 = DeepseekV3ForCausalLM.from_pretrained(str(trained.target("k25")), trust_remote_code=False)
         model.load_state_dict(k25.state_dict())
         _train_target(model, np.concatenate([chats, plain]), steps=THINK_STEPS, lr=2e-3, seed=6)
         bar.update()
         folder = root / "targets" / "k25-think"
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        model.save_pretrained(str(folder))
+        with quiet_loading():
+            model.save_pretrained(str(folder))
         _save_tokenizer(folder, mark)
-        (root / "templates").mkdir(parents=True)
+        (root / "templates").mkdir(exist_ok=True)
         (root / "templates" / "k25.jinja").write_text(OLD_TEMPLATE + "\n")
         (root / "templates" / "k25-think.jinja").write_text(NEW_TEMPLATE + "\n")
         held = sample_language(np.random.default_rng(11), gram["k25"], common, 6, 8)
@@ -192,7 +191,6 @@ def build_token_demo(trained: TrainedWorld, *, path: str | os.PathLike[str] | No
                          "templates/k25-think.jinja": "the new template: <|im_end|>, then <|assistant|> <think>",
                          "prompts-chat-k25.jsonl": "6 held-out chats in the k25 language"}}
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return TokenWorld(root, trained, manifest)
 
 
 def _manifest(root: Path) -> dict[str, Any] | None:

@@ -23,6 +23,10 @@ tokens for others, so K2.5's draft vocabulary differs from K2's (a warm start ne
   vocabulary = k25's common tokens);
 * ``drafters/k25-warm``: ``eaglekit export`` of k2's drafter onto k25-scratch's vocabulary map (rows of the
   new tokens from k25's lm_head), fine-tuned on the same few samples;
+* ``checkpoints/k25-scratch/epoch_0_step_N``, ``checkpoints/k25-warm/epoch_0_step_N``: two single-epoch
+  runs on fresh K2.5 samples (:data:`CURVE_BATCH` a step, none seen twice), from scratch and from the
+  warm start, with a checkpoint at each step of :data:`CURVE_CHECKPOINTS`, saved as SpecForge saves them
+  (the drafter and a ``training_state.pt`` with ``epoch`` and ``global_step``): the accept-length curve;
 * ``drafters/random``: untrained;
 * ``broken/<fault>``: copies of ``drafters/k2`` with one planted fault each (:mod:`eaglekit.demo.broken`);
 * ``prompts-k2.jsonl``, ``prompts-k25.jsonl``: held-out prompts in each language (token ids), and
@@ -37,7 +41,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,14 +48,14 @@ from typing import Any
 
 import numpy as np
 from eaglekit.analysis.acceptance.draft_model import DraftModel
-from eaglekit.analysis.acceptance.target import dump_hidden_states
+from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, quiet_loading
 from eaglekit.analysis.compat.export import export
-from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table
 from eaglekit.demo.broken import build_broken
+from eaglekit.demo.build import built_once
 from eaglekit.demo.targets import write_target_forms
 
-TRAINED_VERSION = 4  # bump whenever training or the saved layout changes: caches are keyed on it
+TRAINED_VERSION = 5  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Kimi-K2-shaped MoE target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 EXPERTS, TOP_K, MOE_INTER, Q_LORA, KV_LORA = 4, 2, 32, 32, 32
@@ -61,6 +64,15 @@ AUX_IDS = [0, 1, 2]                     # SpecForge ids: outputs of layers 0, 1,
 SEQ, NOISE, SHIFT = 48, 0.10, 0.40
 FEW_SAMPLES = 6
 FEW_STEPS = 200                         # fine-tuning steps of both K2.5 drafters on the few samples
+#: Training steps at which the K2.5 curve runs save a checkpoint (``epoch_0_step_N``, as SpecForge names them);
+#: each step reads CURVE_BATCH fresh samples (one epoch, no sample seen twice), so a checkpoint has seen
+#: ``N x CURVE_BATCH`` samples. A lower learning rate than the other drafters' keeps the curve in the
+#: data-limited regime over these sizes (at 3e-3 both runs saturate by 64 samples). The runs read the first
+#: samples of a pool of CURVE_POOL drawn once, so the series stays the same when the checkpoints change.
+CURVE_CHECKPOINTS = (16, 32, 64, 128, 256)
+CURVE_BATCH = 1
+CURVE_LR = 1e-3
+CURVE_POOL = 512
 #: Chain steps the drafters are trained for (training-time test): beyond them per-step acceptance collapses.
 #: The manifest records it (``drafter_chain_steps``).
 CHAIN_STEPS = 3
@@ -95,6 +107,12 @@ class TrainedWorld:
     def hidden_dump(self, name: str) -> Path:
         """A target's hidden-state dump (``eaglekit dump-hidden``), ``"k2"`` or ``"k25"``, same prompts."""
         return self.root / self.manifest["hidden_states"][name]
+
+    def checkpoints(self, name: str) -> list[Path]:
+        """The K2.5 curve run's checkpoints, ``"scratch"`` or ``"warm"``, in training order: SpecForge-style
+        folders ``epoch_0_step_N`` (a drafter and ``training_state.pt``); each step read
+        ``manifest["curve_batch"]`` fresh samples."""
+        return [self.root / rel for rel in self.manifest["curves"][name]]
 
     @property
     def chain_steps(self) -> int:
@@ -216,9 +234,12 @@ def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
 
 
 def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, labels, *, steps: int, lr: float,
-                   seed: int, ttt: int = CHAIN_STEPS) -> dict[str, Any]:
+                   seed: int, ttt: int = CHAIN_STEPS, batches=None, on_step=None) -> dict[str, Any]:
     """Training-time test: K chain steps over every position at once, cross-entropy against the target's
-    argmax mapped to draft rows (tokens outside the draft vocabulary are skipped)."""
+    argmax mapped to draft rows (tokens outside the draft vocabulary are skipped).
+
+    ``batches``: the sample indices of each step (default: 4 drawn at random); ``on_step(step, tensors)``
+    after each step (1-based), to save checkpoints."""
     import torch
     import torch.nn.functional as F
 
@@ -226,10 +247,11 @@ def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, 
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(list(tensors.values()), lr=lr, weight_decay=0.0)
     T = aux.shape[2]
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         loss = torch.zeros(())
         model = DraftModel.from_tensors(drafter_config(), {**tensors, "d2t": d2t}, embed=embed)
-        for i in torch.randint(0, len(aux), (4,), generator=g).tolist():
+        picks = batches[step - 1] if batches is not None else torch.randint(0, len(aux), (4,), generator=g).tolist()
+        for i in picks:
             h = model.project(aux[i])
             # entry s = (features at s, x_{s+1}); step j from s predicts the target's argmax after s + j
             out = model.chain(h[:T - 1], tokens[i, 1:], ttt, return_logits=True)
@@ -240,6 +262,8 @@ def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, 
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if on_step is not None:
+            on_step(step, tensors)
     return {k: v.detach() for k, v in tensors.items()}
 
 
@@ -268,10 +292,8 @@ def _save_target(model, folder: Path) -> None:
     from tokenizers.pre_tokenizers import WhitespaceSplit
     from transformers import PreTrainedTokenizerFast
 
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    model.save_pretrained(str(folder))
+    with quiet_loading():
+        model.save_pretrained(str(folder))
     vocab = {f"t{i}": i for i in range(VOCAB)}
     tok = Tokenizer(WordLevel(vocab, unk_token="t0"))
     tok.pre_tokenizer = WhitespaceSplit()
@@ -304,15 +326,9 @@ def build_trained_demo(path: str | os.PathLike[str], *, force: bool = False, pro
     """Train (or reuse) the trained demo world at ``path``."""
 
     root = Path(path)
-    manifest = _read_manifest(root)
-    if manifest is not None and manifest.get("version") == TRAINED_VERSION and not force:
-        return TrainedWorld(root, manifest)
-    if root.exists() and any(root.iterdir()) and manifest is None:
-        raise InputError(f"{root} exists and is not an eaglekit trained demo; choose an empty or new folder "
-                         "(eaglekit never deletes a folder it did not write).")
-    if root.exists():
-        shutil.rmtree(root)  # ours: its manifest carries the label
-    return _build(root, progress=progress)
+    built_once(root, {"trained": TRAINED_VERSION}, lambda folder: _build(folder, progress=progress),
+               ours=lambda folder: _read_manifest(folder) is not None, force=force, what="trained demo")
+    return TrainedWorld(root, _read_manifest(root) or {})
 
 
 def _read_manifest(root: Path) -> dict[str, Any] | None:
@@ -350,14 +366,14 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         _save_target(k25, root / "targets" / "k25")
         bar.update()
 
-        def train(tensors, target, vocab, data, steps, seed):
+        def train(tensors, target, vocab, data, steps, seed, **kw):
             d2t, _ = vocab_arrays(vocab)
             t2d_index = torch.full((VOCAB,), -1, dtype=torch.int64)
             t2d_index[torch.from_numpy(vocab)] = torch.arange(len(vocab))
             embed = target.get_input_embeddings().weight.detach()
             aux, labels = _target_features(target, data)
             return _train_drafter(tensors, embed, torch.from_numpy(d2t), t2d_index, torch.from_numpy(data), aux,
-                                  labels, steps=steps, lr=3e-3, seed=seed)
+                                  labels, steps=steps, lr=kw.pop("lr", 3e-3), seed=seed, **kw)
 
         drafters = root / "drafters"
         k2_drafter = train(_drafter_init(3), k2, common, k2_data[:256], 300, 3)
@@ -371,6 +387,8 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         bar.update()
         warm = train(_warm_start(root), k25, common25, k25_few, FEW_STEPS, 4)
         _save_drafter(drafters / "k25-warm", warm, *vocab_arrays(common25))
+        fresh = sample_language(rng, gram["k25"], common25, CURVE_POOL, SEQ)
+        curves = _curve_runs(root, train, k25, common25, fresh)
         bar.update()
         _save_drafter(drafters / "random", {k: v.detach() for k, v in _drafter_init(5).items()}, *vocab_arrays(common))
         bar.update()
@@ -402,12 +420,38 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
                      "k25-warm": f"k2's drafter exported onto k25-scratch's vocabulary map, fine-tuned on the same "
                                  f"{FEW_SAMPLES} k25 samples",
                      "random": "untrained (random weights)"},
+        "curves": curves, "curve_batch": CURVE_BATCH,
         "broken": broken, "target_weights": weights, "hidden_states": dumps,
         "draft_vocab": COMMON, "vocab": VOCAB, "drafter_chain_steps": CHAIN_STEPS,
         "common_k2": [int(t) for t in common], "common_k25": [int(t) for t in common25],
     }
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return TrainedWorld(root, manifest)
+
+
+def _curve_runs(root: Path, train, k25, common25, data: np.ndarray) -> dict[str, list[str]]:
+    """Two single-epoch K2.5 runs on fresh samples, from scratch and from the warm start, each saving a
+    SpecForge-style checkpoint (``epoch_0_step_N``: the drafter, and ``training_state.pt`` holding
+    ``{"epoch": 0, "global_step": N}``) at every step of :data:`CURVE_CHECKPOINTS`."""
+    import torch
+
+    steps = max(CURVE_CHECKPOINTS)
+    fresh = data[:steps * CURVE_BATCH]
+    batches = [list(range(s * CURVE_BATCH, (s + 1) * CURVE_BATCH)) for s in range(steps)]
+    out: dict[str, list[str]] = {}
+    for name, init in (("scratch", _drafter_init(4)), ("warm", _warm_start(root))):
+        folders: list[str] = []
+
+        def save(step, tensors, name=name, folders=folders):
+            if step in CURVE_CHECKPOINTS:
+                rel = f"checkpoints/k25-{name}/epoch_0_step_{step}"
+                _save_drafter(root / rel, {k: v.detach() for k, v in tensors.items()}, *vocab_arrays(common25))
+                torch.save({"epoch": 0, "global_step": step}, root / rel / "training_state.pt")
+                folders.append(rel)
+
+        train(init, k25, common25, fresh, steps, 6, batches=batches, on_step=save, lr=CURVE_LR)
+        out[name] = folders
+    return out
 
 
 def _warm_start(root: Path) -> dict[str, Any]:
@@ -450,6 +494,8 @@ def _hidden_dumps(root: Path) -> dict[str, str]:
     out = {}
     for name in ("k2", "k25"):
         out[name] = f"hidden-states/{name}"
-        dump_hidden_states(root / "targets" / name, root / "prompts-k25.jsonl", root / out[name], layers=DUMP_LAYERS,
+        target = load_target_model(root / "targets" / name)
+        target.name = f"targets/{name}"   # the world's own name for it, not the folder it is built in
+        dump_hidden_states(target, root / "prompts-k25.jsonl", root / out[name], layers=DUMP_LAYERS,
                            max_new_tokens=24, progress=False)
     return out

@@ -43,6 +43,7 @@ from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, H
 from eaglekit.core.errors import InputError
 from eaglekit.core.tokens.vocab import build_vocab_map
 from eaglekit.demo.broken import build_broken
+from eaglekit.demo.build import build_lock, built_beside, built_once, write_whole
 from eaglekit.demo.shelf import build_demo_hub_repos
 from eaglekit.demo.trained import TrainedWorld, build_trained_demo
 
@@ -230,18 +231,10 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False, trained: st
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise InputError(f"{root} is a file; give a folder for the demo workspace.")
-    manifest = _read_manifest(root)
-    if manifest is not None and manifest.get("version") == DEMO_VERSION and not force:
-        return _current_trained_hub(root, manifest, progress=progress)
-    if root.exists() and any(root.iterdir()) and manifest is None:
-        raise InputError(f"{root} exists and is not an eaglekit demo workspace; choose an empty or new folder "
-                         "(eaglekit never deletes a folder it did not write).")
     try:
-        if root.exists():  # proven ours: its manifest carries the demo's label; the trained world is kept
-            for child in root.iterdir():
-                if child.name != "trained":
-                    shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-        return _build(root, trained=trained, progress=progress)
+        built_once(root, {"demo": DEMO_VERSION}, lambda folder: _build(folder, root, trained=trained, progress=progress),
+                   ours=lambda folder: _read_manifest(folder) is not None, force=force, what="demo workspace")
+        return _current_trained_hub(root, progress=progress)
     except OSError as e:
         raise InputError(f"Cannot write the demo workspace at {root}: {e.strerror or e}.") from e
 
@@ -250,16 +243,20 @@ def _trained_stamp(world: TrainedWorld) -> dict[str, Any]:
     return {"version": world.manifest["version"], "build": world.manifest.get("build"), "hub": dict(TRAINED_HUB_REPOS)}
 
 
-def _current_trained_hub(root: Path, manifest: dict[str, Any], *, progress: bool | None) -> DemoWorkspace:
+def _current_trained_hub(root: Path, *, progress: bool | None) -> DemoWorkspace:
     """A built workspace whose trained world was retrained since (a new version, or built again by
     ``build_trained_demo``): its Hub repos are linked to the new files, so the Hub serves what the folders hold."""
     world = build_trained_demo(root / "trained", progress=progress)
     stamp = _trained_stamp(world)
+    manifest = _read_manifest(root) or {}
     if manifest.get("trained") != stamp:
         try:
-            _build_trained_hub(root, world)
-            manifest = {**manifest, "trained": stamp}
-            (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+            with build_lock(root):  # one updater at a time; each repo folder is replaced whole
+                manifest = _read_manifest(root) or {}
+                if manifest.get("trained") != stamp:
+                    _build_trained_hub(root, world)
+                    manifest = {**manifest, "trained": stamp}
+                    write_whole(root / "manifest.json", json.dumps(manifest, indent=2) + "\n")
         except OSError as e:
             raise InputError(f"Cannot update the demo workspace's Hub at {root}: {e.strerror or e}.") from e
     return DemoWorkspace(root, manifest)
@@ -274,10 +271,25 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) and manifest.get("label") == LABEL else None
 
 
-def _build(root: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> DemoWorkspace:
+def _build(root: Path, final: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> None:
+    """Write the workspace into ``root`` (a fresh folder beside ``final``, renamed into place when done)."""
+    kept = final / "trained"
+    moved = kept.is_symlink() or kept.is_dir()
+    if moved:  # a rebuild keeps the trained world (minutes of training)
+        with build_lock(kept):
+            os.rename(kept, root / "trained")
+    try:
+        _build_into(root, trained=trained, progress=progress)
+    except BaseException:
+        if moved:  # back where it was: a failed rebuild loses nothing
+            with build_lock(kept):
+                os.rename(root / "trained", kept)
+        raise
+
+
+def _build_into(root: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> None:
     import numpy as np
     import torch
-
 
     rng = np.random.default_rng(20261129)
     gen = torch.Generator().manual_seed(20261129)
@@ -335,7 +347,6 @@ def _build(root: Path, *, trained: str | os.PathLike[str] | None, progress: bool
     _build_hub(root)
     _build_trained_hub(root, world)
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    return DemoWorkspace(root, manifest)
 
 
 def _write_target_head(folder: Path, prefix: str, embed, gen) -> None:
@@ -384,19 +395,21 @@ def _link(src: Path, dst: Path) -> None:
 def _build_trained_hub(root: Path, world: TrainedWorld) -> None:
     """Serve the trained world's drafters and targets from the demo Hub folder (files hard-linked)."""
     for n, (repo, src) in enumerate(TRAINED_HUB_REPOS.items()):
-        dst = root / "hub" / repo
-        if dst.exists():
-            shutil.rmtree(dst)
-        dst.mkdir(parents=True)
-        for f in sorted((world.root / src).iterdir()):
-            _link(f, dst / f.name)
-        tok = world.root / _TOKENIZER_OF.get(repo, "-")
-        for name in _TOKENIZER_FILES:
-            if (tok / name).is_file():
-                _link(tok / name, dst / name)
         meta = {"tags": ["eaglekit-demo", "synthetic", "trained-demo"], "downloads": 1000 - 100 * n, "likes": 5 - n,
                 "lastModified": "2026-11-01T00:00:00.000Z", "cardData": {"tags": ["synthetic"]}}
-        (dst / ".hub.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+        def fill(dst: Path, src: str = src, repo: str = repo, meta: dict = meta) -> None:
+            for f in sorted((world.root / src).iterdir()):
+                _link(f, dst / f.name)
+            tok = world.root / _TOKENIZER_OF.get(repo, "-")
+            for name in _TOKENIZER_FILES:
+                if (tok / name).is_file():
+                    _link(tok / name, dst / name)
+            (dst / ".hub.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+        dst = root / "hub" / repo
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        built_beside(dst, fill)  # replaced whole: the Hub server never lists a half-linked repo
 
 
 def _build_hub(root: Path) -> None:

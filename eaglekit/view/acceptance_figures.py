@@ -11,6 +11,7 @@ from typing import Union
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
 from eaglekit.core.speedup.specmath import Scenario
+from eaglekit.core.uncertainty import verdict
 
 Results = Union[AcceptanceResult, Mapping[str, AcceptanceResult]]
 #: one colour per drafter, in the same order on every figure (plotly's default qualitative palette)
@@ -48,7 +49,12 @@ def accept_length_vs_steps(results: Results, *, scenario: Scenario | None = None
                                  marker={"symbol": "line-ew-open", "size": 18, "color": "#d92d20"},
                                  hovertemplate="K = %{x}<br>break-even %{y:.2f}<extra></extra>"))
     for i, (label, r) in enumerate(named.items()):
-        fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps),
+        spans = [r.interval_at(k) for k in range(1, r.steps + 1)]
+        error = None
+        if all(e.has_interval for e in spans):  # the 95% interval of each K's accept length, as error bars
+            error = {"type": "data", "symmetric": False, "array": [e.high - e.value for e in spans],
+                     "arrayminus": [e.value - e.low for e in spans], "thickness": 1}
+        fig.add_trace(go.Scatter(x=list(range(1, r.steps + 1)), y=list(r.accept_length_by_steps), error_y=error,
                                  mode="lines+markers", name=label, line={"color": COLOURS[i % len(COLOURS)]},
                                  hovertemplate="K = %{x}<br>accept length %{y:.3f}<extra>" + label + "</extra>"))
     if trained_steps is not None and trained_steps < kmax:
@@ -60,8 +66,9 @@ def accept_length_vs_steps(results: Results, *, scenario: Scenario | None = None
 
 
 def steps_table(results: Results, scenario: Scenario):
-    """A table (pandas) of the accept length at every K beside that K's break-even, and which drafters pay
-    there: the chart of :func:`accept_length_vs_steps` in numbers."""
+    """A table (pandas) of the accept length at every K, with its 95% interval, beside that K's break-even,
+    and who pays there: GO when the whole interval is above break-even, TOO CLOSE TO CALL when it straddles
+    (:func:`eaglekit.core.uncertainty.verdict`): the chart of :func:`accept_length_vs_steps` in numbers."""
     import pandas as pd
 
     named = _named(results)
@@ -70,10 +77,16 @@ def steps_table(results: Results, scenario: Scenario):
     rows = []
     for k in range(1, kmax + 1):
         row: dict[str, object] = {"K": k, "break-even": round(be[k - 1], 3)}
+        calls: dict[str, str] = {}
         for label, r in named.items():
-            row[label] = round(r.accept_length_by_steps[k - 1], 3) if k <= r.steps else None
-        row["pays at this K"] = _payers([label for label, r in named.items()
-                                         if k <= r.steps and r.accept_length_by_steps[k - 1] > be[k - 1]], list(named))
+            if k <= r.steps:
+                row[label] = r.interval_at(k).text(3)
+                calls[label] = verdict(r.interval_at(k), be[k - 1])
+            else:
+                row[label] = None
+        row["pays at this K"] = _payers([label for label, c in calls.items() if c == "GO"], list(named))
+        close = [label for label, c in calls.items() if c == "TOO CLOSE TO CALL"]
+        row["too close to call"] = ", ".join(close) if close else "none"
         rows.append(row)
     return pd.DataFrame(rows).set_index("K")
 
@@ -120,3 +133,62 @@ def per_prompt_spread(results: Results):
     fig.update_layout(title="Accept length per prompt", yaxis_title="accept length", template="plotly_white",
                       height=380, showlegend=False)
     return fig
+
+
+def accept_length_curve(curves, *, break_even: float | None = None, up_to: float | None = None, points: int = 60):
+    """Accept length against training samples (log axis), one colour per curve: each checkpoint with its
+    interval over prompts, the fitted curve (solid over the measured range, dotted beyond it) and its 95%
+    band from the bootstrap; ``break_even``: a horizontal line at that accept length (default: the first
+    break-even the curves were joined to). ``up_to``: extend the curves to this many samples (default: the
+    largest prediction asked for, else 8x the largest checkpoint).
+
+    ``curves``: an :class:`~eaglekit.analysis.acceptance.curve.AcceptanceCurve`, one curve, or a sequence of them."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    series = list(getattr(curves, "curves", None) or (curves if isinstance(curves, (list, tuple)) else [curves]))
+    fig = go.Figure()
+    top = max(max(c.samples) for c in series)
+    asked = [n for c in series for n, _ in c.predictions]
+    end = float(up_to or max(asked + [8 * top]))
+    for i, c in enumerate(series):
+        colour = COLOURS[i % len(COLOURS)]
+        pts = c.checkpoints
+        lows = [p.accept_length.low for p in pts]
+        highs = [p.accept_length.high for p in pts]
+        err = None
+        if all(v is not None for v in lows + highs):
+            err = {"type": "data", "symmetric": False, "array": [h - p.accept_length.value for h, p in zip(highs, pts)],
+                   "arrayminus": [p.accept_length.value - lo for lo, p in zip(lows, pts)], "color": colour}
+        fig.add_trace(go.Scatter(x=[p.samples for p in pts], y=[p.accept_length.value for p in pts], mode="markers",
+                                 name=f"{c.label}: checkpoints", marker={"color": colour, "size": 9}, error_y=err,
+                                 hovertemplate="%{x:,.0f} samples<br>accept length %{y:.3f}<extra>" + c.label + "</extra>"))
+        if c.fit is None:
+            continue
+        xs = np.geomspace(min(c.samples) / 2, max(end, max(c.samples)), points)
+        band = [c.fit.predict(float(x)) for x in xs]
+        lo = [b.low if b.low is not None else b.value for b in band]
+        hi = [b.high if b.high is not None else b.value for b in band]
+        fig.add_trace(go.Scatter(x=list(xs) + list(xs[::-1]), y=hi + lo[::-1], fill="toself", fillcolor=_tint(colour),
+                                 line={"width": 0}, hoverinfo="skip", name=f"{c.label}: 95% band", showlegend=True))
+        inside = xs <= max(c.samples)
+        for mask, dash, what in ((inside, "solid", "fit"), (xs >= max(c.samples) / 1.0001, "dot", "extrapolated")):
+            fig.add_trace(go.Scatter(x=list(xs[mask]), y=[b.value for b, m in zip(band, mask) if m], mode="lines",
+                                     name=f"{c.label}: {what}", line={"color": colour, "dash": dash},
+                                     hovertemplate="%{x:,.0f} samples<br>fit %{y:.3f}<extra>" + c.label + "</extra>"))
+    if break_even is None:
+        lines = [p for c in series for p in c.plan]
+        break_even = lines[0].break_even if lines else None
+    if break_even is not None:
+        fig.add_hline(y=break_even, line={"dash": "dash", "color": "#d92d20"},
+                      annotation_text=f"break-even {break_even:.2f}", annotation_position="bottom right")
+    steps = max(c.steps for c in series)
+    fig.update_layout(title=f"Accept length vs training samples (K = {steps}; bands: bootstrap over checkpoints and "
+                            "prompts)", xaxis_title="samples seen (log)", yaxis_title="accept length",
+                      xaxis_type="log", template="plotly_white", height=420)
+    return fig
+
+
+def _tint(colour: str) -> str:
+    r, g, b = (int(colour[k:k + 2], 16) for k in (1, 3, 5))
+    return f"rgba({r},{g},{b},0.15)"

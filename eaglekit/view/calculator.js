@@ -63,13 +63,17 @@ function reach(T, fixed, k, d, g) {
 // One scenario's numbers; `p` holds the controls' values (see CONTROLS, plus `unbounded` and `mode`).
 export function compute(p) {
   const k = p.unbounded ? null : Math.round(p.steps);
+  const anchor = k === null || !p.verify_steps ? k : Math.round(p.verify_steps);
   const draft = p.unbounded ? 0 : p.draft_ms;
   let growth = k === null ? 0 : (p.verify_growth_ms || 0), growthCapped = null;
-  if (k !== null && k > 1 && growth > 0.9 * p.verify_ms / (k - 1)) {
-    growthCapped = {asked: growth, used: 0.9 * p.verify_ms / (k - 1)};
+  if (k !== null && anchor > 1 && growth > 0.9 * p.verify_ms / (anchor - 1)) {
+    growthCapped = {asked: growth, used: 0.9 * p.verify_ms / (anchor - 1)};
     growth = growthCapped.used;
   }
-  const fixed = p.verify_ms + p.overhead_ms;
+  // the one verify model (eaglekit.core.serving.account.GrowingVerify): verify_ms measured at `anchor` steps,
+  // growing `growth` ms per drafted token
+  const verify = k === null ? p.verify_ms : p.verify_ms + (k - anchor) * growth;
+  const fixed = verify + p.overhead_ms;
   const cycle = fixed + (k === null ? 0 : k * draft);
   let L, alpha, clamped = null;
   if (p.mode === "alpha") {
@@ -85,7 +89,7 @@ export function compute(p) {
   }
   const tps = L * 1000 / cycle;
   const out = {
-    cycle_ms: cycle, accept_length: L, alpha: alpha, tokens_per_s: tps, speedup: tps / p.baseline_tps,
+    verify_now_ms: verify, cycle_ms: cycle, accept_length: L, alpha: alpha, tokens_per_s: tps, speedup: tps / p.baseline_tps,
     break_even_accept_length: cycle * p.baseline_tps / 1000, clamped: clamped,
     target_accept_length: p.target_tps * cycle / 1000, target_alpha: null,
     target_max_draft_ms: null, target_min_steps: null, target_min_steps_accept_length: null,
@@ -117,14 +121,16 @@ function steps(p) {
 export function describe(p, r) {
   const lines = [];
   const k = p.unbounded ? null : Math.round(p.steps);
-  lines.push(["cycle", `${f2(r.cycle_ms)} ms = verify ${g(p.verify_ms)}` +
+  lines.push(["cycle", `${f2(r.cycle_ms)} ms = verify ${g(Number(r.verify_now_ms.toFixed(2)))}` +
     (k === null ? "" : ` + ${k} x draft ${f2(p.draft_ms)}`) + ` + overhead ${g(p.overhead_ms)} (${steps(p)})`]);
   if (k !== null && p.verify_growth_ms) {
     const gr = r.growth_capped ? r.growth_capped.used : p.verify_growth_ms;
-    lines.push(["verify growth", `${f2(gr)} ms per drafted token away from k = ${k} ` +
+    const at = p.verify_steps ? Math.round(p.verify_steps) : k;
+    lines.push(["verify growth", `${f2(gr)} ms per drafted token away from the ${g(p.verify_ms)} ms measured at ` +
+      `k = ${at} ` +
       "(a verify of more drafts reads more experts)" +
       (r.growth_capped ? `; ${f2(p.verify_growth_ms)} asked, capped so one draft's verify keeps a tenth of ` +
-        `the verify at k = ${k}` : "")]);
+        `the verify at k = ${at}` : "")]);
   }
   lines.push(["accept length", `${f2(r.accept_length)} tokens per cycle (alpha ${r.alpha.toFixed(3)})`]);
   lines.push(["throughput", `${r.tokens_per_s.toFixed(1)} tok/s`]);
@@ -212,6 +218,7 @@ function need(r) { return Math.max(r.target_accept_length, 1); }
 function params(model) {
   const p = {unbounded: !!model.get("unbounded"), mode: model.get("mode")};
   for (const [name] of CONTROLS) p[name] = Number(model.get(name));
+  p.verify_steps = Number(model.get("verify_steps") || 0);
   return p;
 }
 

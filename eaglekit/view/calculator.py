@@ -200,6 +200,14 @@ RANGES = {"baseline_tps": (1, 400), "verify_ms": (1, 200), "verify_growth_ms": (
           "overhead_ms": (0, 50), "accept_length": (1, 11), "alpha": (0, 0.99), "target_tps": (1, 600)}
 
 
+def verify_now(verify_ms: float, k: int | None, anchor: int | None, growth: float) -> float:
+    """The verify at ``k`` steps on the one verify model the account uses: ``verify_ms`` was measured at ``anchor``
+    steps and grows ``growth`` ms per drafted token (:class:`~eaglekit.core.serving.account.GrowingVerify`)."""
+    if k is None or anchor is None:
+        return verify_ms
+    return verify_ms + (k - anchor) * growth
+
+
 def numbers(p: dict[str, Any]) -> dict[str, Any]:
     """One scenario's numbers from the calculator's control values ``p`` (the keys of :data:`RANGES`, plus
     ``unbounded`` and ``mode``), computed with :mod:`eaglekit.core.speedup.specmath`: the Python twin of the front
@@ -208,12 +216,14 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
     verify of one draft under a tenth of the verify at k is computed at that bound and reported in
     ``growth_capped`` (``{"asked": g, "used": bound}``)."""
     k = None if p["unbounded"] else int(round(p["steps"]))
+    anchor = k if k is None or not p.get("verify_steps") else int(p["verify_steps"])
     growth, growth_capped = (0.0 if k is None else float(p.get("verify_growth_ms", 0.0))), None
-    if k is not None and k > 1 and growth > 0.9 * p["verify_ms"] / (k - 1):
-        growth_capped = {"asked": growth, "used": 0.9 * p["verify_ms"] / (k - 1)}
+    if k is not None and anchor > 1 and growth > 0.9 * p["verify_ms"] / (anchor - 1):
+        growth_capped = {"asked": growth, "used": 0.9 * p["verify_ms"] / (anchor - 1)}
         growth = growth_capped["used"]
     draft = 0.0 if k is None else float(p["draft_ms"])
-    cycle = cycle_ms(p["verify_ms"], draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"])
+    verify = verify_now(p["verify_ms"], k, anchor, growth)
+    cycle = cycle_ms(verify, draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"])
     clamped = None
     if p["mode"] == "alpha":
         alpha = float(p["alpha"])
@@ -223,17 +233,17 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
         if k is not None and L > k + 1:
             clamped, L = {"asked": L, "ceiling": k + 1}, float(k + 1)
         alpha = alpha_for_accept_length(L, k=k)
-    est = estimate(Scenario(p["baseline_tps"], p["verify_ms"], draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"]),
+    est = estimate(Scenario(p["baseline_tps"], verify, draft_ms=draft, steps=k, overhead_ms=p["overhead_ms"]),
                    accept_length=L, target_tps=p["target_tps"])
     out: dict[str, Any] = {
-        "cycle_ms": cycle, "accept_length": L, "alpha": alpha, "tokens_per_s": est.tokens_per_s,
+        "verify_now_ms": verify, "cycle_ms": cycle, "accept_length": L, "alpha": alpha, "tokens_per_s": est.tokens_per_s,
         "speedup": est.speedup, "break_even_accept_length": est.break_even_accept_length, "clamped": clamped,
         "target_accept_length": est.target.accept_length, "target_alpha": est.target.alpha,
         "target_max_draft_ms": None, "target_min_steps": None, "target_min_steps_accept_length": None,
         "target_min_steps_alpha": None, "growth_capped": growth_capped,
     }
     if k is not None and est.target.alpha is None:
-        r = reach(p["target_tps"], verify_ms=p["verify_ms"], steps=k, draft_ms=draft, overhead_ms=p["overhead_ms"],
+        r = reach(p["target_tps"], verify_ms=verify, steps=k, draft_ms=draft, overhead_ms=p["overhead_ms"],
                   verify_growth_ms=growth)
         out.update(target_max_draft_ms=r.max_draft_ms, target_min_steps=r.min_steps,
                    target_min_steps_accept_length=r.min_steps_accept_length, target_min_steps_alpha=r.min_steps_alpha)
@@ -251,6 +261,7 @@ def _widget_class() -> type:
         baseline_tps = t.Float(82.0).tag(sync=True)
         verify_ms = t.Float(30.0).tag(sync=True)
         verify_growth_ms = t.Float(0.0).tag(sync=True)
+        verify_steps = t.Int(0).tag(sync=True)  # the k verify_ms was measured at (0: the current steps)
         draft_ms = t.Float(0.0).tag(sync=True)
         steps = t.Int(2).tag(sync=True)
         unbounded = t.Bool(True).tag(sync=True)
@@ -289,6 +300,7 @@ class Calculator:
         """Set every control from ``scenario`` at once."""
         values = {"baseline_tps": scenario.baseline_tps, "verify_ms": scenario.verify_ms,
                   "verify_growth_ms": scenario.verify_growth_ms,
+                  "verify_steps": scenario.steps or 0 if scenario.verify_growth_ms else 0,
                   "draft_ms": scenario.draft_ms, "steps": scenario.steps or 2, "unbounded": scenario.steps is None,
                   "overhead_ms": scenario.overhead_ms, "mode": "accept_length", "accept_length": accept_length,
                   "alpha": alpha_for_accept_length(min(accept_length, (scenario.steps or 100) + 1), k=scenario.steps),
@@ -304,7 +316,7 @@ class Calculator:
     @property
     def values(self) -> dict[str, Any]:
         """The controls' current values."""
-        return {name: getattr(self.widget, name) for name in (*RANGES, "unbounded", "mode")}
+        return {name: getattr(self.widget, name) for name in (*RANGES, "unbounded", "mode", "verify_steps")}
 
     @property
     def readouts(self) -> dict[str, Any]:
@@ -316,7 +328,8 @@ class Calculator:
         """The current values as a :class:`~eaglekit.core.speedup.specmath.Estimate` (at the clamped accept length)."""
         p, r = self.values, self.readouts
         k = None if p["unbounded"] else p["steps"]
-        s = Scenario(p["baseline_tps"], p["verify_ms"], draft_ms=0.0 if k is None else p["draft_ms"], steps=k,
+        verify = p["verify_ms"] if k is None else r["verify_now_ms"]
+        s = Scenario(p["baseline_tps"], verify, draft_ms=0.0 if k is None else p["draft_ms"], steps=k,
                      overhead_ms=p["overhead_ms"], verify_growth_ms=0.0 if k is None else p["verify_growth_ms"])
         return estimate(s, accept_length=r["accept_length"], target_tps=p["target_tps"])
 

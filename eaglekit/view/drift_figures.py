@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 
 DriftMeasure = Literal["relative", "cosine"]
 _LABELS = {"relative": "‖b−a‖/‖a‖", "cosine": "cosine"}
+#: Characters a subtitle line holds before it wraps (a notebook's figure is about 700 px wide).
+SUBTITLE_WIDTH = 80
+#: Layer ticks at most on the drift map's x axis (every layer up to this many layers).
+MAX_TICKS = 20
 
 
 def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
@@ -45,13 +50,21 @@ def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
     for feed in report.feeds:
         if feed.layer in col:
             fig.add_vline(x=feed.layer, line={"width": 1, "dash": "dot", "color": "#c11574"})
-    fed = sorted({(f.layer, f.engine) for f in report.feeds})
-    note = "; ".join(f"{e}: " + ("the token embeddings" if l < 0 else f"output of layer {l}") for l, e in fed)
+    engines: dict[int, list[str]] = {}  # layer -> the engine releases that read it
+    for layer, engine in sorted({(f.layer, f.engine) for f in report.feeds}):
+        engines.setdefault(layer, []).append(engine)
+    note = "; ".join(("the token embeddings" if l < 0 else f"output of layer {l}") + f" ({', '.join(e)})"
+                     for l, e in engines.items())
+    lines = textwrap.wrap(f"dotted: layers feeding the drafter: {note}", SUBTITLE_WIDTH) if note else []
+    step = max(1, math.ceil(len(layers) / MAX_TICKS))  # whole layers only: never a tick at -0.5 or 0.5
     fig.update_layout(
         title={"text": f"Drift map: {_LABELS[measure]} per layer and component"
-                       + (f"<br><sup>dotted: layers feeding the drafter ({html.escape(note)})</sup>" if note else "")},
-        xaxis={"title": {"text": "decoder layer"}}, yaxis={"title": {"text": ""}},
-        height=180 + 40 * len(comps), margin={"l": 120, "r": 20, "t": 80, "b": 50})
+                       + "".join(f"<br><sup>{html.escape(line)}</sup>" for line in lines),
+               "yref": "container", "y": 1, "yanchor": "top", "pad": {"t": 16}},  # grows down into the margin
+        xaxis={"title": {"text": "decoder layer"}, "tickmode": "array", "tickvals": layers[::step],
+               "ticktext": [str(l) for l in layers[::step]]},
+        yaxis={"title": {"text": ""}},
+        height=180 + 40 * len(comps) + 22 * len(lines), margin={"l": 120, "r": 20, "t": 56 + 22 * len(lines), "b": 50})
     return fig
 
 

@@ -13,8 +13,11 @@ const CONTROLS = [
   ["fixed_ms", "fixed ms per forward", 0, 50, 0.01],
   ["mem", "memory-time factor", 0, 20, 0.001],
   ["compute", "compute-time factor", 0, 2000, 0.01],
+  ["per_token_ms", "ms per verified token", 0, 50, 0.01],
+  ["per_request_ms", "ms per request", 0, 5, 0.0001],
   ["draft_fixed_ms", "draft ms per step", 0, 20, 0.01],
   ["draft_per_request_ms", "draft ms per request", 0, 1, 0.0001],
+  ["overhead_ms", "overhead ms per cycle", 0, 20, 0.01],
 ];
 
 // eaglekit.core.serving.costmodel.distinct_experts
@@ -37,8 +40,9 @@ export function targetMs(p, batch, tokens) {
     m = gb / p.hbm_tb_s;
     c = tflop * 1000 / p.tflops;
   }
-  return p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
-                             : p.fixed_ms + p.mem * m + p.compute * c;
+  const extra = (p.per_token_ms || 0) * (tokens - 1) + (p.per_request_ms || 0) * batch;
+  return (p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
+                              : p.fixed_ms + p.mem * m + p.compute * c) + extra;
 }
 
 // eaglekit.core.serving.plan.accept_length
@@ -51,20 +55,23 @@ export function acceptLength(perStep, k) {
   return total;
 }
 
+// eaglekit.core.serving.plan.best_steps: the highest throughput; one within 1% with fewer steps wins
 function bestSteps(tps) {
-  let best = 0;
-  for (let k = 0; k < tps.length; k++) if (tps[k] > tps[best] * (1 + 1e-12)) best = k;
-  return best;
+  let top = 0;
+  for (let k = 0; k < tps.length; k++) if (tps[k] > tps[top]) top = k;
+  for (let k = 0; k <= top; k++) if (tps[k] >= tps[top] * (1 - 0.01)) return k;
+  return top;
 }
 
 function options(p, batch) {
   const draft = p.draft_free ? 0 : p.draft_fixed_ms + p.draft_per_request_ms * batch;
+  const overhead = p.draft_free ? 0 : (p.overhead_ms || 0);
   const out = [];
   let base = 0;
   for (let k = 0; k <= p.max_steps; k++) {
     const verify = targetMs(p, batch, k + 1);
     const L = acceptLength(p.per_step, k);
-    const cycle = verify + k * draft;
+    const cycle = verify + k * draft + (k ? overhead : 0);
     const perRequest = L * 1000 / cycle;
     const total = batch * perRequest;
     if (k === 0) base = total;
@@ -74,6 +81,19 @@ function options(p, batch) {
   return out;
 }
 
+// eaglekit.core.serving.capacity.Capacity.fits at the control's context (no memory figure: everything fits)
+export function fits(p, b) {
+  return !(p.cap_usable_gb > 0) || p.cap_weights_gb + b * p.cap_kv_gb_per_token * p.context <= p.cap_usable_gb;
+}
+
+// The largest batch size that fits (null: no memory figure; 0: not even the weights)
+function largestBatch(p) {
+  if (!(p.cap_usable_gb > 0)) return null;
+  if (p.cap_weights_gb > p.cap_usable_gb) return 0;
+  const kv = p.cap_kv_gb_per_token * p.context;
+  return kv > 0 ? Math.floor((p.cap_usable_gb - p.cap_weights_gb) / kv + 1e-9) : null;
+}
+
 // The plan at the chosen batch size, and the schedule over the planned batch sizes.
 export function compute(p) {
   const batch = Math.pow(2, Math.round(p.batch_log2));
@@ -81,7 +101,8 @@ export function compute(p) {
   const best = bestSteps(opts.map((o) => o.tokens_per_s));
   const schedule = [];
   let stops = null;
-  for (const b of p.batches) {
+  const planned = p.batches.filter((b) => fits(p, b));
+  for (const b of planned) {
     const o = options(p, b);
     const k = bestSteps(o.map((x) => x.tokens_per_s));
     if (k === 0 && stops === null) stops = b;
@@ -93,7 +114,8 @@ export function compute(p) {
   for (let k = 0; k <= p.max_steps; k++) {
     experts.push(p.generic ? null : distinctExperts(batch * (k + 1), p.experts, p.experts_per_token));
   }
-  return {batch, options: opts, best_steps: best, schedule, stops_paying_at: stops, distinct_experts: experts};
+  return {batch, options: opts, best_steps: best, schedule, stops_paying_at: stops,
+          fits: fits(p, batch), distinct_experts: experts};
 }
 
 const f = (x, d) => x.toFixed(d);
@@ -119,10 +141,17 @@ function draw(chart, r) {
                    `draft steps k at batch ${r.batch} (bars: tok/s, all requests)`));
 }
 
+// A control's value in its box: rounded to the control's step (a box 80 px wide cannot show 11.151062)
+function shownValue(x, step) {
+  const digits = Math.max(0, Math.min(6, Math.ceil(-Math.log10(step) - 1e-9)));
+  return String(Number(Number(x).toFixed(digits)));
+}
+
 function params(model) {
   const p = {};
   for (const name of ["experts", "experts_per_token", "moe_layers", "expert_bytes", "always_bytes", "active_params",
-                      "kv_bytes_per_token", "kv_heads", "attn_flops_per_context_token", "max_steps"]) {
+                      "kv_bytes_per_token", "kv_heads", "attn_flops_per_context_token", "max_steps",
+                      "cap_usable_gb", "cap_weights_gb", "cap_kv_gb_per_token"]) {
     p[name] = Number(model.get(name));
   }
   for (const [name] of CONTROLS) p[name] = Number(model.get(name));
@@ -157,20 +186,28 @@ function render({model, el: root}) {
 
   function update() {
     const p = params(model);
-    for (const [name] of CONTROLS) {
+    for (const [name, , , , step] of CONTROLS) {
       const off = (p.generic && ["context", "tp", "hbm_tb_s", "tflops", "mem"].includes(name))
-        || (p.draft_free && name.startsWith("draft"));
-      showControl(inputs[name], p[name], p[name], off);
+        || (p.draft_free && (name.startsWith("draft") || name === "overhead_ms"));
+      showControl(inputs[name], p[name], shownValue(p[name], step), off);
     }
     inputNote.textContent = clampNote(clamped);
     inputNote.hidden = !clamped;
     const r = compute(p);
     const b = r.options[r.best_steps];
     const sched = "{" + r.schedule.map(([lo, hi, k]) => `"${lo}-${hi}": ${k}`).join(", ") + "}";
-    summary.textContent = `Batch ${r.batch}: best k = ${r.best_steps}, ${f(b.tokens_per_s, 0)} tok/s ` +
-      `(${f(b.speedup, 2)}x no speculation). vLLM schedule ${sched}; ` +
-      (r.stops_paying_at === null ? "speculation pays at every planned batch size."
-                                  : `speculation stops paying at batch ${r.stops_paying_at}.`) +
+    const planned = p.batches.filter((x) => fits(p, x));
+    const here = !r.fits ? `Batch ${r.batch} does not fit in memory (at most ${largestBatch(p)} requests at ` +
+        `${p.context} tokens): these figures are what it would give with more memory. `
+      : r.best_steps === 0 ? `Batch ${r.batch}: speculation does not pay here (best k = 0, ` +
+        `${f(b.tokens_per_s, 0)} tok/s). `
+      : `Batch ${r.batch}: best k = ${r.best_steps}, ${f(b.tokens_per_s, 0)} tok/s (${f(b.speedup, 2)}x no ` +
+        `speculation). `;
+    const range = planned.length ? `${planned[0]}-${planned[planned.length - 1]}` : "none";
+    summary.textContent = here + `vLLM schedule over the planned batch sizes (${range}) ${sched}; ` +
+      (!planned.length ? "no planned batch size fits."
+        : r.stops_paying_at === null ? `speculation pays at every planned batch size (${range}).`
+        : `speculation stops paying at batch ${r.stops_paying_at}.`) +
       (p.draft_free ? " Drafting counted free." : "");
     const head = el("tr");
     for (const h of ["k", "experts/layer", "accept length", "target ms", "cycle ms", "tok/s", "per request", "speedup"]) {

@@ -27,26 +27,33 @@ from eaglekit.core.serving.plan import (
     schedule_from_steps,
 )
 
-__all__ = ["PlanWidget", "numbers", "plan_steps_figure", "plan_throughput_figure", "values_from_plan"]
+__all__ = ["PlanWidget", "numbers", "plan_grid_figure", "plan_steps_figure", "plan_throughput_figure",
+           "values_from_plan"]
 
 FRONT_END = Path(__file__).resolve().parent / "serving.js"
 STYLE = Path(__file__).resolve().parent / "serving.css"
 
 
 def plan_throughput_figure(plan: ServingPlan) -> Any:
-    """tok/s (all requests) against batch size, one line per k; the best k at each batch size marked."""
+    """tok/s (all requests) against batch size, one line per k; the best k at each batch size marked with its 95%
+    interval. Batch sizes that do not fit in memory are left out."""
     import plotly.graph_objects as go
 
-    xs = [p.batch for p in plan.plans]
+    fit = plan.fitting
+    xs = [p.batch for p in fit]
     fig = go.Figure()
     for k in range(plan.max_steps + 1):
-        fig.add_trace(go.Scatter(x=xs, y=[p.options[k].tokens_per_s for p in plan.plans], mode="lines+markers",
+        fig.add_trace(go.Scatter(x=xs, y=[p.options[k].tokens_per_s for p in fit], mode="lines+markers",
                                  name="no speculation" if k == 0 else f"k = {k}",
                                  line={"width": 3 if k == 0 else 1.5, "dash": "dash" if k == 0 else "solid"}))
-    fig.add_trace(go.Scatter(x=xs, y=[p.best.tokens_per_s for p in plan.plans], mode="markers", name="best k",
+    best = [p.best for p in fit]
+    fig.add_trace(go.Scatter(x=xs, y=[b.tokens_per_s for b in best], mode="markers", name="best k",
                              marker={"size": 13, "symbol": "circle-open", "color": "black", "line": {"width": 2}},
-                             text=[f"k = {p.best.steps}" for p in plan.plans]))
-    fig.update_layout(title="Throughput against batch size, one line per draft steps k",
+                             error_y={"type": "data", "symmetric": False,
+                                      "array": [(b.tps.high or b.tokens_per_s) - b.tokens_per_s for b in best],
+                                      "arrayminus": [b.tokens_per_s - (b.tps.low or b.tokens_per_s) for b in best]},
+                             text=[f"k = {b.steps}" for b in best]))
+    fig.update_layout(title="Throughput against batch size, one line per draft steps k (best: 95% interval)",
                       xaxis={"title": "batch size (concurrent requests)", "type": "log"},
                       yaxis={"title": "tokens per second, all requests", "rangemode": "tozero"}, height=460)
     return fig
@@ -56,14 +63,44 @@ def plan_steps_figure(plan: ServingPlan) -> Any:
     """The best k per batch size (a step line: vLLM's schedule), with the speedup it gives."""
     import plotly.graph_objects as go
 
-    xs = [p.batch for p in plan.plans]
-    fig = go.Figure(go.Scatter(x=xs, y=[p.best.steps for p in plan.plans], mode="lines+markers", line_shape="hv",
-                               name="best k", text=[f"{p.best.speedup:.2f}x" for p in plan.plans],
+    fit = plan.fitting
+    xs = [p.batch for p in fit]
+    fig = go.Figure(go.Scatter(x=xs, y=[p.best.steps for p in fit], mode="lines+markers", line_shape="hv",
+                               name="best k", text=[f"{p.best.gain.text(2)}x, {p.verdict}" for p in fit],
                                hovertemplate="batch %{x}: k = %{y} (%{text} no speculation)<extra></extra>"))
     stop = plan.stops_paying_at
     title = "Best draft steps per batch size" + ("" if stop is None else f" (speculation stops paying at batch {stop})")
     fig.update_layout(title=title, xaxis={"title": "batch size", "type": "log"},
                       yaxis={"title": "best k", "rangemode": "tozero", "dtick": 1}, height=380)
+    return fig
+
+
+def plan_grid_figure(plan: ServingPlan) -> Any:
+    """The whole priced grid as a heatmap: speedup over no speculation at each (batch size, k); measured cells
+    marked with a square, the best k per batch size with a circle, batch sizes that do not fit greyed out. The
+    hover text gives each cell's tok/s with its 95% interval."""
+    import plotly.graph_objects as go
+
+    ks = list(range(plan.max_steps + 1))
+    ys = [str(p.batch) for p in plan.plans]
+    z, text = [], []
+    for p in plan.plans:
+        z.append([o.speedup if p.fits else None for o in p.options])
+        text.append([f"batch {p.batch}, k = {o.steps}: {o.tps.text(0)} tok/s, {o.gain.text(2)}x"
+                     + (" (measured)" if o.measured else "") + ("" if p.fits else " - does not fit in memory")
+                     for o in p.options])
+    fig = go.Figure(go.Heatmap(z=z, x=ks, y=ys, text=text, hoverinfo="text", colorscale="RdBu", zmid=1.0,
+                               colorbar={"title": "speedup"}))
+    mx = [(o.steps, str(p.batch)) for p in plan.plans for o in p.options if o.measured]
+    if mx:
+        fig.add_trace(go.Scatter(x=[m[0] for m in mx], y=[m[1] for m in mx], mode="markers", name="measured",
+                                 marker={"symbol": "square-open", "size": 16, "color": "black", "line": {"width": 2}}))
+    bx = [(p.best_chain.steps, str(p.batch)) for p in plan.fitting]
+    fig.add_trace(go.Scatter(x=[b[0] for b in bx], y=[b[1] for b in bx], mode="markers", name="best k",
+                             marker={"symbol": "circle-open", "size": 11, "color": "gold", "line": {"width": 3}}))
+    fig.update_layout(title="Speedup over no speculation at every (batch size, k)",
+                      xaxis={"title": "draft steps k", "dtick": 1}, yaxis={"title": "batch size", "type": "category"},
+                      height=140 + 34 * len(ys), legend={"orientation": "h", "y": -0.2})
     return fig
 
 
@@ -85,7 +122,8 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
                            float(p["attn_flops_per_context_token"]))
     g = Gpu("widget", float(p["hbm_tb_s"]), float(p["tflops"]), float(p["tflops"]))
     model = CostModel(shape, g, int(p["tp"]), int(p["context"]), float(p["fixed_ms"]), float(p["mem"]),
-                      float(p["compute"]), p["combine"])
+                      float(p["compute"]), p["combine"], per_token_ms=float(p.get("per_token_ms", 0.0)),
+                      per_request_ms=float(p.get("per_request_ms", 0.0)))
     acc = Acceptance(tuple(p["per_step"]))
 
     def target(b: int, n: int) -> Cost:
@@ -95,16 +133,25 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
         return Cost(p["draft_fixed_ms"] + p["draft_per_request_ms"] * b, False)
 
     batch = 2 ** round(p["batch_log2"])
-    every = plan_batches((batch,), acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]))[0]
+    overhead = 0.0 if p["draft_free"] else float(p.get("overhead_ms", 0.0))
+    every = plan_batches((batch,), acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]),
+                         overhead_ms=overhead)[0]
     opts = [{"steps": o.steps, "accept_length": o.accept_length, "verify_ms": o.verify.ms, "draft_ms": o.draft.ms,
              "cycle_ms": o.cycle_ms, "per_request_tokens_per_s": o.per_request_tokens_per_s,
              "tokens_per_s": o.tokens_per_s, "speedup": o.speedup} for o in every.options]
-    plans = plan_batches(tuple(p["batches"]), acc, target, None if p["draft_free"] else draft,
-                         max_steps=int(p["max_steps"]))
+    usable, weights, kv = (float(p.get(k, 0.0)) for k in ("cap_usable_gb", "cap_weights_gb", "cap_kv_gb_per_token"))
+
+    def fits(b: int) -> bool:  # eaglekit.core.serving.capacity.Capacity.fits at the control's context
+        return usable <= 0 or weights + b * kv * int(p["context"]) <= usable
+
+    planned = tuple(b for b in p["batches"] if fits(b))
+    plans = plan_batches(planned, acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]),
+                         overhead_ms=overhead) if planned else ()
     ks = [pl.best.steps for pl in plans]
     return {"batch": batch, "options": opts, "best_steps": best_steps([o["tokens_per_s"] for o in opts]),
-            "schedule": [list(r) for r in schedule_from_steps(tuple(p["batches"]), ks)],
-            "stops_paying_at": next((b for b, k in zip(p["batches"], ks) if k == 0), None),
+            "schedule": [list(r) for r in schedule_from_steps(planned, ks)] if planned else [],
+            "stops_paying_at": next((b for b, k in zip(planned, ks) if k == 0), None),
+            "fits": fits(batch),
             "distinct_experts": [None if shape is None else shape.distinct_experts(batch * (k + 1))
                                  for k in range(int(p["max_steps"]) + 1)]}
 
@@ -121,12 +168,17 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
                    kv_heads=s.kv_heads or 0)
     tflops = g.tflops(s.compute) if g is not None and s is not None else 1000.0
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
-               fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine,
+               fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine, per_token_ms=m.per_token_ms,
+               per_request_ms=m.per_request_ms,
+               cap_usable_gb=0.0 if plan.capacity is None else plan.capacity.usable_gb,
+               cap_weights_gb=0.0 if plan.capacity is None else plan.capacity.weights_gb,
+               cap_kv_gb_per_token=0.0 if plan.capacity is None or not m.context else
+               plan.capacity.kv_gb_per_request / m.context,
                per_step=list(plan.acceptance.per_step), max_steps=plan.max_steps, batches=list(plan.batches),
                batch_log2=max(0, min(12, round(math.log2(batch)))))
-    d = plan.draft
-    out.update(draft_free=d is None, draft_fixed_ms=0.0 if d is None else d.fixed_ms,
-               draft_per_request_ms=0.0 if d is None else d.per_request_ms)
+    f = plan.fit
+    out.update(draft_free=f is None, draft_fixed_ms=0.0 if f is None else f.value[0],
+               draft_per_request_ms=0.0 if f is None else f.value[1], overhead_ms=0.0 if f is None else f.value[2])
     return out
 
 
@@ -163,6 +215,12 @@ def _widget_class() -> type:
         draft_free = t.Bool(True).tag(sync=True)
         draft_fixed_ms = t.Float(0.0).tag(sync=True)
         draft_per_request_ms = t.Float(0.0).tag(sync=True)
+        overhead_ms = t.Float(0.0).tag(sync=True)
+        per_token_ms = t.Float(0.0).tag(sync=True)
+        per_request_ms = t.Float(0.0).tag(sync=True)
+        cap_usable_gb = t.Float(0.0).tag(sync=True)
+        cap_weights_gb = t.Float(0.0).tag(sync=True)
+        cap_kv_gb_per_token = t.Float(0.0).tag(sync=True)
 
     return ServingWidget
 

@@ -126,9 +126,35 @@ def test_break_even_rises_with_k_on_the_chart_and_in_the_table(trained, k2):
     assert any("trained for 3 steps" in (a.text or "") for a in fig.layout.annotations)
     table = steps_table({"k2": r}, seed)
     assert list(table.index) == [1, 2, 3, 4] and list(table["break-even"]) == [2.597, 2.734, 2.871, 3.008]
-    assert list(table["k2"]) == [round(x, 3) for x in r.accept_length_by_steps]
-    pays = [k for k in table.index if table.loc[k, "k2"] > table.loc[k, "break-even"]]
-    assert [table.loc[k, "pays at this K"] for k in pays] == ["k2"] * len(pays)
+    assert list(table["k2"]) == [r.interval_at(k).text(3) for k in range(1, 5)]
+    # a payer is one whose whole interval clears break-even; one that straddles is too close to call
+    for k in table.index:
+        i, be = r.interval_at(k), table.loc[k, "break-even"]
+        assert (table.loc[k, "pays at this K"] == "k2") == (i.low > be)
+        assert (table.loc[k, "too close to call"] == "k2") == (i.low <= be <= i.high)
+    assert list(fig.data[-1].error_y.array) == pytest.approx([r.interval_at(k).high - r.accept_length_by_steps[k - 1]
+                                                             for k in range(1, 5)])
+
+
+def test_page_06_judges_hundredths_with_intervals():
+    """Page 06 said "pays" at 2.735 against a break-even of 2.733: an interval that straddles break-even is
+    TOO CLOSE TO CALL, not a payer."""
+    from eaglekit.analysis.acceptance.measure import AcceptanceResult
+    from eaglekit.core.uncertainty import Interval
+    from eaglekit.view.acceptance_figures import steps_table
+
+    seed = Scenario(baseline_tps=82.0, verify_ms=30.0, draft_ms=1.67, steps=2)
+    be2 = seed.at_steps(2).break_even_accept_length                      # 2.733
+    r = AcceptanceResult(drafter="d", target="t", source="target", steps=2, temperature=0.0, prompts=12,
+                         generated_tokens=100, cycles=40, accept_length=be2 + 0.002,
+                         per_step_acceptance=(0.9, 0.8), accept_length_by_steps=(1.9, be2 + 0.002),
+                         aux_convention="outputs", aux_indices=(1, 2, 3), accept_length_by_convention={},
+                         per_prompt_accept_length=(),
+                         accept_length_interval=Interval(be2 + 0.002, be2 - 0.1, be2 + 0.1, "bootstrap over 12 prompts, 95%"),
+                         accept_length_by_steps_interval=(Interval(1.9, 1.85, 1.95, "bootstrap"), None))
+    table = steps_table({"d": r}, seed)
+    assert table.loc[2, "pays at this K"] == "none" and table.loc[2, "too close to call"] == "d"
+    assert table.loc[2, "d"].startswith(f"{be2 + 0.002:.3f} (")
 
 
 # -- another model's embeddings, unknown prompts ----------------------------------------------------------------

@@ -208,6 +208,32 @@ def test_conclusions_carry_the_measurement(demo, k2_result):
     assert any("(inputs instead of outputs, as trained)" in s for s in story.sentences)
 
 
+def test_page_00_judges_the_measurement_on_the_bottom_lines_cycle(demo, k2_result):
+    """Issue 30: page 00's conclusion judged drafter A on a constant 30 ms verify ("35.0 ms per cycle") while its
+    bottom line used the verify growing with K (43.8 ms at K = 3): one cycle model on the page. Every verdict says
+    GO / NO-GO / TOO CLOSE TO CALL with the accept length's interval."""
+    import re
+
+    from eaglekit.analysis.acceptance.conclusion import conclude_acceptance
+    from eaglekit.analysis.compat.pair import compat
+    from eaglekit.analysis.investigation import conclude
+    from eaglekit.core.serving.account import Account
+
+    account = Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, verify_grows_for=("kimi-k25-int4",))
+    c = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=account,
+                 measured={"the K2 drafter": k2_result})
+    (line,) = [s for s in c.sentences if s.startswith("Measured offline")]
+    cycle = account.growing_scenario.at_steps(k2_result.steps)
+    assert f"{cycle.cycle_ms:.1f} ms per cycle" in line and f"break-even {cycle.break_even_accept_length:.2f}" in line
+    assert k2_result.interval.text() in line and "bootstrap over 12 prompts" in line
+    assert re.search(r"In this deployment's cycle: (GO|NO-GO|TOO CLOSE TO CALL): ", line)
+    story = conclude_acceptance(own=k2_result, new_target=k2_result, scratch=k2_result, warm=k2_result,
+                                scenario=account.growing_scenario)
+    judged = " ".join(story.sentences)
+    assert f"{cycle.cycle_ms:.1f} ms per cycle (K = {k2_result.steps}" in judged
+    assert k2_result.interval.text() in judged
+
+
 def test_remote_drafter_through_the_hub(trained, k2, k2_result, tmp_path):
     """The drafter's weights come through the kit's reader: an hf:// repo on the loopback Hub gives the
     same figures as the local folder."""

@@ -9,8 +9,8 @@ import pytest
 
 from eaglekit.cli import main
 
-KEYS = ["steps", "temperature", "prompts", "generated_tokens", "cycles", "accept_length", "per_step_acceptance",
-        "accept_length_by_steps"]
+KEYS = ["steps", "temperature", "prompts", "generated_tokens", "cycles", "accept_length", "accept_length_low",
+        "accept_length_high", "accept_length_interval", "per_step_acceptance", "accept_length_by_steps"]
 
 
 def _run(capsys, *args: str) -> tuple[int, str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from functools import partial
 from pathlib import Path
@@ -282,6 +283,7 @@ def test_moved_rows_decoded_and_figures_render(pair, full_report, tmp_path, caps
 
     fig = drift_map(full_report)
     assert fig.data[0].z.shape == (6, 61)  # attention, dense mlp, shared, routed, router, norms x 61 layers
+    assert list(fig.layout.xaxis.tickvals) == list(range(0, 61, 4))  # at most 20 ticks, whole layers
     assert len(fig.layout.shapes) == len(full_report.feeds)  # the layers feeding the drafter, marked
     bars = drafter_view(full_report).data[0]
     assert list(bars.x)[:3] == ["whole target", "embedding", "lm_head (draft rows)"]
@@ -396,8 +398,16 @@ def test_the_demo_worlds_drafter_fits_its_targets_and_the_map_names_the_embeddin
               progress=False)
     assert r.drafter_misfit == () and "does not fit" not in str(r)
     assert {(f.engine, f.layer) for f in r.feeds} >= {("SGLang before #25454", 2), ("vLLM", -1)}
-    title = drift_map(r).layout.title.text
-    assert "vLLM: the token embeddings" in title and "layer -1" not in title
+    fig = drift_map(r)
+    title = fig.layout.title.text
+    one = title.replace("</sup><br><sup>", " ")
+    assert re.search(r"the token embeddings \([^)]*vLLM[^)]*\)", one) and "layer -1" not in title
+    # page 07: the subtitle wraps instead of running off the right edge, and the layer ticks are whole layers
+    subtitle = title.split("<br>")[1:]
+    assert len(subtitle) > 1 and all(len(line) <= 80 + len("<sup></sup>") for line in subtitle)
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert ticks == sorted({f.layer for f in r.strata if f.layer is not None})
+    assert all(float(t).is_integer() and t >= 0 for t in ticks)
 
 
 def test_drift_names_the_engine_releases_check_names_and_the_same_layers(trained):

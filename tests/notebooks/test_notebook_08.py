@@ -1,6 +1,6 @@
-"""notebooks/08_serving_plan.ipynb runs clean (it needs no demo): the seed calibrated (82 and 60 tok/s, the
-verify by k with its experts, the config's ratio beside the measured 2.46x), the plan across batch sizes
-with its figures, the engines' configs and the widget."""
+"""notebooks/08_serving_plan.ipynb runs clean (it needs no demo): the seed as measured rows (82 and 60 tok/s
+given back, every k with an interval, the config's ratio beside the measured 2.46x), the plan across batch sizes
+with the capacity check, the fitted grid as a heatmap, a published sweep, the engines' configs and the widget."""
 
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ def test_serving_plan_notebook_shows_the_seed_the_plan_and_the_widget():
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = " ".join(json.dumps(outputs).split())
-    assert "measured 2.46x" in text and "82.0" in text and "60.0" in text and "23.5" in text
+    assert "measured 2.46x" in text and "82.0" in text and "60.0 (" in text and "23.5" in text
     assert "kimi-k2-fp8: from the config alone a 3-token verify costs" in text
     assert "With a verify that grows with k (K2.5, INT4 experts" in text
     assert "num_speculative_tokens_per_batch_size" in text and "--speculative-num-steps" in text
-    assert "stops paying at batch 1024" in text
-    assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs) == 2
+    assert "do not fit" in text and "at most 109 concurrent requests" in text and "stops paying at batch 1" in text
+    assert "the one run that most narrows" in text and "NO-GO" in text and "TOO CLOSE TO CALL" in text
+    assert "<svg" in text and "k=0 1.00x" in text  # the inline chart draws bars even where the best k is 0
+    assert "Speedup over no speculation at every (batch size, k)" in text  # the fitted grid
+    assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs) == 3
     assert sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs) == 1

@@ -37,6 +37,9 @@ def test_serving_javascript_computes_what_python_computes(chromium):
                       batches=(1,), draft_costs={1: 5 / 3}),
         eaglekit.plan((0.9,), costs=[(1, 1, 12.2), (1, 3, 30.0), (4, 1, 15.0)], max_steps=5),
         eaglekit.plan((0.8, 0.5), target="llama-3.1-8b", gpu="H100-SXM", tp=2, context=512),
+        eaglekit.plan((0.8, 0.7), measured=[(1, 0, None, None, None, 141.4), (16, 0, None, None, None, 900.0),
+                                            (64, 0, None, None, None, 1500.0), (1, 2, 1, 3, 2.3, 230.0)],
+                      target="llama-3.1-8b", gpu="H100-SXM"),  # a cost per request, drafting and overhead fitted
     ]
     grid = []
     for p in plans:
@@ -70,18 +73,27 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     widget = page.locator(".eaglekit-serving").first
     summary = widget.locator("p.summary")
     summary.wait_for(timeout=20_000)
-    assert summary.text_content().startswith("Batch 1: best k = 4,") and "stops paying at batch 1024" in summary.text_content()
+    first = summary.text_content()
+    assert first.startswith("Batch 1: speculation does not pay here (best k = 0,"), first
+    assert "planned batch sizes (1-64)" in first and "stops paying at batch 1." in first
 
     def set_value(name: str, value: str) -> None:
         box = widget.locator(f'input[name="{name}-value"]')
         box.fill(value)
         box.press("Enter")
 
-    set_value("batch_log2", "8")
-    assert summary.text_content().startswith("Batch 256: best k = 1,")
-    set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute
-    assert summary.text_content().startswith("Batch 256: best k = 2,")
-    assert widget.locator("table.readout tr").count() == 10 and widget.locator("table.readout tr.best").count() == 1
+    set_value("batch_log2", "6")
+    assert summary.text_content().startswith("Batch 64: best k = 2,")
+    set_value("batch_log2", "11")  # batch 2048: does not fit, and the page never says speculation pays everywhere
+    text = summary.text_content()
+    assert text.startswith("Batch 2048 does not fit in memory (at most 109 requests at 2048 tokens)"), text
+    assert "pays at every planned batch size" not in text
+    set_value("batch_log2", "6")
+    set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute, and fewer fit
+    assert summary.text_content().startswith("Batch 64 does not fit in memory (at most 3 requests at 65536 tokens)")
+    fixed = widget.locator('input[name="fixed_ms-value"]').input_value()
+    assert len(fixed) <= 6, fixed  # the number box shows the value to its step (11.08), not 11.077967...
+    assert widget.locator("table.readout tr").count() == 7 and widget.locator("table.readout tr.best").count() == 1
     note = widget.locator("p.input-note")
     assert note.is_hidden()
     set_value("context", "1e12")  # out of range: clamped to the slider's maximum, and the page says so
@@ -90,3 +102,23 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     assert note.text_content().endswith(f"set to {kept}.") and float(kept) < 1e12
     assert problems == []
     page.close()
+
+
+def test_the_calculator_s_verify_moves_along_the_account_s_line_in_javascript_too(chromium):
+    """The calculator's verify anchored at the measured k (verify_steps): its front end and its Python twin agree."""
+    from eaglekit.view.calculator import FRONT_END as CALC, Calculator
+    from eaglekit.view.calculator import numbers as calc_numbers
+
+    base = Calculator.preset("seed").values
+    grid = [{**base, "steps": k, "accept_length": L, "verify_steps": anchor}
+            for k, L, anchor in itertools.product((1, 2, 3, 6), (1.5, 3.2), (0, 2, 4))]
+    page = chromium.new_page()
+    page.set_content("<html><body></body></html>")
+    got = page.evaluate("""async ([src, grid]) => {
+        const mod = await import(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+        return grid.map((p) => mod.compute(p));
+    }""", [esm(CALC), grid])
+    page.close()
+    for p, js in zip(grid, got):
+        _close(calc_numbers(p), js)
+    assert base["verify_steps"] == 2

@@ -26,3 +26,12 @@ def test_config_only_ratios_and_the_gpu_table():
         assert f"{s.weight_bytes(3) / s.weight_bytes(1):.2f}x" == figure and figure in DOC
     for g in GPUS.values():
         assert f"| {g.name}" in DOC and f"| {g.hbm_tb_s:g} | {g.bf16_tflops:g} |" in DOC, g.name
+        assert f"| {g.memory_gb:g} |" in DOC, g.name
+
+
+def test_the_doc_says_only_what_the_seed_says_and_states_the_prior():
+    from eaglekit.core.serving.cyclefit import ALLREDUCE_US, DRAFT_KERNELS, KERNEL_US
+
+    assert "without CUDA graphs" not in DOC and "ran without" not in DOC  # nothing in the seed says so
+    assert f"{DRAFT_KERNELS} kernels x {KERNEL_US:g} us" in DOC and f"{ALLREDUCE_US:g} us per layer" in DOC
+    assert "--measured" in DOC and "bench_speculative.py" in DOC and "--save-result" in DOC

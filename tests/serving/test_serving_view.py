@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import eaglekit
+from eaglekit.core.serving.plan import best_steps
 from eaglekit.view.frontend import esm
 from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
 
@@ -20,9 +21,14 @@ def test_widget_numbers_are_the_plan_s_at_every_planned_batch(plan):
     for i, row in enumerate(plan.plans):
         values = values_from_plan(plan, batch=row.batch)
         got = numbers(values)
-        assert got["batch"] == row.batch and got["best_steps"] == row.best.steps
-        assert [o["tokens_per_s"] for o in got["options"]] == pytest.approx([o.tokens_per_s for o in row.options])
-        assert got["schedule"] == [list(r) for r in plan.ranges] and got["stops_paying_at"] == plan.stops_paying_at
+        assert got["batch"] == row.batch and got["best_steps"] == best_steps([o.tokens_per_s for o in row.options])
+        # the widget draws drafting as the fitted line; a measured draft row differs by its residual
+        assert [o["tokens_per_s"] for o in got["options"]] == pytest.approx([o.tokens_per_s for o in row.options],
+                                                                            rel=1e-3)
+        assert got["fits"] == row.fits
+        if all(p.choice is None for p in plan.plans):  # the widget shows point values; the plan's schedule
+            assert got["schedule"] == [list(r) for r in plan.ranges]  # also keeps to fewer steps on overlaps
+        assert got["stops_paying_at"] == plan.stops_paying_at
     moved = numbers({**values_from_plan(plan), "context": 65536})
     assert moved["options"][0]["verify_ms"] > numbers(values_from_plan(plan))["options"][0]["verify_ms"]
 
@@ -39,14 +45,29 @@ def test_widget_displays_with_its_front_end_inline(plan):
 def test_a_table_without_a_target_gives_a_generic_widget():
     p = eaglekit.plan((0.9, 0.8), costs=[(1, 1, 10.0), (8, 1, 12.0), (1, 3, 14.0)], batches=(1, 8, 64))
     got = numbers(values_from_plan(p, batch=8))
-    assert got["distinct_experts"] == [None] * 9
+    assert got["distinct_experts"] == [None] * 3  # k = 0..2: the acceptance's measured depth
     assert [o["verify_ms"] for o in got["options"][:3]] == pytest.approx([p.model.ms(8, n) for n in (1, 2, 3)])
 
 
 def test_figures_draw_every_k_and_the_best(plan):
     fig = eaglekit.plan_throughput_figure(plan)
     assert len(fig.data) == plan.max_steps + 2 and fig.data[-1].name == "best k"
-    assert list(fig.data[-1].y) == pytest.approx([p.best.tokens_per_s for p in plan.plans])
+    assert list(fig.data[-1].y) == pytest.approx([p.best.tokens_per_s for p in plan.fitting])
     steps = eaglekit.plan_steps_figure(plan)
     assert list(steps.data[0].y) == list(plan.best_steps)
-    assert f"stops paying at batch {plan.stops_paying_at}" in steps.layout.title.text
+    stop = plan.stops_paying_at
+    assert stop is None or f"stops paying at batch {stop}" in steps.layout.title.text
+    grid = eaglekit.plan_grid_figure(plan)
+    assert len(grid.data[0].z) == len(plan.plans) and grid.data[-1].name == "best k"
+    assert [row[0] is None for row in grid.data[0].z] == [not p.fits for p in plan.plans]
+
+
+def test_the_widget_carries_the_forward_s_per_request_and_per_token_terms():
+    p = eaglekit.plan((0.8, 0.7), measured=[(1, 0, None, None, None, 141.4), (16, 0, None, None, None, 900.0),
+                                            (64, 0, None, None, None, 1500.0)],
+                      target="llama-3.1-8b", gpu="H100-SXM", batches=(1, 16, 64))
+    assert p.model.per_request_ms > 0
+    values = values_from_plan(p, batch=64)
+    got = numbers(values)
+    assert [o["verify_ms"] for o in got["options"]] == pytest.approx([p.model.ms(64, n) for n in (1, 2, 3)])
+    assert values["per_request_ms"] == p.model.per_request_ms

@@ -17,16 +17,11 @@ def tokenizers_pair(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def tokens_world(trained, tmp_path_factory):
+def tokens_world(trained):
     """The token-level demo (a k25 version with a thinking template), built once beside the trained world."""
-    import fcntl
-
     from eaglekit.demo.tokens import build_token_demo
 
-    shared = tmp_path_factory.getbasetemp().parent
-    with open(shared / "eaglekit-tokens.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return build_token_demo(trained, progress=False)  # where notebook 09 finds it too
+    return build_token_demo(trained, progress=False)  # where notebook 09 finds it too (safe when both build)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -78,3 +78,38 @@ def test_maps_written_for_export_and_for_specforge(tmp_path):
         write_vocab_map(tmp_path / "model" / "map.safetensors", d2t, t2d)
     with pytest.raises(InputError, match=".safetensors"):
         write_vocab_map(tmp_path / "map.bin", d2t, t2d)
+
+
+def test_rows_that_take_a_new_token_are_told_from_rows_only_shifted():
+    # current map: target ids 1..8; the traffic wants 0 instead of 8: one token in, one out, and every row
+    # after id 0 moves down one place (the map is sorted by target id) while keeping its token
+    d2t, _ = build_vocab_map(list(range(1, 9)), 20)
+    seqs = [np.array([0, 0, 1, 2, 3, 4, 5, 6, 7])]
+    c = coverage(d2t, seqs, vocab_size=20)
+    assert c.tokens_added == (0,) and c.tokens_dropped == (8,)
+    assert c.rows_changed == 1 and c.rows_shifted == 7
+    text = str(c)
+    assert "rows that take a new token  1 of 8 (1 tokens in, 1 out)" in text
+    assert "rows only shifted" in text and "7 of 8" in text
+    j = c.to_json()
+    assert (j["rows_changed"], j["rows_shifted"], j["recommended_coverage_in_sample"]) == (1, 7, True)
+
+
+def test_recommended_coverage_says_in_sample_and_the_cap_names_its_steps():
+    d2t, _ = build_vocab_map([1, 2, 3], 10)
+    c = coverage(d2t, [np.array([1, 5, 2])], vocab_size=10, steps=3)
+    assert "in-sample" in c.summary and "in-sample" in str(c)
+    assert "with K = 3 draft steps per cycle" in c.cap_sentence and "K = 5" not in str(c)
+    assert c.to_json()["steps"] == 3
+    with pytest.raises(InputError, match="steps must be a positive integer"):
+        coverage(d2t, [np.array([1])], vocab_size=10, steps=0)
+
+
+def test_vocab_coverage_cli_takes_steps(capsys, tmp_path):
+    from eaglekit.cli import main
+
+    assert main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "steps must be a positive integer" in err
+    code = main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "3", "--json"])
+    assert code == 2 and "steps" not in capsys.readouterr().err   # 3 is taken; the empty folder is what fails

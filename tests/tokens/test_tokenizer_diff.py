@@ -9,7 +9,6 @@ import pytest
 from tokenfixtures import kimi_folder, write_tokenizer
 
 from eaglekit.cli import main
-from eaglekit.core.errors import VocabMapError
 from eaglekit.core.tokens.diff import diff_tokenizers
 from eaglekit.io.tokens.tokenizer import read_tokenizer
 
@@ -58,12 +57,53 @@ def test_json_names_the_tokens_and_the_template_lines(capsys, tokenizers_pair):
     assert any(ln.startswith("+") and "<think>" in ln for ln in data["chat_template_diff"]["default"])
 
 
-def test_different_vocab_sizes_are_bad_input(capsys, tmp_path):
+def test_a_version_that_appends_special_tokens_is_diffed(capsys, tmp_path):
+    # the most common version change: <think> and </think> appended, a new chat template, every old id kept
+    a = write_tokenizer(tmp_path / "a", vocab=12, template="{% for m in messages %}{{ m['content'] }} {% endfor %}")
+    b = write_tokenizer(tmp_path / "b", vocab=12, special=("<think>", "</think>"),
+                        template="{% for m in messages %}{{ m['content'] }} {% endfor %}<think> ")
+    d = diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert d.exit_code == 4 and d.vocab_sizes == (12, 14) and d.kept_count == 12 and d.changed_count == 0
+    assert [(c.id, c.b) for c in d.appended] == [(12, "<think>"), (13, "</think>")] and d.dropped == ()
+    text = "\n".join(d.differences)
+    assert "vocabulary: B appends 2 ids (ids 12-13): 12 '<think>', 13 '</think>'" in text
+    assert "hold other tokens" not in text and "chat template 'default' differs" in text
+    impact = "\n".join(d.drafter_impact)
+    assert "12 of A's 12 ids keep their token in B: every old id keeps its meaning" in impact
+    assert "grow it from 12 to 14, the 2 appended ids False" in impact
+    assert "2 rows appended (ids 12-13)" in impact
+    code, out, err = _run(capsys, "tokenizer-diff", str(a), str(b), "--json")
+    data = json.loads(out)
+    assert code == 4 and not err and data["appended"] == [{"id": 12, "content": "<think>"}, {"id": 13, "content": "</think>"}]
+    assert data["vocab_sizes"] == [12, 14] and data["kept_count"] == 12 and data["drafter_impact"]
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b))
+    assert code == 4 and "drafter" in out and "d2t" in out
+
+
+def test_a_grown_vocabulary_that_also_renames_ids_says_which_moved(tmp_path):
     a = write_tokenizer(tmp_path / "a", vocab=12)
-    b = write_tokenizer(tmp_path / "b", vocab=13)
-    with pytest.raises(VocabMapError, match="different sizes"):
-        diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
-    assert "12 tokens in" in _error(capsys, "tokenizer-diff", str(a), str(b))
+    b = write_tokenizer(tmp_path / "b", vocab=13, names={5: "<|im_end|>"})
+    d = diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert [(c.id, c.a, c.b) for c in d.changed_ids] == [(5, "w5", "<|im_end|>")] and d.kept_count == 11
+    assert "vocabulary: 1 of 12 ids hold other tokens: id 5: 'w5' -> '<|im_end|>'" in d.differences
+    assert "vocabulary: B appends 1 id (id 12): 12 'w12'" in d.differences
+    assert "1 id changed or dropped: a d2t entry that lands on one of them drafts another token" in d.drafter_impact[0]
+    back = diff_tokenizers(read_tokenizer(b), read_tokenizer(a))      # the other way round: B drops an id
+    assert [c.id for c in back.dropped] == [12] and any("t2d shrinks from 13 to 12" in x for x in back.drafter_impact)
+
+
+def test_one_difference_is_one_way(tmp_path):
+    a = write_tokenizer(tmp_path / "a", template="x")
+    b = write_tokenizer(tmp_path / "b", template="y")
+    assert diff_tokenizers(read_tokenizer(a), read_tokenizer(b)).summary == "tokenizers differ in 1 way"
+
+
+def test_unrelated_vocabularies_are_diffed_with_a_note(tmp_path):
+    a = write_tokenizer(tmp_path / "a", vocab=12)
+    b = write_tokenizer(tmp_path / "b", vocab=20, names={i: f"x{i}" for i in range(20)})
+    d = diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert d.exit_code == 4 and d.changed_count == 12 and d.kept_count == 0 and d.appended
+    assert any("look like different tokenizers" in n for n in d.notes)
 
 
 @pytest.mark.parametrize("breakage,message", [

@@ -11,14 +11,17 @@ from eaglekit.core.render import Conclusion
 from eaglekit.core.errors import InputError
 from eaglekit.core.configs.layers import other_convention
 from eaglekit.core.speedup.specmath import Scenario
+from eaglekit.core.uncertainty import Interval, verdict
 
 
 def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, scratch: AcceptanceResult,
                         warm: AcceptanceResult, baseline_tps: float | None = None, verify_ms: float | None = None,
                         draft_ms: float = 0.0, scenario: Scenario | None = None, steps: int | None = None) -> Conclusion:
     """Sentences: the old drafter on its own and on the new target, scratch vs warm start, the aux
-    convention's weight, and go/no-go for each against the break-even accept length, at ``steps`` (default:
-    the measurements' K) and at each drafter's best K.
+    convention's weight, and GO / NO-GO / TOO CLOSE TO CALL for each against the break-even accept length (each
+    accept length with its interval, :func:`eaglekit.core.uncertainty.verdict`), at ``steps`` (default: the
+    measurements' K) and at each drafter's best K. The conclusion's verdict is ``"go"`` when the scratch or the
+    warm-started drafter is GO at its best K, ``"too close to call"`` when neither is but one straddles.
 
     ``scenario``: the serving cycle (a verify that grows with K on a mixture-of-experts target, see
     :attr:`eaglekit.core.serving.account.Account.growing_scenario`); else ``baseline_tps``, a constant ``verify_ms``
@@ -35,20 +38,28 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
             raise InputError("conclude_acceptance needs a serving scenario, or baseline_tps and verify_ms.")
         scenario = Scenario(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, steps=k)
 
-    def at(r: AcceptanceResult) -> float:
-        return r.accept_length_by_steps[k - 1]
+    def at(r: AcceptanceResult) -> Interval:
+        return r.interval_at(k)
 
     cycle = scenario.at_steps(k)
     be = cycle.break_even_accept_length
-    s = [f"On its own target the old drafter reaches accept length {at(own):.2f} at K = {k} "
+    s = [f"On its own target the old drafter reaches accept length {at(own).text()} at K = {k} "
          f"(per-step acceptance {_steps(own, k)}); on the new target version it falls to "
-         f"{at(new_target):.2f}: the new version continues text differently and its hidden states moved, which no "
-         "shape or config check can show."]
-    better = warm if at(warm) >= at(scratch) else scratch
-    s.append(f"With the same few samples, the warm-started drafter reaches {at(warm):.2f} and the one "
-             f"trained from scratch {at(scratch):.2f}: "
-             + ("initialising from the old drafter pays." if better is warm
-                else "here the warm start does not help; train from scratch or with more data."))
+         f"{at(new_target).text()}: the new version continues text differently and its hidden states moved, which "
+         "no shape or config check can show."]
+    w, sc = at(warm), at(scratch)
+    if w.has_interval and sc.has_interval and w.low > sc.high:  # type: ignore[operator]
+        told = "initialising from the old drafter pays."
+    elif w.has_interval and sc.has_interval and sc.low > w.high:  # type: ignore[operator]
+        told = "here the warm start does not help; train from scratch or with more data."
+    elif w.has_interval and sc.has_interval:
+        told = ("their intervals overlap, so these prompts cannot tell the two apart; measure on more prompts "
+                "before choosing.")
+    else:
+        told = ("initialising from the old drafter pays." if w.value >= sc.value
+                else "here the warm start does not help; train from scratch or with more data.")
+    s.append(f"With the same few samples, the warm-started drafter reaches {w.text()} and the one trained from "
+             f"scratch {sc.text()}: " + told)
     shifts = []
     for name, r in results.items():
         alt = r.accept_length_by_convention.get(other_convention(r.aux_convention))
@@ -59,21 +70,22 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
                  f"{own.aux_convention}, as trained) changes the accept length by " + ", ".join(shifts)
                  + ": check which convention the serving engine applies.")
     grows = f", the verify growing {cycle.verify_growth_ms:.2f} ms per drafted token" if cycle.verify_growth_ms else ""
-    lines = [f"{name} {at(r):.2f} ({'GO' if at(r) > be else 'NO-GO'})"
-             for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))]
+    judged = (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))
+    lines = [f"{name} {at(r).text()} ({verdict(at(r), be)})" for name, r in judged]
     s.append(f"At {scenario.baseline_tps:g} tok/s baseline and {cycle.cycle_ms:.1f} ms per cycle (K = {k}: verify "
              f"{cycle.verify_ms:.1f} ms + {k} x {cycle.draft_ms:.2f} ms drafting{grows}) the break-even accept length "
-             f"is {be:.2f}: " + "; ".join(lines) + ".")
-    best = {name: best_k(r, scenario=scenario, up_to=k)
-            for name, r in (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))}
+             f"is {be:.2f}: " + "; ".join(lines) + f". Intervals: {own.interval.method}; a verdict is TOO CLOSE TO "
+             "CALL when the interval straddles break-even.")
+    best = {name: best_k(r, scenario=scenario, up_to=k) for name, r in judged}
+    calls = {name: verdict(r.interval_at(j), b) for (name, r), (j, _a, b) in zip(judged, best.values())}
     if k > 1:
         s.append(f"Each at its best K of 1 to {k} (break-even rises with K: each draft step lengthens the cycle"
                  + (" and the verify" if cycle.verify_growth_ms else "") + "): "
-                 + "; ".join(f"{name} {a:.2f} at K = {j} against {b:.2f} ({'GO' if a > b else 'NO-GO'})"
-                             for name, (j, a, b) in best.items()) + ".")
-    verdict = "go" if any(a > b for name, (j, a, b) in best.items() if name != "old drafter on the new target") \
-        else "no-go"
-    return Conclusion(verdict, tuple(s))
+                 + "; ".join(f"{name} {r.interval_at(j).text()} at K = {j} against {b:.2f} ({calls[name]})"
+                             for (name, r), (j, _a, b) in zip(judged, best.values())) + ".")
+    ours = [calls[name] for name in ("scratch", "warm start")]
+    verdict_word = "go" if "GO" in ours else "too close to call" if "TOO CLOSE TO CALL" in ours else "no-go"
+    return Conclusion(verdict_word, tuple(s))
 
 
 def best_k(r: AcceptanceResult, *, scenario: Scenario, up_to: int | None = None) -> tuple[int, float, float]:

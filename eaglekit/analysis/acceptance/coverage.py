@@ -21,7 +21,7 @@ import numpy as np
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.analysis.acceptance.templates import as_template, render_prompts
 from eaglekit.core.configs.config import normalize_config
-from eaglekit.core.tokens.coverage import Coverage, coverage
+from eaglekit.core.tokens.coverage import Coverage, check_steps, coverage
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.tokens.vocab import check_vocab_map, unreadable_d2t
 from eaglekit.io.drafter import read_map
@@ -117,6 +117,7 @@ def vocab_coverage(drafter, *, target=None, prompts=None, hidden_states=None, ch
                    trust_remote_code: bool = False) -> Coverage:
     """The drafter's draft vocabulary against the target's output tokens on your traffic, and the map
     SpecForge's rule would build from that traffic (:class:`~eaglekit.core.tokens.coverage.Coverage`)."""
+    check_steps(steps)  # before any work
     d2t, vocab, label, notes = drafter_map(drafter, endpoint=endpoint, timeout=timeout)
     seqs = traffic_tokens(target=target, prompts=prompts, hidden_states=hidden_states, chat_template=chat_template,
                           max_new_tokens=max_new_tokens, device=device, dtype=dtype, progress=progress,

@@ -317,18 +317,8 @@ class DraftModel:
     def chain(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int, *, start: int = 0,
               return_logits: bool = False) -> DraftOutput:
         """:meth:`draft` with autograd left on (training-time test trains through it)."""
-        T = h.shape[0]
-        if not 0 <= start < max(T, 1):
-            raise InputError(f"start {start} is outside the {T} positions.")
-        h = h.to(device=self.device, dtype=self.dtype)
-        ids = next_ids.to(self.device)
-        scale = 1.0 / math.sqrt(self.head_dim)
-        q, k1, v1 = self._qkv(h, ids, torch.arange(T, device=self.device))
-        k1, v1 = self._expand(k1), self._expand(v1)                     # (nh, T, hd): the prefix entries
-        # from here on only the bases start..T-1 are drafted from (they still attend to every earlier entry)
-        q, h, ids = q[:, start:], h[start:], ids[start:]
-        pos = torch.arange(start, T, device=self.device)
-        n = T - start
+        q, k1, v1, h, ids, pos = self.prefix(h, next_ids, start=start)
+        n = pos.shape[0]
         chain_k: list[torch.Tensor] = []
         chain_v: list[torch.Tensor] = []
         tokens, logits_out = [], []
@@ -337,27 +327,50 @@ class DraftModel:
                 q, kj, vj = self._qkv(h, ids, pos + (j - 1))
                 chain_k.append(self._expand(kj))
                 chain_v.append(self._expand(vj))
-            attn = torch.empty_like(q)
-            for b0 in range(0, n, ATTN_BLOCK):
-                b1 = min(n, b0 + ATTN_BLOCK)
-                a1 = start + b1                                         # prefix keys 0..a1-1 suffice
-                qb = q[:, b0:b1]                                        # (nh, B, hd)
-                s = (qb @ k1[:, :a1].transpose(1, 2)) * scale           # (nh, B, a1): prefix keys
-                causal = torch.arange(a1, device=self.device)[None, :] <= pos[b0:b1, None]
-                s = s.masked_fill(~causal, float("-inf"))
-                own = [(qb * ck[:, b0:b1]).sum(-1, keepdim=True) * scale for ck in chain_k]  # (nh, B, 1) each
-                p = torch.softmax(torch.cat([s, *own], -1).float(), -1).to(self.dtype)
-                out = p[..., :a1] @ v1[:, :a1]                          # (nh, B, hd)
-                for i, cv in enumerate(chain_v):
-                    out = out + p[..., a1 + i:a1 + i + 1] * cv[:, b0:b1]
-                attn[:, b0:b1] = out
-            h, logits = self._finish(h, attn)
+            h, logits = self._finish(h, self.attend(q, k1, v1, pos, chain_k, chain_v))
             ids = self.targets_of(logits)
             tokens.append(ids)
             if return_logits:
                 logits_out.append(logits)
         return DraftOutput(torch.stack(tokens) if tokens else torch.empty(0, n, dtype=torch.int64),
                            tuple(logits_out) if return_logits else None)
+
+    def prefix(self, h: torch.Tensor, next_ids: torch.Tensor, *, start: int = 0):
+        """The entries of every position 0..T-1 as keys and values (nh, T, hd), and the queries (nh, n, hd),
+        features (n, H), tokens (n,) and positions (n,) of the bases start..T-1 drafted from (they still
+        attend to every earlier entry): step 1 of every chain and the first pass of every tree."""
+        T = h.shape[0]
+        if not 0 <= start < max(T, 1):
+            raise InputError(f"start {start} is outside the {T} positions.")
+        h = h.to(device=self.device, dtype=self.dtype)
+        ids = next_ids.to(self.device)
+        q, k1, v1 = self._qkv(h, ids, torch.arange(T, device=self.device))
+        k1, v1 = self._expand(k1), self._expand(v1)                     # (nh, T, hd): the prefix entries
+        return q[:, start:], k1, v1, h[start:], ids[start:], torch.arange(start, T, device=self.device)
+
+    def attend(self, q: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor, pos: torch.Tensor,
+               own_k: list[torch.Tensor], own_v: list[torch.Tensor], *, rows_per_base: int = 1) -> torch.Tensor:
+        """The all-positions attention: query rows q (nh, R, hd), ``rows_per_base`` consecutive rows per base
+        (1 for a chain; a tree's k frontier nodes), row r at position ``pos[r]``, attend to the prefix keys
+        k1/v1 (nh, T, hd) up to their position and to their own entries own_k/own_v [(nh, R, hd), ...] (their
+        chain's or tree's earlier entries, the row itself last). Blocks of ATTN_BLOCK bases."""
+        scale = 1.0 / math.sqrt(self.head_dim)
+        n = q.shape[1] // rows_per_base
+        attn = torch.empty_like(q)
+        for b0 in range(0, n, ATTN_BLOCK):
+            r0, r1 = b0 * rows_per_base, min(n, b0 + ATTN_BLOCK) * rows_per_base
+            a1 = int(pos[r1 - 1]) + 1                                   # prefix keys 0..a1-1 suffice
+            qb = q[:, r0:r1]                                            # (nh, B, hd)
+            s = (qb @ k1[:, :a1].transpose(1, 2)) * scale               # (nh, B, a1): prefix keys
+            causal = torch.arange(a1, device=self.device)[None, :] <= pos[r0:r1, None]
+            s = s.masked_fill(~causal, float("-inf"))
+            own = [(qb * ck[:, r0:r1]).sum(-1, keepdim=True) * scale for ck in own_k]  # (nh, B, 1) each
+            p = torch.softmax(torch.cat([s, *own], -1).float(), -1).to(self.dtype)
+            out = p[..., :a1] @ v1[:, :a1]                              # (nh, B, hd)
+            for i, cv in enumerate(own_v):
+                out = out + p[..., a1 + i:a1 + i + 1] * cv[:, r0:r1]
+            attn[:, r0:r1] = out
+        return attn
 
     @torch.no_grad()
     def draft_loop(self, h: torch.Tensor, next_ids: torch.Tensor, steps: int,

@@ -21,19 +21,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats
-from eaglekit.analysis.acceptance.spans import cycle_accepts
+from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats, counted_cycles
 from eaglekit.core.redact import shown
 from eaglekit.core.render import kv_html, kv_text
+from eaglekit.core.uncertainty import Interval
 
 
 def conventions(spans: Sequence[SampleStats], per_file: Sequence[tuple[int, int, int]], *, steps: int,
                 per_step: Sequence[float | None]) -> dict[str, Any]:
-    """The other conventions from the same counts; ``per_file`` = (generated, cycles, spans) per request."""
+    """The other conventions from the same counts; ``per_file`` = (tokens, cycles, prefill tokens) per request
+    (one prefill token per request: a sample's spans are one request)."""
     per_pos = [0] * steps
     drafts = accepted = 0
     for s in spans:
-        for a in cycle_accepts(s.matches, s.generated, steps):
+        for a in counted_cycles(s, steps):
             drafts += 1
             accepted += a
             for i in range(a):
@@ -121,6 +122,11 @@ class DumpAcceptance:
         return self.result.accept_length
 
     @property
+    def accept_length_interval(self) -> Interval:
+        """The pooled accept length with its interval: a bootstrap that resamples samples (requests)."""
+        return self.result.interval
+
+    @property
     def coverage(self) -> float | None:
         """Share of assistant tokens that follow the target's greedy choice."""
         return self.consistent_tokens / self.assistant_tokens if self.assistant_tokens else None
@@ -136,7 +142,7 @@ class DumpAcceptance:
                        "assistant_tokens_from": self.masked_by, "spans": self.spans, "sampled": self.sampled,
                        "accept_length_95ci": list(self.interval) if self.interval else None, "ran_on": self.where}
         out["conventions"] = {
-            "pooled_accept_length": {"value": self.accept_length,
+            "pooled_accept_length": {"value": self.accept_length, "interval": self.accept_length_interval.to_json(),
                                      "printed_by": "vLLM 'Mean acceptance length', SGLang server 'accept len'"},
             "mean_request_accept_length": {"value": self.mean_request_accept_length,
                                            "printed_by": "SpecForge benchmark client (prefill token excluded)"},
@@ -167,8 +173,7 @@ class DumpAcceptance:
             ("coverage", "n/a" if cov is None else
              f"{cov:.1%} of {self.assistant_tokens} assistant tokens follow the target's greedy token "
              f"({self.spans} spans; assistant tokens from {self.masked_by})"),
-            ("accept length, pooled (vLLM, SGLang server)", f(self.accept_length)
-             + (f"  95% interval {self.interval[0]:.3f} - {self.interval[1]:.3f}" if self.interval else "")),
+            ("accept length, pooled (vLLM, SGLang server)", self._accept_length_text()),
             ("mean per-request accept length (SpecForge bench client)",
              (f"{f(self.mean_request_accept_length)} ({f(self.mean_request_accept_length_prefill_included)} "
              "with each request's prefill token)")),
@@ -179,6 +184,14 @@ class DumpAcceptance:
             ("ran on", self.where),
         ]
         return pairs
+
+    def _accept_length_text(self) -> str:
+        i = self.accept_length_interval
+        out = i.text(3) + (f" ({i.method}; a sample's spans are one request)" if i.has_interval else "")
+        if self.interval:
+            out += (f"; over the {self.files_total} files the sample was drawn from: 95% interval "
+                    f"{self.interval[0]:.3f}-{self.interval[1]:.3f}")
+        return out
 
     def __str__(self) -> str:
         return (kv_text(self._pairs(), title="From the dumps your training already wrote") + "\n\n"

@@ -35,10 +35,12 @@ from eaglekit.analysis.acceptance.head import text_config as _text_config
 from eaglekit.analysis.acceptance.measure import (
     AcceptanceResult,
     SampleStats,
-    simulate_cycles,
+    cycle_counts,
     summarise,
 )
 from eaglekit.analysis.acceptance.notes import collapse_note
+from eaglekit.analysis.acceptance.tree import TreeConfig, check_attention, tree_configs, tree_sample_stats
+from eaglekit.analysis.acceptance.trees import TreeAcceptance, summarise_tree
 from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
 from eaglekit.core.configs.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
@@ -47,6 +49,7 @@ from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.dumps.detect import open_training_dump, read_sample
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
+from eaglekit.io.dumps.modelopt import RULE as _MODELOPT_RULE
 from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
@@ -81,6 +84,8 @@ class DumpTask:
     all_positions: bool
     masks: dict[str, tuple[int, ...]] | None = None
     timeout: float | None = None   # seconds per remote request (the caller's --timeout)
+    trees: tuple[TreeConfig, ...] = ()   # tree drafts measured beside the chain
+    tree_attention: str = "ancestors"
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class FileStats:
     positions: int
     nonfinite_rows: int = 0
     masked_by: str = "loss_mask"
+    trees: tuple = ()   # per tree configuration of the task: its spans' (SampleStats, left_first) counts
 
     @property
     def skipped(self) -> bool:
@@ -132,19 +138,37 @@ def _check_fit(model, head) -> None:
                          f"drafter reads target hidden states of size {model.target_hidden_size}.")
 
 
-def _check_record(rec: DumpRecord, model, head, where: str) -> None:
+def _check_record(rec: DumpRecord, model, head, where: str, dump_format: str = "") -> None:
     H = rec.hidden_size
     if H != model.target_hidden_size:
         raise InputError(f"{shown(where)}: hidden size {H} is another target's: the drafter reads hidden states of "
                          f"size {model.target_hidden_size}.")
     if rec.aux.shape[1] != model.n_aux * H:
-        raise InputError(f"{shown(where)}: aux hidden states are {rec.aux.shape[1]} wide = {rec.aux.shape[1] // H} "
-                         f"layers x {H}, but the drafter's fc reads {model.n_aux} x {H}: shapes inconsistent with "
-                         "the drafter (another layer count).")
+        width = (f"{shown(where)}: aux hidden states are {rec.aux.shape[1]} wide = {rec.aux.shape[1] // H} layers x "
+                 f"{H}, but the drafter's fc reads {model.n_aux} x {H}")
+        raise InputError(width + (_modelopt_layers(model, head) if dump_format == "modelopt" else
+                                  ": shapes inconsistent with the drafter (another layer count)."))
     if rec.length and (int(rec.input_ids.min()) < 0 or int(rec.input_ids.max()) >= head.vocab_size):
         bad = int(rec.input_ids.max()) if int(rec.input_ids.max()) >= head.vocab_size else int(rec.input_ids.min())
         raise VocabMapError(f"{shown(where)}: token id {bad} is outside the target's vocabulary "
                             f"(0..{head.vocab_size - 1}): the dump is from another tokenizer.")
+
+
+def _modelopt_layers(model, head) -> str:
+    """Why a Model-Optimizer dump holds another layer count: its writer's rule, what it stored, what the drafter reads."""
+    L = head.num_hidden_layers
+    if not L:
+        return f". Model-Optimizer's writer stores {_MODELOPT_RULE}; the target head does not say L."
+    stored = list(modelopt_indices(L))
+    convention = trained_convention(model.config)
+    try:
+        wanted = f"{list(model.aux_indices(convention, L))} ({convention} of its aux ids)"
+    except InputError:
+        wanted = f"{model.n_aux} layers"
+    return (f". Model-Optimizer's compute_hidden_states_hf stores {_MODELOPT_RULE}: for this {L}-layer target "
+            f"output_hidden_states {stored} ({len(stored)} layer{'s' * (len(stored) != 1)}), while the drafter "
+            f"needs {wanted}. Dump the layers the drafter reads (eaglekit dump-hidden --for-drafter), or measure "
+            "with --target.")
 
 
 def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[FileStats]:
@@ -157,7 +181,7 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
             hook(i)
         rec = read_sample(task.path, task.format, name)
         where = os.path.join(task.path, rec.name)
-        _check_record(rec, model, head, where)
+        _check_record(rec, model, head, where, task.format)
         T, H = rec.length, rec.hidden_size
         finite = torch.isfinite(rec.aux).all(-1) & torch.isfinite(rec.final).all(-1)      # (T,)
         bad = int((~finite).sum())
@@ -170,8 +194,13 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
         spans, n_asst, n_ok = greedy_spans(rec.input_ids, target_ids, assistant)
         aux = rec.aux.reshape(T, model.n_aux, H).permute(1, 0, 2)                        # (n_aux, T, H)
         stats = span_stats(model, aux, rec.input_ids, target_ids, spans, steps=task.steps,
-                           temperature=task.temperature, target_probs=probs)
-        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by))
+                           temperature=task.temperature, target_probs=probs, assistant=assistant)
+        trees = ()
+        if task.trees:
+            got = tree_sample_stats(model, aux, rec.input_ids, target_ids, None, task.trees,
+                                    attention=task.tree_attention, spans=spans)
+            trees = tuple(tuple(got[c]) for c in task.trees)
+        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by, trees))
     return out
 
 
@@ -254,7 +283,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                  limit: int | None = None, sample: int | None = None, seed: int = 0, scheduler: Any = None,
                  device: str = "cpu", dtype: str = "float32", embeddings: str | None = None,
                  endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
-                 hook: Callable[[int], None] | None = None) -> DumpAcceptance:
+                 hook: Callable[[int], None] | None = None, trees=None, tree_attention: str = "ancestors"):
     """Measure ``drafter`` on a training pipeline's hidden-state dump folder ``hidden_states``.
 
     ``target_head``: the target checkpoint its final norm and ``lm_head`` are read from (by range).
@@ -262,6 +291,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     (default: the drafter's config; reported). ``final_norm``: where the dump's final hidden state sits
     (default: what the format's writer does). ``limit`` / ``sample`` + ``seed``: the first N files, or N
     files drawn at random (with a 95% interval). ``scheduler``: a Dask address or ``distributed.Client``.
+    ``trees`` (``"S:K:N,..."`` or configurations): tree drafts too, in the same spans; the result is then a
+    :class:`~eaglekit.analysis.acceptance.trees.TreeAcceptance` holding this one (greedy only).
     """
     if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 64:
         raise InputError(f"steps must be an integer from 1 to 64, got {steps!r}.")
@@ -278,6 +309,12 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 32:
         raise InputError(f"--seed must be a whole number from 0 to {(1 << 32) - 1}, got {seed!r}.")
+    configs = tree_configs(trees) if trees is not None else ()
+    if configs:
+        check_attention(tree_attention)
+        if temperature > 0:
+            raise InputError("tree drafts on a training pipeline's dump are measured greedy: the engines' tree sampling "
+                             "needs the target's full distributions (use --target), or drop --temperature.")
     dump = open_training_dump(hidden_states, format=dump_format)
     norm = final_norm or dump.final_norm
     masks = _read_masks(loss_masks) if loss_masks is not None else None
@@ -303,15 +340,21 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         own = None if masks is None else {n: masks[n] for _, n in files if n in masks}   # this task's masks only
         tasks.append(DumpTask(dump.path, dump.format, files, str(drafter), str(target_head),
                               None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
-                              float(temperature), norm == "after-norm", all_positions, own, timeout))
+                              float(temperature), norm == "after-norm", all_positions, own, timeout, configs,
+                              tree_attention))
     files, where = _run(tasks, scheduler, progress, len(chosen), hook, timeout=timeout)
 
     ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
         default_aux_layers(num_layers, convention=convention) if num_layers else ()))
     notes = _notes(dump, files, ids, cfg.aux_layer_ids, aux_layers is not None, convention, num_layers, norm,
                    final_norm is not None, all_positions, masks is not None)
-    return _result(dump, files, str(drafter), str(target_head), steps, float(temperature), ids, convention, norm,
-                   notes, where, n, sample is not None)
+    result = _result(dump, files, str(drafter), str(target_head), steps, float(temperature), ids, convention, norm,
+                     notes, where, n, sample is not None)
+    if not configs:
+        return result
+    measured = [f for f in files if not f.skipped]
+    return TreeAcceptance(result, tree_attention, tuple(
+        summarise_tree(c, [x for f in measured for x in f.trees[k]], seed=seed) for k, c in enumerate(configs)))
 
 
 def _check_aux_layers(ids: Sequence[int], convention, num_layers: int | None, target_head) -> None:
@@ -399,20 +442,24 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
     if not spans:
         raise InputError(f"{shown(dump.path)}: no assistant token follows the target's greedy choice (coverage 0%), so "
                          "no cycle can be evaluated; is --target-head this dump's target, and --final-norm right?")
-    main = summarise(spans, steps=steps)
+    # a sample's spans are one request: per-request figures and the interval are by sample (file)
+    main = summarise(spans, steps=steps, groups=[f.index for f in measured for _ in f.spans], unit="samples")
+    asst = sum(f.assistant for f in measured)
+    ok = sum(f.consistent for f in measured)
+    per_file = [(*_counts(f.spans, steps), 1) for f in measured if f.spans]
+    notes = notes + _span_notes(spans, steps)
     result = AcceptanceResult(
         drafter=drafter, target=head, source="hidden-states", steps=steps, temperature=temperature,
-        prompts=len(spans), generated_tokens=main["generated_tokens"], cycles=main["cycles"],
+        prompts=len(per_file), generated_tokens=main["generated_tokens"], cycles=main["cycles"],
         accept_length=main["accept_length"], per_step_acceptance=main["per_step_acceptance"],
         accept_length_by_steps=main["accept_length_by_steps"], aux_convention=convention,
         aux_indices=hidden_state_indices(ids, convention) if ids else (),
         accept_length_by_convention={convention: main["accept_length"]},
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        expected_accept_length=main["expected_accept_length"],
+        expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
+        prompt_counts=main["prompt_counts"],
+        accept_length_by_steps_interval=main["interval_by_steps"],
         positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main)))
-    asst = sum(f.assistant for f in measured)
-    ok = sum(f.consistent for f in measured)
-    per_file = [(sum(s.generated for s in f.spans), _cycles(f.spans, steps), len(f.spans)) for f in measured]
     conv = conventions(spans, per_file, steps=steps, per_step=main["per_step_acceptance"])
     interval = ratio_interval([(g, c) for g, c, _ in per_file], population=total_files) if sampled else None
     return DumpAcceptance(result=result, dump=dump.path, format=dump.format, writer=dump.writer, final_norm=norm,
@@ -423,11 +470,27 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
                           where=where, masked_by=measured[0].masked_by, **conv)
 
 
+def _span_notes(spans: Sequence[SampleStats], steps: int) -> list[str]:
+    """Say how spans cut by a departure from the target's choice were counted (none on greedy text)."""
+    cut = [s for s in spans if s.open_end]
+    after = sum(1 for s in spans if s.open_start)
+    if not cut and not after:
+        return []
+    short = sum(1 for s in cut if s.generated < steps)
+    return [f"{len(cut)} of {len(spans)} spans stop where the text departs from the target's choice: their cycles "
+            f"count only where all {steps} drafts have a token to compare with (no cut last cycle)"
+            + (f"; {short} of them, shorter than {steps} tokens, add no cycle" if short else "")
+            + f". {after} start right after a departure and leave their first cycle out. A sample's spans count as "
+            "one request."]
+
+
 def _collapse(main: dict) -> list[str]:
     """The collapse note ``measure_acceptance`` gives, for the dump path too."""
     note = collapse_note(main["per_step_acceptance"])
     return [note] if note else []
 
 
-def _cycles(spans: Sequence[SampleStats], steps: int) -> int:
-    return sum(simulate_cycles(s.matches, s.generated, steps) for s in spans)
+def _counts(spans: Sequence[SampleStats], steps: int) -> tuple[int, int]:
+    """(tokens, cycles) of one sample's spans."""
+    counts = [cycle_counts(s, steps) for s in spans]
+    return sum(t for t, _ in counts), sum(c for _, c in counts)

@@ -66,17 +66,69 @@ def expected_cycles(accept: np.ndarray, generated: int, steps: int) -> float:
     draft left it); with one-hot p and q it is the greedy match indicator and the result is exactly
     ``simulate_cycles``. Solved backwards, without sampling: ``C[i] = 1 + sum_a P_i(a) C[i + a + 1]``,
     ``C[i >= G] = 0``."""
+    return expected_counts(accept, generated, steps)[1]
+
+
+def expected_counts(accept: np.ndarray, generated: int, steps: int, *, open_end: bool = False,
+                    open_start: bool = False) -> tuple[float, float]:
+    """(expected tokens, expected cycles) of :func:`counted_cycles` when each draft step is accepted with
+    probability ``accept[j-1, i]`` (see :func:`expected_cycles`), solved backwards: ``C[i] = 1 + sum_a P_i(a)
+    C[i + a + 1]``, ``N[i] = sum_a P_i(a) (emitted + N[i + a + 1])``. A continuation that runs to its end emits
+    all ``generated`` tokens (its last cycle capped); an ``open_end`` one counts only the cycles that start where
+    ``i + K <= G``; an ``open_start`` one leaves its first cycle out."""
     G = int(generated)
     if G == 0:
-        return 0.0
+        return 0.0, 0.0
     a = np.clip(np.asarray(accept, dtype=np.float64)[:steps, :G], 0.0, 1.0)   # (K, G)
     reach = np.vstack([np.ones((1, G)), np.cumprod(a, axis=0)])              # (K + 1, G): steps 1..j accepted
     exactly = reach.copy()
     exactly[:-1] -= reach[1:]                                                # (K + 1, G): P(a = j), j = 0..K
-    cycles = np.zeros(G + steps + 2)
-    for i in range(G - 1, -1, -1):
-        cycles[i] = 1.0 + float(exactly[:, i] @ cycles[i + 1:i + steps + 2])
-    return float(cycles[0])
+    cycles, tokens = np.zeros(G + steps + 2), np.zeros(G + steps + 2)
+    accepted = np.arange(steps + 1)
+    last = G - steps if open_end else G - 1
+    if last < 0:
+        return 0.0, 0.0
+    for i in range(last, -1, -1):
+        p = exactly[:, i]
+        emitted = accepted + 1 if open_end else np.minimum(accepted, G - i - 1) + 1
+        cycles[i] = 1.0 + float(p @ cycles[i + 1:i + steps + 2])
+        tokens[i] = float(p @ (emitted + tokens[i + 1:i + steps + 2]))
+    if open_start:  # the first cycle left out: what follows it, in expectation over its outcome
+        p = exactly[:, 0]
+        return float(p @ tokens[1:steps + 2]), float(p @ cycles[1:steps + 2])
+    return float(tokens[0]), float(cycles[0])
+
+
+def counted_cycles(s: SampleStats, steps: int) -> list[int]:
+    """Drafts accepted in each cycle of one continuation that the accept length counts (what vLLM counts per
+    draft).
+
+    A continuation that runs to its end (a prompt's greedy continuation, or a span of training text that ends
+    where its sample or assistant turn ends) is simulated to its end, the last cycle capped
+    (:func:`simulate_cycles`): every generated token counts. A span of training text that stops where the text departs from the target's
+    choice (``open_end``: serving would have gone on) counts only the cycles whose K drafts all have a token
+    to compare with (offset ``i + K <= G``), with all the tokens they emit: which cycles count is decided by
+    where a cycle starts, before its outcome is seen, so the cut adds no bias (Wald's identity), where capping
+    the span's last cycle would count a short cycle for every span. A span that starts right after such a
+    departure (``open_start``) leaves its first cycle out: it drafts from a context the target would not have
+    written, which serving never does."""
+    out, i, G = [], 0, s.generated
+    first = True
+    while (i + steps <= G) if s.open_end else (i < G):
+        a = min(int(s.matches[i]), steps) if s.open_end else min(int(s.matches[i]), steps, G - i - 1)
+        if not (first and s.open_start):
+            out.append(a)
+        first = False
+        i += a + 1
+    return out
+
+
+def cycle_counts(s: SampleStats, steps: int) -> tuple[int, int]:
+    """(tokens, cycles) that the counted cycles of one continuation emit and take (:func:`counted_cycles`)."""
+    if not s.open_end and not s.open_start:
+        return s.generated, simulate_cycles(s.matches, s.generated, steps)
+    accepted = counted_cycles(s, steps)
+    return sum(accepted) + len(accepted), len(accepted)
 
 
 def simulate_cycles(matches: np.ndarray, generated: int, steps: int) -> int:
@@ -100,6 +152,10 @@ class SampleStats:
     accepted: np.ndarray        # (K,)
     soft_sum: np.ndarray | None = None   # (K,) sum over conditioned bases of sum_v min(p, q)
     soft: np.ndarray | None = None       # (K, G) sum_v min(p, q) at each base (0 where not reached)
+    #: a span of training text, not a whole continuation: it stops where the text departs from the target's
+    #: choice (``open_end``) or starts right after such a departure (``open_start``): see :func:`counted_cycles`
+    open_end: bool = False
+    open_start: bool = False
 
 
 def count_drafts(drafts, bases, target_ids, last: int, steps: int, *, temperature: float = 0.0,
@@ -186,6 +242,10 @@ class AcceptanceResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: the accept length's interval: a bootstrap over prompts (requests), pooled as the figure is
     accept_length_interval: Interval | None = None
+    #: (generated tokens, cycles) of every prompt, in order: the accept length is their pooled ratio
+    prompt_counts: tuple[tuple[int, int], ...] = field(default=(), repr=False, compare=False)
+    #: the same at each K of ``accept_length_by_steps``
+    accept_length_by_steps_interval: tuple[Interval | None, ...] = ()
     #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
     samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
 
@@ -221,6 +281,15 @@ class AcceptanceResult:
         """The accept length with its interval (none when it was not computed)."""
         return self.accept_length_interval or Interval(self.accept_length, None, None, "no interval")
 
+    def interval_at(self, k: int) -> Interval:
+        """The accept length at K = ``k`` (``accept_length_by_steps[k - 1]``) with its interval."""
+        if not 1 <= k <= len(self.accept_length_by_steps):
+            raise InputError(f"K = {k} is outside 1..{len(self.accept_length_by_steps)}, the steps measured.")
+        if k == self.steps:
+            return self.interval
+        found = self.accept_length_by_steps_interval[k - 1] if k <= len(self.accept_length_by_steps_interval) else None
+        return found or Interval(self.accept_length_by_steps[k - 1], None, None, "no interval")
+
     # -- the calculator --------------------------------------------------------------------------------
     def speedup(self, *, baseline_tps: float, verify_ms: float, draft_ms: float | None = None,
                 overhead_ms: float = 0.0) -> Estimate:
@@ -231,17 +300,30 @@ class AcceptanceResult:
                                  draft_ms=0.0 if draft_ms is None else draft_ms,
                                  steps=self.steps, overhead_ms=overhead_ms), accept_length=self.accept_length)
 
-    def go_no_go(self, *, baseline_tps: float, verify_ms: float, draft_ms: float | None = None,
-                 overhead_ms: float = 0.0) -> str:
-        """One line: the measured accept length against the break-even one, and the verdict. Without
+    def go_no_go(self, *, baseline_tps: float | None = None, verify_ms: float | None = None,
+                 draft_ms: float | None = None, overhead_ms: float = 0.0, scenario: Scenario | None = None) -> str:
+        """One line: the measured accept length with its interval against the break-even one, and the verdict
+        (GO / NO-GO / TOO CLOSE TO CALL, :func:`~eaglekit.core.uncertainty.verdict`). ``scenario``: the serving
+        cycle (e.g. :attr:`eaglekit.core.serving.account.Account.growing_scenario`, a verify that grows with K),
+        priced at this measurement's K; else ``baseline_tps``, a constant ``verify_ms`` and ``draft_ms``. Without
         ``draft_ms`` the line says that drafting is counted free (break-even is then understated)."""
-        e = self.speedup(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, overhead_ms=overhead_ms)
+        if scenario is not None:
+            cycle = scenario.at_steps(self.steps)
+            e = estimate(cycle, accept_length=self.accept_length)
+            baseline_tps, free = cycle.baseline_tps, ""
+            grows = (f", the verify {cycle.verify_ms:.1f} ms growing {cycle.verify_growth_ms:.2f} ms per drafted token"
+                     if cycle.verify_growth_ms else "")
+        else:
+            if baseline_tps is None or verify_ms is None:
+                raise InputError("go_no_go needs a serving scenario, or baseline_tps and verify_ms.")
+            e = self.speedup(baseline_tps=baseline_tps, verify_ms=verify_ms, draft_ms=draft_ms, overhead_ms=overhead_ms)
+            free = (" Drafting counted free (no draft_ms given): the real break-even is higher by K x draft ms x "
+                    "baseline tok/s / 1000.") if draft_ms is None else ""
+            grows = ""
         call = verdict(self.interval, e.break_even_accept_length)
-        free = (" Drafting counted free (no draft_ms given): the real break-even is higher by K x draft ms x "
-                "baseline tok/s / 1000.") if draft_ms is None else ""
         where = {"GO": ">", "NO-GO": "<", "TOO CLOSE TO CALL": "straddles"}[call]
         return (f"{call}: measured accept length {self.interval.text()} {where} break-even "
-                f"{e.break_even_accept_length:.2f} (k = {self.steps}, {e.cycle_ms:.1f} ms per cycle at "
+                f"{e.break_even_accept_length:.2f} (k = {self.steps}, {e.cycle_ms:.1f} ms per cycle{grows} at "
                 f"{baseline_tps:g} tok/s baseline; {self.interval.method}): {e.tokens_per_s:.0f} tok/s, "
                 f"{e.speedup:.2f}x.{free}")
 
@@ -308,32 +390,53 @@ def _null_nan(value):
     return value
 
 
-def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0) -> dict[str, Any]:
-    """Pool per-prompt counts into the accept-length figures; the interval is a bootstrap over prompts."""
-    generated = sum(s.generated for s in stats)
-    by_steps = []
-    for k in range(1, steps + 1):
-        cycles_k = sum(simulate_cycles(s.matches, s.generated, k) for s in stats)
-        by_steps.append(generated / cycles_k if cycles_k else float("nan"))
-    cycles = sum(simulate_cycles(s.matches, s.generated, steps) for s in stats)
+def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0, groups: Sequence[Any] | None = None,
+              unit: str = "prompts") -> dict[str, Any]:
+    """Pool per-continuation counts into the accept-length figures (cycles counted by :func:`cycle_counts`).
+
+    ``groups``: the request each continuation belongs to (the spans of one training sample are one request);
+    default: each is its own. Per-request figures and the interval (a bootstrap that resamples requests,
+    pooled as the figure is) are by request."""
+    keys = list(range(len(stats))) if groups is None else list(groups)
+    if len(keys) != len(stats):
+        raise InputError("summarise: one group per continuation.")
+
+    def pooled(k: int) -> tuple[list[int], list[int]]:
+        """Tokens and cycles per request at K = k."""
+        tok: dict[Any, int] = {}
+        cyc: dict[Any, int] = {}
+        for key, st in zip(keys, stats):
+            t, c = cycle_counts(st, k)
+            tok[key] = tok.get(key, 0) + t
+            cyc[key] = cyc.get(key, 0) + c
+        return list(tok.values()), list(cyc.values())
+
+    def ratio(tok, cyc) -> float:
+        return sum(tok) / sum(cyc) if sum(cyc) else float("nan")
+
+    def interval(tok, cyc) -> Interval | None:
+        return bootstrap_ratio(tok, cyc, seed=seed, unit=unit) if sum(cyc) else None
+
+    by_k = [pooled(k) for k in range(1, steps + 1)]
+    tokens, cycles = by_k[-1]
     cond = np.sum([s.conditioned for s in stats], axis=0)
     acc = np.sum([s.accepted for s in stats], axis=0)
     per_step = tuple(float(a / c) if c else None for a, c in zip(acc, cond))
-    prompt_cycles = [simulate_cycles(s.matches, s.generated, steps) for s in stats]
-    per_prompt = tuple((s.generated / c) if c else None for s, c in zip(stats, prompt_cycles))
-    interval = (bootstrap_ratio([s.generated for s in stats], prompt_cycles, seed=seed, unit="prompts")
-                if cycles else None)
+    per_prompt = tuple((t / c) if c else None for t, c in zip(tokens, cycles))
     expected = expected_length = None
     if stats and stats[0].soft_sum is not None:
         soft = np.sum([s.soft_sum for s in stats], axis=0)
         expected = tuple(float(x / c) if c else None for x, c in zip(soft, cond))
-        e_cycles = sum(expected_cycles(s.soft, s.generated, steps) for s in stats)
-        expected_length = generated / e_cycles if e_cycles else float("nan")
-    return {"generated_tokens": generated, "cycles": cycles, "expected_accept_length": expected_length,
-            "accept_length": generated / cycles if cycles else float("nan"),
-            "per_step_acceptance": per_step, "accept_length_by_steps": tuple(by_steps),
-            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected, "interval": interval,
-            "positions": int(sum(s.generated for s in stats))}
+        e = [expected_counts(s.soft, s.generated, steps, open_end=s.open_end, open_start=s.open_start)
+             for s in stats]
+        e_cycles = sum(c for _, c in e)
+        expected_length = sum(t for t, _ in e) / e_cycles if e_cycles else float("nan")
+    return {"generated_tokens": sum(tokens), "cycles": sum(cycles), "expected_accept_length": expected_length,
+            "accept_length": ratio(tokens, cycles),
+            "per_step_acceptance": per_step, "accept_length_by_steps": tuple(ratio(*p) for p in by_k),
+            "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
+            "interval": interval(tokens, cycles), "interval_by_steps": tuple(interval(*p) for p in by_k),
+            "requests": len(tokens), "prompt_counts": tuple(zip(tokens, cycles)), "positions": int(sum(s.generated for s in stats))}
 
 
 # -- the measurement ----------------------------------------------------------------------------------
@@ -341,7 +444,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
-                       keep_samples: bool = False, trust_remote_code: bool = False) -> AcceptanceResult:
+                       keep_samples: bool = False, trust_remote_code: bool = False,
+                       on_sample=None) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -350,6 +454,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     ``aux_convention`` (``"outputs"`` | ``"inputs"``): how the drafter's aux ids select target hidden
     states; default: what it was trained with. The other reading is measured too when the features allow.
     ``trust_remote_code``: let a target folder's own Python run (its ``auto_map``); never on by default.
+    ``on_sample(model, aux, input_ids, target_ids, prompt_len, logits)``: called for every measured sample
+    with the primary reading's features (tree drafts measure there: :mod:`~eaglekit.analysis.acceptance.trees`).
     """
     import torch
     from tqdm.auto import tqdm
@@ -389,8 +495,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             model = drafter
         else:
             emb = embeddings
-            if emb is None and m.target and Path(m.target).expanduser().exists():
-                emb = m.target
+            if emb is None and m.target:
+                emb = _local_target(m.target, Path(dump.path))
             model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
     _check_fit(model, hidden=hidden, vocab=vocab, target=tname)
     primary = aux_convention or trained_convention(model.config)
@@ -462,6 +568,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             aux = hs[[pos[k] for k in indices[c]]]
             stats[c].append(sample_stats(model, aux, ids, tgt, plen, steps=steps,
                                          temperature=temperature if c == primary else 0.0, target_logits=logits))
+        if on_sample is not None:
+            on_sample(model, hs[[pos[k] for k in indices[primary]]], ids, tgt, plen, logits)
         if keep_samples:
             kept.append((np.asarray(ids[plen:].cpu()), stats[primary][-1].matches))
     if skipped:  # never a silent figure: SpecForge skips such samples too, and says so
@@ -482,8 +590,19 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         aux_convention=primary, aux_indices=tuple(indices[primary]), accept_length_by_convention=by_conv,
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
-        chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
-        samples=tuple(kept))
+        accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
+        prompt_counts=main["prompt_counts"], samples=tuple(kept))
+
+
+def _local_target(name: str, dump: Path) -> str | None:
+    """The dump manifest's target as a folder here, if it is one: an absolute path, or a relative one read from
+    the dump folder or one of the three folders above it (a dump written beside its target, as the demo world's
+    are: ``hidden-states/k25`` beside ``targets/k25``)."""
+    path = Path(name).expanduser()
+    for cand in ([path] if path.is_absolute() else [*(base / path for base in [dump, *dump.parents[:3]]), path]):
+        if cand.is_dir():
+            return str(cand)
+    return None
 
 
 def _check_fit(model, *, hidden: int, vocab: int, target: str) -> None:

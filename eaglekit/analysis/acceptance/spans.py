@@ -7,19 +7,29 @@ cycle is evaluated only where the text follows them:
 * token ``x_t`` (``t >= 1``) is *greedy-consistent* when it equals the target's argmax after position
   ``t - 1`` (from the dump's final hidden state), and it is an *assistant* token when the loss mask
   says so (serving drafts only while generating; ``all_positions`` counts every token);
-* a span ``[a, b]`` is a maximal run of consistent assistant tokens. It plays the part of a greedy
-  continuation whose prefill token is ``x_a``: ``b - a`` tokens are generated after it, cycles start
-  at bases ``a - 1, ...`` and step ``j`` from base ``t`` is compared with the target's token after
-  ``t + j`` while ``t + j <= b - 1`` (exactly :func:`~eaglekit.analysis.acceptance.measure.sample_stats`
-  on the sequence cut after ``x_b`` with prompt length ``a``), so a dump of greedy continuations
-  gives the same figures as ``--target``. Text before the span stays in the drafter's attention
+* a span ``[a, b]`` is a maximal run of consistent assistant tokens. Its cycles start at bases
+  ``a - 1, ...`` and step ``j`` from base ``t`` is compared with the target's token after ``t + j`` while
+  ``t + j <= b - 1`` (exactly :func:`~eaglekit.analysis.acceptance.measure.sample_stats` on the sequence
+  cut after ``x_b`` with prompt length ``a``). Text before the span stays in the drafter's attention
   prefix, as it would in serving.
+
+Spans are not requests; a sample is one (docs/acceptance.md). A span that ends where the sample or
+the assistant turn ends keeps a request's end: its last cycle is capped there, so a dump of greedy
+continuations gives exactly the figures of ``--target``. A span that ends where the text departs from
+the target's choice (``open_end``) is cut where serving would have gone on: its cycles are counted only
+where all K drafts have a token to compare with, where capping its last cycle would count a short cycle
+per span (3.19 instead of 4.04 on the demo's dataset text at 84% coverage). A span that starts right
+after such a departure (``open_start``) leaves its first cycle out. The rules are
+:func:`~eaglekit.analysis.acceptance.measure.counted_cycles`; the spans of one sample stay one request in
+every per-request figure and in the interval, which resamples samples.
 
 Coverage = consistent assistant tokens / assistant tokens: the share of the assistant text the figure
 speaks for.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -50,12 +60,14 @@ def greedy_spans(input_ids: torch.Tensor, target_ids: torch.Tensor, assistant: t
 @torch.no_grad()
 def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: torch.Tensor,
                spans: list[tuple[int, int]], *, steps: int, temperature: float = 0.0,
-               target_probs: torch.Tensor | None = None) -> list[SampleStats]:
+               target_probs: torch.Tensor | None = None, assistant: torch.Tensor | None = None) -> list[SampleStats]:
     """One :class:`SampleStats` per span with at least one generated token; the drafter drafts every
     base once (one pass per chain step from the first span's base on).
 
     aux (n_aux, T, H) in the drafter's order; target_probs (T, N) at temperature > 0: the target's
-    probabilities on the draft vocabulary's target ids."""
+    probabilities on the draft vocabulary's target ids; ``assistant`` (T,) bool: a span followed by an
+    assistant token that departs from the target's choice is ``open_end`` (without it: any span that
+    stops before the sample's end)."""
     spans = [(a, b) for a, b in spans if b - a >= 1]
     if not spans:
         return []
@@ -67,18 +79,12 @@ def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: to
     result = []
     for a, b in spans:
         bases = torch.arange(a - 1, b - 1)                                  # (G,)
-        result.append(count_drafts(tokens[:, bases - start], bases, target_ids, b - 1, steps, temperature=temperature,
+        # a departure right before the span / right after it (an assistant token the target would not have
+        # written); the sample's own edges (its assistant text's start and end) stay a request's edges
+        open_start = a >= 2 and (assistant is None or bool(assistant[a - 1]))
+        open_end = b + 1 < T and (assistant is None or bool(assistant[b + 1]))
+        result.append(replace(count_drafts(tokens[:, bases - start], bases, target_ids, b - 1, steps, temperature=temperature,
                                    target_probs=lambda positions: target_probs[positions],
-                                   draft_logits=lambda s, sel, bases=bases: out.logits[s][bases[sel] - start]))
+                                   draft_logits=lambda s, sel, bases=bases: out.logits[s][bases[sel] - start]),
+                              open_end=open_end, open_start=open_start))
     return result
-
-
-def cycle_accepts(matches: np.ndarray, generated: int, steps: int) -> list[int]:
-    """Drafts accepted in each cycle (the last one capped by the tokens left): what vLLM counts per
-    draft; the cycles are those of :func:`~eaglekit.analysis.acceptance.measure.simulate_cycles`."""
-    out, i = [], 0
-    while i < generated:
-        a = min(int(matches[i]), steps, generated - i - 1)
-        out.append(a)
-        i += a + 1
-    return out

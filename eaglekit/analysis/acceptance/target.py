@@ -7,11 +7,12 @@ decoder layer ``i``, index ``i`` its INPUT, index ``L`` already final-normed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
 import resource
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,9 +165,6 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
     weights pickled in ``pytorch_model.bin`` load only as tensors (transformers uses ``torch.load`` with
     ``weights_only=True``), and anything else in them is refused in one line."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Loading weights" bars would break one-line CLI output
 
     name = shown(location)
     repo = str(location)
@@ -192,7 +190,8 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
         remote_code({"config.json": config_dict}, name=name, trust_remote_code=trust)
     check_fits(config_dict, what=f"{name} config.json", dtype=dtype, available=_memory_available())
     try:
-        model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=trust, config=config, dtype=torch_dtype)
+        with quiet_loading():
+            model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=trust, config=config, dtype=torch_dtype)
     except pickle.UnpicklingError as e:
         raise LocationError(f"{name}: its pytorch_model.bin holds more than tensors and eaglekit loads it only as "
                             f"tensors (torch.load weights_only: {_refused_global(e)}); use a safetensors copy from "
@@ -208,6 +207,21 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
                             f"{_first_line(e)[:200]}); check its tokenizer.json.") from e
     model.to(device).eval()
     return TargetModel(model, tokenizer, name=str(location))
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers' "Loading weights" progress bar off while eaglekit loads or saves a model (it would break
+    one-line CLI output and leak into rendered notebooks), and back as it was afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 def _local_json(folder: str, name: str) -> dict[str, object]:

@@ -9,6 +9,7 @@ checkpoint header by range) and holds the :class:`ServingPlan` record.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from eaglekit.core.serving.costmodel import (
     estimate_model,
     fit_model,
 )
+from eaglekit.core.serving.costmodel import GPUS
 from eaglekit.core.serving.costmodel import gpu as gpu_entry
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
@@ -39,14 +41,19 @@ from eaglekit.core.serving.inputs import (
     parse_draft_costs,
     parse_sglang_bench,
 )
+from eaglekit.core.serving.capacity import Capacity, capacity
+from eaglekit.core.serving.cyclefit import RUN_NOISE, CycleFit, Row, draft_prior, eagle3_drafter, fit_cycle
+from eaglekit.core.serving.grid import TreeConfig, monotone, next_measurement, price_grid
+from eaglekit.core.serving.runs import Run, RunSet, make_run, merge_runs, parse_runs
 from eaglekit.core.serving.plan import (
+    MAX_PLAN_STEPS,
     STEPS_HEADERS,
     Acceptance,
     BatchPlan,
     Cost,
     PlanTable,
     Ranges,
-    plan_batches,
+    constant_acceptance,
     schedule_dict,
     schedule_from_steps,
     steps_rows,
@@ -57,12 +64,14 @@ __all__ = ["DEFAULT_BATCHES", "ServingPlan", "engine_config", "plan"]
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 _VERIFY_HEADERS = ("k", "tokens", "distinct experts / layer", "target ms", "vs decode", "draft ms", "accept length",
-                   "cycle ms", "tok/s (all)", "speedup")
+                   "cycle ms", "tok/s (all, 95%)", "speedup (95%)")
 _FITTED, _EXTRAPOLATED = "* from the cost model (not measured)", "^ acceptance past the measured steps repeats the last"
 
 
-def engine_config(ranges: Ranges, *, drafter: str | None = None) -> dict[str, Any]:
-    """vLLM's ``speculative_config`` and SGLang's flags for a schedule (see docs/serving-plan.md for versions)."""
+def engine_config(ranges: Ranges, *, drafter: str | None = None,
+                  trees: Mapping[str, tuple[int, int, int]] | None = None) -> dict[str, Any]:
+    """vLLM's ``speculative_config`` and SGLang's flags for a schedule (see docs/serving-plan.md for versions);
+    ``trees`` maps a range ("lo-hi") to the tree (steps, topk, draft tokens) SGLang should run there instead."""
     top = max(k for _, _, k in ranges)
     model = drafter or "<drafter>"
     if top == 0:
@@ -78,9 +87,13 @@ def engine_config(ranges: Ranges, *, drafter: str | None = None) -> dict[str, An
                         "range's k; not with --data-parallel-size > 1"}
     sglang = []
     for lo, hi, k in ranges:
+        steps, topk, n = (trees or {}).get(f"{lo}-{hi}", (k, 1, k + 1))
         flags = ("" if k == 0 else f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {model} "
-                 f"--speculative-num-steps {k} --speculative-eagle-topk 1 --speculative-num-draft-tokens {k + 1}")
-        sglang.append({"batch": f"{lo}-{hi}", "steps": k, "flags": flags})
+                 f"--speculative-num-steps {steps} --speculative-eagle-topk {topk} --speculative-num-draft-tokens {n}")
+        sglang.append({"batch": f"{lo}-{hi}", "steps": steps, "topk": topk, "draft_tokens": n, "flags": flags})
+        if topk > 1:
+            sglang[-1]["note"] = ("a dynamic tree beats the chain here; vLLM takes a static tree "
+                                  "(speculative_token_tree) whose accept length has to be measured on its own")
     return {"vllm": vllm, "sglang": {"ranges": sglang,
                                      "note": "SGLang takes one step count per server; run the range you serve most "
                                              "(k = 0: leave the speculative flags out)"}}
@@ -102,6 +115,12 @@ class ServingPlan:
     max_steps: int
     drafter: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fit: CycleFit | None = None
+    runs: RunSet = field(default_factory=lambda: RunSet(()))
+    capacity: Capacity | None = None
+    warnings: tuple[str, ...] = ()
+    next_run: Mapping[str, Any] | None = None
+    trees: tuple[TreeConfig, ...] = ()
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -109,12 +128,26 @@ class ServingPlan:
         return tuple(p.batch for p in self.plans)
 
     @property
+    def fitting(self) -> tuple[BatchPlan, ...]:
+        """The batch sizes that fit in the GPUs' memory (all of them when capacity is not checked)."""
+        return tuple(p for p in self.plans if p.fits)
+
+    @property
     def best_steps(self) -> tuple[int, ...]:
-        return tuple(p.best.steps for p in self.plans)
+        """The best steps at each batch size that fits."""
+        return tuple(p.best.steps for p in self.fitting)
+
+    @property
+    def largest_batch(self) -> int | None:
+        return None if self.capacity is None else self.capacity.largest_batch
 
     @property
     def ranges(self) -> Ranges:
-        return schedule_from_steps(self.batches, self.best_steps)
+        fit = self.fitting
+        if not fit:
+            raise InputError("no planned batch size fits in the GPUs' memory: "
+                             + (self.capacity.sentence() if self.capacity else "add GPUs or shorten the context"))
+        return schedule_from_steps(tuple(p.batch for p in fit), self.best_steps)
 
     @property
     def schedule(self) -> dict[str, int]:
@@ -127,7 +160,12 @@ class ServingPlan:
 
     @property
     def engine_config(self) -> dict[str, Any]:
-        return engine_config(self.ranges, drafter=self.drafter)
+        trees = {}
+        for lo, hi, k in self.ranges:
+            p = next(p for p in self.fitting if p.batch == hi)
+            if p.best.topk > 1:
+                trees[f"{lo}-{hi}"] = (p.best.steps, p.best.topk, p.best.verified_tokens)
+        return engine_config(self.ranges, drafter=self.drafter, trees=trees)
 
     def target_ms(self, batch: int, tokens: int) -> Cost:
         if (batch, tokens) in self.measured:
@@ -147,42 +185,61 @@ class ServingPlan:
                          shape.distinct_experts(batch * (k + 1))})
         return rows
 
+    def target_fit_json(self) -> dict[str, Any]:
+        """The target forward's terms, the rows that set them and each row's residual."""
+        m = self.model
+        rows = [{"row": f"forward at batch {b}, {n} token(s)", "ms": ms, "predicted_ms": m.ms(b, n),
+                 "residual": m.ms(b, n) / ms - 1} for (b, n), ms in sorted(self.measured.items())]
+        labels = [r["row"] for r in rows]
+        terms = [{"term": name, "value": value, "rows": labels if value else []}
+                 for name, value in (("fixed_ms", m.fixed_ms), ("memory_factor", m.mem),
+                                     ("compute_factor", m.compute), ("per_token_ms", m.per_token_ms))]
+        return {"kind": m.kind, "terms": terms, "rows": rows,
+                "noise": None if self.fit is None else self.fit.target_noise}
+
     # -- words --------------------------------------------------------------------------------------
     def headline(self) -> str:
+        fit = self.fitting
+        if not fit:
+            return "No planned batch size fits in the GPUs' memory."
         stop = self.stops_paying_at
-        first = self.plans[0].best
-        parts = [f"At batch {first.batch} the best is k = {first.steps} ({first.tokens_per_s:.0f} tok/s, "
-                 f"{first.speedup:.2f}x no speculation)"]
+        p0 = fit[0]
+        first = p0.best
+        parts = [f"At batch {first.batch} the best is {first.label()} ({first.tps.text(0)} tok/s, "
+                 f"{first.gain.text(2)}x no speculation: {p0.verdict})"]
         if stop is None:
-            parts.append(f"speculation still pays at batch {self.batches[-1]}")
+            parts.append(f"speculation still pays at batch {fit[-1].batch}")
         else:
             parts.append(f"speculation stops paying at batch {stop}")
+        if self.capacity is not None and len(fit) < len(self.plans):
+            parts.append(f"batch sizes above {self.capacity.largest_batch} do not fit in memory")
         return "; ".join(parts) + "."
 
     def _pairs(self) -> list[tuple[str, str]]:
         a = self.acceptance
         ext = ("" if a.measured_steps >= self.max_steps else
                f"; k > {a.measured_steps} repeats step {a.measured_steps}'s {a.per_step[-1]:.3f} (extrapolated)")
-        if self.draft is None:
-            draft = "free (no draft costs given: the plan counts drafting as free)"
-        elif isinstance(self.draft, DraftEstimate):
-            draft = self.draft.describe()
-        else:
-            draft = ("measured at batch " + ", ".join(str(b) for b in self.draft.measured)
-                     + (f"; elsewhere {self.draft.fixed_ms:.3g} + {self.draft.per_request_ms:.3g} x B ms"
-                        if len(self.draft.measured) > 1 else
-                        "; one row, so its time is used at every batch size (marked * elsewhere)"))
+        draft = self._draft_words()
         measured = len(self.measured)
         pairs = [
             ("plan", self.headline()),
             ("acceptance", ", ".join(f"{c:.3f}" for c in a.per_step) + f" per step ({a.source}){ext}"),
             ("target forward", self.model.describe()
              + (f"; {measured} (batch, tokens) pairs measured, used as they are" if measured else "")),
-            ("draft step", draft),
+            ("drafting and overhead", draft),
             ("vLLM schedule", json.dumps(self.schedule)),
             ("stops paying at", "never in the planned batch sizes" if self.stops_paying_at is None
              else f"batch {self.stops_paying_at}"),
         ]
+        if self.capacity is not None:
+            pairs.append(("capacity", self.capacity.sentence()))
+        if self.runs.runs:
+            pairs.append(("measured runs", f"{len(self.runs.baseline)} without speculation, "
+                                           f"{len(self.runs.speculative)} speculative; measured cells used as measured"))
+        if self.next_run is not None:
+            pairs.append(("to narrow it", f"{self.next_run['sentence']} (the one run that most narrows the decisions "
+                                          "still open)"))
+        pairs += [("warning", w) for w in self.warnings]
         ratio = self.uncalibrated_ratio()
         if ratio is not None:
             b, n, est, got = ratio
@@ -192,12 +249,22 @@ class ServingPlan:
         pairs += [("note", n) for n in self.notes]
         return pairs
 
+    def _draft_words(self) -> str:
+        f = self.fit
+        if f is None:
+            return "free"
+        d, per_row, o = f.value
+        src = {0: f.set_by(0), 2: f.set_by(2)}
+        return (f"{d:.2f} ms per draft step ({src[0]}) + {per_row * 1000:.2f} us per row, {o:.2f} ms per cycle beyond "
+                f"the verify and the draft steps ({src[2]}); {f.prior.source}; noise {f.noise:.1%} per run")
+
     def uncalibrated_ratio(self) -> tuple[int, int, float, float] | None:
         """(batch, tokens, ratio from config and header alone, measured ratio) for the first measured verify
         beside a measured decode step at the same batch size; None without a target shape or such a pair."""
         if self.model.shape is None:
             return None
-        raw = replace(self.model, fixed_ms=0.0, mem=1.0, compute=1.0, combine="max", kind="estimate", points=())
+        raw = replace(self.model, fixed_ms=0.0, mem=1.0, compute=1.0, combine="max", kind="estimate", points=(),
+                      per_token_ms=0.0)
         for (b, n), ms in sorted(self.measured.items()):
             if n > 1 and (b, 1) in self.measured:
                 return b, n, raw.ms(b, n) / raw.ms(b, 1), ms / self.measured[(b, 1)]
@@ -212,7 +279,8 @@ class ServingPlan:
                          f"{o.verify.ms:.2f}" + ("" if o.verify.measured else " *"),
                          f"{o.verify.ms / self.plans[0].options[0].verify.ms:.2f}x",
                          f"{o.draft.ms:.2f}" + ("" if o.draft.measured or o.draft.ms == 0 else " *"),
-                         f"{o.accept_length:.2f}", f"{o.cycle_ms:.2f}", f"{o.tokens_per_s:.1f}", f"{o.speedup:.2f}x"])
+                         f"{o.accept_length:.2f}", f"{o.cycle_ms:.2f}" + ("" if o.measured else " *"),
+                         o.tps.text(1), o.gain.text(2)])
         return rows
 
     def __str__(self) -> str:
@@ -225,22 +293,35 @@ class ServingPlan:
         return "\n\n".join(parts)
 
     def svg(self) -> str:
-        """A small inline chart (no script): the best k per batch size as bars, the speedup over each."""
-        w, h, left, bottom, top = 560, 180, 40, 34, 22
-        n, kmax = len(self.plans), max(1, max(self.best_steps))
+        """A small inline chart (no script): the best option's speedup per batch size as bars with their 95%
+        intervals, a line at 1x (no speculation); batch sizes that do not fit are labelled so."""
+        w, h, left, bottom, top = 560, 190, 40, 34, 22
+        fit = self.fitting
+        n = len(self.plans)
+        smax = max([1.2] + [p.best.gain.high or p.best.speedup for p in fit])
         bw = (w - left - 10) / n
+        Y = lambda v: h - bottom - (h - bottom - top) * v / smax  # noqa: E731
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" role="img" '
-               'aria-label="best draft steps per batch size" style="font:11px sans-serif">']
+               'aria-label="speedup of the best draft steps per batch size" style="font:11px sans-serif">']
         for i, p in enumerate(self.plans):
+            x, cx = left + i * bw + 3, left + i * bw + bw / 2
+            out.append(f'<text x="{cx:.1f}" y="{h - bottom + 14}" text-anchor="middle">{p.batch}</text>')
+            if not p.fits:
+                out.append(f'<text x="{cx:.1f}" y="{Y(0.5):.1f}" text-anchor="middle" fill="#a00">no fit</text>')
+                continue
             b = p.best
-            x, bar = left + i * bw + 3, (h - bottom - top) * b.steps / kmax
-            y = h - bottom - bar
-            out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw - 6:.1f}" height="{bar:.1f}" fill="#4169e1"/>')
-            out.append(f'<text x="{x + (bw - 6) / 2:.1f}" y="{y - 3:.1f}" text-anchor="middle">k={b.steps} '
+            y = Y(b.speedup)
+            colour = "#4169e1" if b.steps else "#9aa5b8"
+            out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw - 6:.1f}" height="{Y(0) - y:.1f}" fill="{colour}"/>')
+            lo, hi = b.gain.low, b.gain.high
+            if lo is not None and hi is not None and hi > lo:
+                out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{Y(lo):.1f}" y2="{Y(hi):.1f}" stroke="#222"/>')
+            out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 3:.1f}" text-anchor="middle">k={b.steps} '
                        f'{b.speedup:.2f}x</text>')
-            out.append(f'<text x="{x + (bw - 6) / 2:.1f}" y="{h - bottom + 14}" text-anchor="middle">{p.batch}</text>')
-        out.append(f'<text x="{left}" y="{h - 4}">batch size; bars: best draft steps k, labels: speedup over no '
-                   'speculation</text></svg>')
+        out.append(f'<line x1="{left}" x2="{w - 10}" y1="{Y(1):.1f}" y2="{Y(1):.1f}" stroke="#a00" '
+                   'stroke-dasharray="4 3"/>')
+        out.append(f'<text x="{left}" y="{h - 4}">batch size; bars: speedup of the best k over no speculation '
+                   '(95% interval; dashed: 1x)</text></svg>')
         return "".join(out)
 
     def _repr_html_(self) -> str:
@@ -263,11 +344,20 @@ class ServingPlan:
             "stops_paying_at": self.stops_paying_at,
             "engine_config": self.engine_config,
             "acceptance": {"per_step": list(self.acceptance.per_step), "source": self.acceptance.source,
-                           "measured_steps": self.acceptance.measured_steps},
+                           "measured_steps": self.acceptance.measured_steps,
+                           "accept_length_by_steps": [self.acceptance.at(k) for k in range(1, self.max_steps + 1)]},
             "cost_model": self.model.to_json(),
             "measured": [[b, n, ms] for (b, n), ms in sorted(self.measured.items())],
             "draft": None if self.draft is None else self.draft.to_json(),
-            "drafting_free": self.draft is None,
+            "drafting_free": False,
+            "fit": {"target": self.target_fit_json(), "cycle": None if self.fit is None else self.fit.to_json()},
+            "capacity": None if self.capacity is None else self.capacity.to_json(),
+            "largest_batch": self.largest_batch,
+            "next_measurement": None if self.next_run is None else dict(self.next_run),
+            "runs": [r.to_json() for r in self.runs.runs],
+            "trees": [{"steps": t.steps, "topk": t.topk, "draft_tokens": t.draft_tokens,
+                       "accept_length": t.accept_length} for t in self.trees],
+            "warnings": list(self.warnings),
             "verify_by_steps": self.verify_by_steps(self.batches[0]),
             "verify_vs_decode": None if (r := self.uncalibrated_ratio()) is None else
             {"batch": r[0], "tokens": r[1], "from_config": r[2], "measured": r[3]},
@@ -315,15 +405,15 @@ def _acceptance(value: Any) -> Acceptance:
                      "vLLM log file")
 
 
-def _points(costs: Any) -> tuple[Point, ...]:
+def _points(costs: Any, *, need_two: bool = True) -> tuple[Point, ...]:
     """A ``batch,tokens,ms`` CSV, SGLang ``bench_one_batch`` results (``.jsonl``), or (batch, tokens, ms) rows."""
     if isinstance(costs, (str, os.PathLike)):
         text = _read_text(costs, "costs table")
         if Path(costs).suffix.lower() == ".jsonl":
             return parse_sglang_bench(text, what=Path(costs).name)[0]
-        return parse_costs(text, what=Path(costs).name)
+        return parse_costs(text, what=Path(costs).name, need_two=need_two)
     pts = tuple(p if isinstance(p, Point) else Point(*p) for p in costs)
-    if len({(p.batch, p.tokens) for p in pts}) < 2:
+    if need_two and len({(p.batch, p.tokens) for p in pts}) < 2:
         raise InputError("the costs table needs at least two (batch, tokens) measurements (a decode and a verify)")
     return pts
 
@@ -339,71 +429,228 @@ def _draft(draft_costs: Any) -> DraftTable | None:
     raise InputError("draft costs must be a batch,ms CSV path or a {batch: ms} mapping")
 
 
-def plan(acceptance: Any, *, costs: Any = None, draft_costs: Any = None, target: Any = None, gpu: Any = None,
+def _runs(measured: Any) -> RunSet:
+    """Runs from paths (CSV or a bench tool's JSON / JSONL) or :class:`Run` / tuple rows; repeats averaged."""
+    if measured is None:
+        return RunSet(())
+    items = [measured] if isinstance(measured, (str, os.PathLike)) else list(measured)
+    runs: list[Run] = []
+    rows: list[Any] = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            runs += parse_runs(_read_text(item, "measured runs"), what=Path(item).name)
+        elif isinstance(item, Run):
+            runs.append(item)
+        else:
+            rows.append(item)
+    for i, r in enumerate(rows, 1):
+        if not isinstance(r, Sequence) or isinstance(r, str) or len(r) != 6:
+            raise InputError(f"measured row {i}: give (batch, steps, topk, draft_tokens, accept_length, tokens_per_s)")
+        runs.append(make_run(*r, where=f"measured row {i}", source="measured rows"))
+    return merge_runs(runs)
+
+
+def _trees(trees: Any, runs: RunSet) -> tuple[TreeConfig, ...]:
+    """Tree configurations: a JSON file or object with ``trees[]`` (steps, topk, draft_tokens, accept_length),
+    a list of such objects, and every tree the runs measured (its accept length averaged over batch sizes)."""
+    items: list[Any] = []
+    if isinstance(trees, (str, os.PathLike)):
+        data = safejson.loads(_read_text(trees, "tree accept lengths"), what=Path(trees).name, error=InputError)
+        trees = data
+    if isinstance(trees, Mapping):
+        trees = trees.get("trees")
+        if not isinstance(trees, list):
+            raise InputError("tree accept lengths: expected an object with a trees list (steps, topk, draft_tokens, "
+                             "accept_length)")
+    items = list(trees or [])
+    out: dict[tuple[int, int, int], list[float]] = {}
+    for i, t in enumerate(items, 1):
+        if not isinstance(t, Mapping):
+            raise InputError(f"tree {i}: expected an object with steps, topk, draft_tokens, accept_length")
+        r = make_run(1, t.get("steps"), t.get("topk"), t.get("draft_tokens"), t.get("accept_length"), 1.0,
+                     where=f"tree {i}")
+        if r.topk > 1:
+            out.setdefault(r.config, []).append(r.accept_length)
+    for r in runs.speculative:
+        if r.topk > 1:
+            out.setdefault(r.config, []).append(r.accept_length)
+    return tuple(TreeConfig(k, t, n, sum(v) / len(v)) for (k, t, n), v in sorted(out.items()))
+
+
+def _acceptance_from_runs(runs: RunSet) -> Acceptance:
+    chains: dict[int, list[float]] = {}
+    for r in runs.speculative:
+        if r.chain:
+            chains.setdefault(r.steps, []).append(r.accept_length)
+    if not chains and any(not r.chain for r in runs.speculative):
+        return Acceptance((0.0,), "no chain (topk 1) run measured: only the measured trees are priced", ((1, 1.0),))
+    if not chains:
+        raise InputError("give the drafter's acceptance (--per-step, --acceptance, --per-position, --vllm-log or "
+                         "--accept-length with --steps), or chain runs (topk 1) with their accept lengths")
+    lengths = tuple((k, sum(v) / len(v)) for k, v in sorted(chains.items()))
+    deepest, L = lengths[-1]
+    base = constant_acceptance(L, deepest, source=f"the measured runs' accept length {L:.3f} at {deepest} steps")
+    return Acceptance(base.per_step, base.source + "; measured accept lengths used at k = "
+                      + ", ".join(str(k) for k, _ in lengths), lengths)
+
+
+def _target_noise(model: CostModel, points: Sequence[Point]) -> float:
+    """The forward's relative scatter: its points' residuals where they over-determine it, else the run noise;
+    an uncalibrated roofline (a lower bound) gets a wide 25%."""
+    if model.kind == "estimate":
+        return 0.25
+    distinct = {(p.batch, p.tokens) for p in points}
+    free = sum(1 for v in (model.fixed_ms, model.mem, model.compute, model.per_token_ms) if v)
+    if len(points) > free and len(distinct) > 1:
+        resid = [(model.ms(p.batch, p.tokens) - p.ms) / p.ms for p in points]
+        return max(RUN_NOISE, math.sqrt(sum(e * e for e in resid) / (len(points) - free)))
+    return RUN_NOISE
+
+
+def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, target: Any = None, gpu: Any = None,
          tp: int = 1, context: int = 4096, calibrate_points: Sequence[Any] = (),
          batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
-         endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None) -> ServingPlan:
+         endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
+         measured: Any = None, trees: Any = None, extrapolate: bool = False) -> ServingPlan:
     """The serving plan of a drafter whose per-step acceptance is ``acceptance`` (floats, an
-    :class:`~eaglekit.AcceptanceResult`, an ``acceptance --json`` file or dict, or a vLLM log file).
+    :class:`~eaglekit.AcceptanceResult`, an ``acceptance --json`` file or dict, or a vLLM log file; None: from the
+    chain runs in ``measured``).
 
-    The target's forward costs come from ``costs`` (a ``batch,tokens,ms`` CSV or (batch, tokens, ms) tuples;
-    measured cells used as they are, the rest fitted, with the target's shape when ``target`` is given), or
-    are estimated from ``target`` (a config.json path, a checkpoint location, a parsed config or a published
-    name such as ``"kimi-k25-int4"``; bytes per expert from the header when there is one) on ``gpu`` x ``tp``
-    at ``context`` tokens, calibrated by ``calibrate_points``. ``draft_costs`` (``batch,ms`` CSV or {batch: ms}) prices a draft step; without it,
-    ``drafter`` (its checkpoint location) with ``gpu`` estimates one from the drafter's header; with neither,
-    drafting counts as free and the plan says so. ``drafter`` also names the drafter in the engine configs.
+    The target's forward comes from ``costs`` (a ``batch,tokens,ms`` CSV or (batch, tokens, ms) tuples) and the
+    no-speculation rows of ``measured``, fitted with the target's shape when ``target`` is given, or is
+    estimated from ``target`` on ``gpu`` x ``tp`` at ``context`` tokens and calibrated by ``calibrate_points``.
+    Drafting and the per-cycle overhead are fitted to the speculative rows of ``measured`` (runs: CSV paths,
+    bench tools' result files or (batch, steps, topk, draft_tokens, accept_length, tokens_per_s) rows) and
+    ``draft_costs`` under a prior from the drafter (``drafter``'s header with ``gpu``, else an EAGLE-3 drafter
+    of the target's hidden size); every cell carries a 95% interval. Steps past the measured acceptance only
+    with ``extrapolate``. ``trees`` adds tree configurations with their accept lengths.
     """
-    acc = _acceptance(acceptance)
     check_parallel(tp, context)
+    runs = _runs(measured)
+    acc = _acceptance(acceptance) if acceptance is not None else _acceptance_from_runs(runs)
     notes: list[str] = []
+    warnings: list[str] = list(runs.warnings)
     shape: ModelShape | None = None
     if target is not None:
         shape = target_shape(target, endpoint=endpoint, timeout=timeout, token=token)
         notes += list(shape.notes)
-    measured: dict[tuple[int, int], float] = {}
+    g = None if gpu is None else gpu_entry(gpu)
+    points: list[Point] = []
     if costs is not None:
         if calibrate_points:
             raise InputError("calibration points go with the estimate (--target, --gpu); with a costs table add them "
                              "to the table as rows")
-        points = _points(costs)
-        measured = {(p.batch, p.tokens): p.ms for p in points}
-        base = CostModel(shape, None if gpu is None or shape is None else gpu_entry(gpu), tp, context)
-        model = fit_model(base, points)
+        points += _points(costs, need_two=not runs.baseline)
+    points += [p if isinstance(p, Point) else Point(*p) for p in calibrate_points]
+    points += [Point(r.batch, 1, r.cycle_ms) for r in runs.baseline]
+    fwd: dict[tuple[int, int], list[float]] = {}
+    for p in points:
+        fwd.setdefault((p.batch, p.tokens), []).append(p.ms)
+    measured_fwd = {key: sum(v) / len(v) for key, v in sorted(fwd.items())}
+    base = CostModel(shape, g if shape is not None else None, tp, context)
+    if shape is not None and g is not None and not points:
+        model = estimate_model(shape, g, tp=tp, context=context)
+        notes.append("uncalibrated estimate: the roofline of the config on the GPU table is a lower bound on time; "
+                     "one or two measured forwards (--calibrate B,N,MS) or no-speculation runs calibrate it")
+    elif not points:
+        raise InputError("give a costs table (batch,tokens,ms), no-speculation runs (--measured, steps 0), or the "
+                         "target's config and a GPU (--target, --gpu) for an estimate")
+    elif len(measured_fwd) == 1:
         if shape is None:
-            notes.append("no target config: the table is fitted as fixed + per-token time (a dense target's shape); "
-                         "give the target for the expert term")
-    else:
-        if shape is None or gpu is None:
-            raise InputError("give a costs table (batch,tokens,ms), or the target's config and a GPU (--target, --gpu) "
-                             "for an estimate")
-        model = estimate_model(shape, gpu, tp=tp, context=context)
-        pts = tuple(p if isinstance(p, Point) else Point(*p) for p in calibrate_points)
-        if pts:
-            model = calibrate(model, pts)
-            measured = {(p.batch, p.tokens): p.ms for p in pts}
+            (b, n), ms = next(iter(measured_fwd.items()))
+            model = replace(base, fixed_ms=ms, mem=0.0, compute=0.0, combine="sum", kind="calibrated",
+                            points=tuple(points))
+            notes.append(f"one measured forward (batch {b}): without the target's config the plan cannot say how the "
+                         "forward grows with batch size, so it holds it constant; give --target")
         else:
-            notes.append("uncalibrated estimate: the roofline of the config on the GPU table is a lower bound on time; "
-                         "one or two measured forwards (--calibrate B,N,MS) calibrate it")
+            model = calibrate(base if g is None else estimate_model(shape, g, tp=tp, context=context), points)
+    else:
+        model = fit_model(base, points, kind="fitted" if costs is not None or runs.baseline else "calibrated")
+        if shape is None:
+            notes.append("no target config: the forward is fitted as fixed + per-token time (a dense target's "
+                         "shape); give the target for the expert term")
+    if not any(n > 1 for _, n in measured_fwd) and not runs.speculative:
+        notes.append("no verify was measured (no forward at more than one token per request, no speculative run): what "
+                     "a verify costs beyond a decode step is the model's bytes and FLOPs alone, a lower bound; measure "
+                     "a speculative run (--measured) or a verify forward (--costs / --calibrate B,k+1,MS)")
     if shape is not None and not shape.dense:
         notes.append("uniform routing: real routers favour some experts, so distinct experts (and verify cost at "
                      "large batch x tokens) are overestimated")
-    dt: DraftTable | DraftEstimate | None = _draft(draft_costs)
-    if dt is None and drafter is not None and gpu is not None:
-        dshape = drafter_step_shape(drafter, endpoint=endpoint, timeout=timeout, token=token)
-        dt = DraftEstimate(estimate_model(dshape, gpu, tp=tp, context=context))
 
     def target_cost(b: int, n: int) -> Cost:
-        if (b, n) in measured:
-            return Cost(measured[(b, n)], True)
+        if (b, n) in measured_fwd:
+            return Cost(measured_fwd[(b, n)], True)
         return Cost(model.ms(b, n), False)
 
-    def draft_cost(b: int) -> Cost:
-        ms, was_measured = dt.ms(b)
-        return Cost(ms, was_measured)
+    # decode rows cannot tell a cost per request from compute per token row (both grow with B): the fit takes
+    # the first; the other reading is what the rows leave open, and half the gap is one standard deviation
+    alt = None
+    if model.per_request_ms > 0:
+        try:
+            alt = fit_model(base, points, per_request=False)
+        except InputError:
+            alt = None
 
-    plans = plan_batches(tuple(batches), acc, target_cost, None if dt is None else draft_cost, max_steps=max_steps)
-    if acc.measured_steps < max_steps:
-        notes.append(f"acceptance measured for {acc.measured_steps} step(s); k = {acc.measured_steps + 1} .. "
-                     f"{max_steps} repeat the last per-step acceptance (extrapolated, marked ^)")
-    return ServingPlan(acc, model, measured, dt, plans, max_steps, drafter, tuple(notes))
+    def target_sd(b: int, n: int) -> float:
+        return 0.0 if alt is None else abs(alt.ms(b, n) - model.ms(b, n)) / 2
+
+    # drafting: a prior from the drafter, fitted to draft tables and speculative runs
+    dshape: ModelShape | None = None
+    if drafter is not None and g is not None:
+        dshape = drafter_step_shape(drafter, endpoint=endpoint, timeout=timeout, token=token)
+    elif shape is not None and shape.hidden_size:
+        dshape = eagle3_drafter(shape)
+    prior = draft_prior(dshape, g or GPUS["H100-SXM"], tp=tp, context=context)
+    if g is None and dshape is not None:
+        prior = replace(prior, source=prior.source + " (no --gpu: an H100-SXM's figures)")
+    dt = _draft(draft_costs)
+    rows: list[Row] = []
+    if dt is not None:
+        rows += [Row(f"draft step at batch {b}", (1.0, float(b), 0.0), ms, 0.0) for b, ms in dt.measured.items()]
+    for r in runs.speculative:
+        t = target_cost(r.batch, r.draft_tokens)
+        rows.append(Row(r.label(), CycleFit.features(r.batch, r.steps, r.topk), r.cycle_ms, t.ms))
+        if r.cycle_ms < t.ms * (1 - 3 * RUN_NOISE):
+            warnings.append(f"cycle-shorter-than-verify: {r.label()} implies a {r.cycle_ms:.2f} ms cycle, shorter than "
+                            f"the {t.ms:.2f} ms target forward of {r.draft_tokens} tokens alone; the row and the "
+                            "forward's measurements disagree (a different server, context or run)")
+    fit = fit_cycle(rows, prior, target_noise=_target_noise(model, points))
+    for row, res in zip(rows, (x["residual"] for x in fit.to_json()["rows"])):
+        if abs(res) > 4 * max(fit.noise, RUN_NOISE) and len(rows) > 3:
+            warnings.append(f"row-off-the-fit: {row.label} is {res:+.0%} from the fit of the other rows")
+    if not runs.speculative and dt is None:
+        what = (f"{dshape.name}" if dshape is not None else "an 8B-class EAGLE-3 drafter")
+        notes.append(f"no speculative run or draft table: drafting and the per-cycle overhead come from a prior "
+                     f"({what}; {prior.source}); the intervals say how little that pins down. Measure a "
+                     "speculative run (--measured) to narrow them")
+    # steps: the measured depth unless asked to extrapolate
+    depth = 0 if acc.per_step == (0.0,) and acc.lengths == ((1, 1.0),) else acc.measured_steps
+    depth = max([depth] + [r.steps for r in runs.speculative if r.chain])  # a measured run's k is priced too
+    top = max_steps if extrapolate else min(max_steps, depth)
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or not 0 <= max_steps <= MAX_PLAN_STEPS:
+        raise InputError(f"max steps must be a whole number from 0 to {MAX_PLAN_STEPS}, got {max_steps!r}")
+    if not extrapolate and max_steps > depth:
+        notes.append(f"acceptance measured to {depth} step(s): the plan stops there (--extrapolate prices k up to "
+                     f"{max_steps} by repeating the last per-step acceptance, past what the drafter was measured at)")
+    elif depth < top:
+        notes.append(f"acceptance measured for {depth} step(s); k = {depth + 1} .. {top} repeat the last per-step "
+                     "acceptance (extrapolated, marked ^)")
+    cap = None
+    if shape is not None and g is not None and g.memory_gb:
+        cap = capacity(shape, dshape, memory_gb=g.memory_gb, tp=tp, context=context)
+
+    def fits(b: int) -> tuple[bool, float | None]:
+        return (True, None) if cap is None else (cap.fits(b), cap.need_gb(b))
+
+    tree_cfgs = _trees(trees, runs)
+    plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=runs,
+                                draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
+                                fits=fits, target_sd=target_sd))
+    if cap is not None:
+        out = [p.batch for p in plans if not p.fits]
+        if out:
+            notes.append(f"capacity: batch {', '.join(str(b) for b in out)} do not fit ({cap.sentence()}); they get "
+                         "no k")
+    return ServingPlan(acc, model, measured_fwd, dt, plans, top, drafter, tuple(notes), fit=fit, runs=runs,
+                       capacity=cap, warnings=tuple(warnings), next_run=next_measurement(plans, fit),
+                       trees=tree_cfgs)

@@ -175,13 +175,22 @@ class AuxEngineView:
         return tuple(e for e in self.engines if e.engine == engine)
 
     @property
+    def _assumes_llama(self) -> bool:
+        """SpecForge ids read without the target's model code: SpecForge's SGLang backend on a DeepSeek-family
+        target since #25454 would have captured other layers, so "trained on" holds only for other code."""
+        return (self.architecture is None and self.trained_by == "specforge" and bool(self.ids)
+                and self.ids[0] != 1)
+
+    @property
     def summary(self) -> str:
         ids = "no ids (each reader's default)" if self.ids is None else f"ids {list(self.ids)}"
         if not self.training.candidates or any(e.outputs_of is None for e in self.engines):
             return f"Aux layers: {ids}; target layer count unknown, so the tensors are not resolved"
         who = self.training.name.removeprefix("training").strip(" ()") or self.training.name
         if self.training.settled:
-            parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {_layers(self.training.outputs_of)}"]
+            parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {_layers(self.training.outputs_of)}"
+                     + (" if the target runs Llama-style model code (on a DeepSeek-family target such as Kimi-K2 "
+                        "this is AMBIGUOUS: give the target's architecture)" if self._assumes_llama else "")]
         else:
             parts = [f"Aux layers: {ids}; training AMBIGUOUS ({who}): {self.training.describe()}"]
         for e in self.engines:

@@ -78,10 +78,11 @@ GROWTH_STEPS = 8
 class GrowingVerify:
     """The deployment's targets and expected accept lengths priced again with a verify that grows with k.
 
-    ``verify_ms[k - 1]`` is the verify of k drafts (k + 1 tokens) at batch 1 from a model of ``label``'s
-    forward (:mod:`eaglekit.core.serving.costmodel`: bytes of the distinct experts the tokens route to, compute per
-    token) calibrated to the deployment's two measurements, its decode step (1 / baseline tok/s) and its
-    verify at its own k (kept as measured). ``targets`` pairs each target tok/s with the steps the
+    ``verify_ms[k - 1]`` is the verify of k drafts (k + 1 tokens) at batch 1: the measured verify at the
+    deployment's k plus (j - k) x the mean slope of a model of ``label``'s forward
+    (:mod:`eaglekit.core.serving.costmodel`: bytes of the distinct experts the tokens route to, compute per token,
+    what the measured verify holds beyond them) calibrated to the deployment's decode step (1 / baseline tok/s)
+    and its verify. The calculator's verify growth is the same line (:attr:`slope_ms`, anchored at k). ``targets`` pairs each target tok/s with the steps the
     constant-verify arithmetic asks for (None: none); ``expected`` pairs each expected accept length with the
     steps it is priced at.
     """
@@ -235,8 +236,11 @@ class Account:
         top = max(GROWTH_STEPS, k + 1, *(p.steps for p in projections))
         for label, shape in named:
             model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k)
-            verify = tuple(model.ms(1, j + 1) for j in range(1, top + 1))
-            verify = tuple(verify_ms if j == k else v for j, v in enumerate(verify, 1))  # the measured one as it is
+            # one verify model for every page: a straight line through the measured verify at k with the cost
+            # model's mean slope from k to the top (to 0.01 ms, as the calculator takes it); the calculator's
+            # verify growth is this slope, anchored at the same k
+            slope = round((model.ms(1, top + 1) - verify_ms) / (top - k), 2)
+            verify = tuple(max(verify_ms + (j - k) * slope, 0.1 * verify_ms) for j in range(1, top + 1))
             growing.append(GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
                                          tuple((r.target_tps, r.min_steps) for r in ts),
                                          tuple((p.accept_length, p.steps) for p in projections)))
@@ -270,7 +274,7 @@ class Account:
         calculator takes it), anchored at the measured k; the measured deployment itself without such a model."""
         if not self.growing:
             return self.scenario
-        return replace(self.scenario, verify_growth_ms=round(self.growing[0].slope_ms, 2))
+        return replace(self.scenario, verify_growth_ms=round(self.growing[0].slope_ms, 2))  # already to 0.01 ms
 
     @property
     def break_even(self) -> float:

@@ -74,6 +74,7 @@ class Gpu:
     bf16_tflops: float
     fp8_tflops: float | None  # None: no FP8 tensor cores (A100): FP8 weights run at the bf16 rate
     source: str = "custom"
+    memory_gb: float | None = None  # HBM capacity per GPU (GB); None: unknown, capacity is not checked
 
     def tflops(self, compute: str) -> float:
         return self.fp8_tflops if compute == "fp8" and self.fp8_tflops else self.bf16_tflops
@@ -82,22 +83,23 @@ class Gpu:
 _DS = "NVIDIA datasheet (dense: half the with-sparsity figure)"
 #: The common GPUs. Bandwidth and dense rates from each product's NVIDIA datasheet.
 GPUS: dict[str, Gpu] = {g.name: g for g in (
-    Gpu("H100-SXM", 3.35, 989.0, 1979.0, _DS),
-    Gpu("H100-PCIe", 2.0, 756.0, 1513.0, _DS),
-    Gpu("H100-NVL", 3.9, 835.0, 1671.0, _DS),
-    Gpu("H200", 4.8, 989.0, 1979.0, _DS),
-    Gpu("H20", 4.0, 148.0, 296.0, _DS),
-    Gpu("B200", 8.0, 2250.0, 4500.0, _DS),
-    Gpu("A100-SXM", 2.039, 312.0, None, _DS + "; 80 GB"),
-    Gpu("A100-PCIe", 1.935, 312.0, None, _DS + "; 80 GB"),
-    Gpu("L40S", 0.864, 362.0, 733.0, _DS),
-    Gpu("L20", 0.864, 119.5, 239.0, _DS),
+    Gpu("H100-SXM", 3.35, 989.0, 1979.0, _DS, 80.0),
+    Gpu("H100-PCIe", 2.0, 756.0, 1513.0, _DS, 80.0),
+    Gpu("H100-NVL", 3.9, 835.0, 1671.0, _DS, 94.0),
+    Gpu("H200", 4.8, 989.0, 1979.0, _DS, 141.0),
+    Gpu("H20", 4.0, 148.0, 296.0, _DS, 96.0),
+    Gpu("B200", 8.0, 2250.0, 4500.0, _DS, 180.0),
+    Gpu("A100-SXM", 2.039, 312.0, None, _DS + "; 80 GB", 80.0),
+    Gpu("A100-PCIe", 1.935, 312.0, None, _DS + "; 80 GB", 80.0),
+    Gpu("L40S", 0.864, 362.0, 733.0, _DS, 48.0),
+    Gpu("L20", 0.864, 119.5, 239.0, _DS, 48.0),
 )}
 
 
 def gpu(name: str | Gpu) -> Gpu:
-    """A GPU from :data:`GPUS` by name (case-insensitive), or ``custom:TBPS,BF16[,FP8]`` for your own figures
-    (``custom:3.35,989,1979``: 3.35 TB/s, 989 bf16 and 1979 fp8 dense TFLOP/s)."""
+    """A GPU from :data:`GPUS` by name (case-insensitive), or ``custom:TBPS,BF16[,FP8[,MEM_GB]]`` for your own
+    figures (``custom:3.35,989,1979,80``: 3.35 TB/s, 989 bf16 and 1979 fp8 dense TFLOP/s, 80 GB of memory; give
+    FP8 0 for a GPU without FP8 tensor cores)."""
     if isinstance(name, Gpu):
         return name
     text = str(name).strip()
@@ -107,13 +109,19 @@ def gpu(name: str | Gpu) -> Gpu:
             values = [float(p) for p in parts]
         except ValueError:
             values = []
-        if len(values) not in (2, 3) or not all(math.isfinite(v) and v > 0 for v in values):
-            raise InputError(f"custom GPU {text!r}: give custom:TBPS,BF16_TFLOPS[,FP8_TFLOPS], three positive "
-                             "numbers at most (e.g. custom:3.35,989,1979)")
-        if not 0.01 <= values[0] <= MAX_TB_S or not all(0.01 <= v <= MAX_TFLOPS for v in values[1:]):
-            raise InputError(f"custom GPU {text[:60]!r}: bandwidth must be 0.01 to {MAX_TB_S:g} TB/s and rates 0.01 to "
-                             f"{MAX_TFLOPS:g} TFLOP/s (e.g. custom:3.35,989,1979)")
-        return Gpu("custom", values[0], values[1], values[2] if len(values) == 3 else None)
+        ok = len(values) in (2, 3, 4) and all(math.isfinite(v) and v > 0 for i, v in enumerate(values) if i != 2)
+        if ok and len(values) > 2:
+            ok = math.isfinite(values[2]) and values[2] >= 0
+        if ok and len(values) == 4:
+            ok = 1.0 <= values[3] <= 1e5
+        if ok and not (0.01 <= values[0] <= MAX_TB_S and 0.01 <= values[1] <= MAX_TFLOPS
+                       and (len(values) < 3 or values[2] == 0 or 0.01 <= values[2] <= MAX_TFLOPS)):
+            ok = False
+        if not ok:
+            raise InputError(f"custom GPU {text[:60]!r}: give custom:TBPS,BF16_TFLOPS[,FP8_TFLOPS[,MEMORY_GB]], positive "
+                             "numbers (e.g. custom:3.35,989,1979,80; FP8 0 where there are no FP8 tensor cores)")
+        fp8 = values[2] if len(values) > 2 and values[2] > 0 else None
+        return Gpu("custom", values[0], values[1], fp8, "custom", values[3] if len(values) == 4 else None)
     for key, g in GPUS.items():
         if key.lower() == text.lower():
             return g
@@ -143,6 +151,15 @@ class ModelShape:
     compute: Literal["bf16", "fp8"] = "bf16"
     bytes_from: Literal["config", "header"] = "config"
     notes: tuple[str, ...] = ()
+    hidden_size: int = 0  # 0: unknown (a shape built by hand)
+    intermediate_size: int = 0
+    attention_heads: int = 0
+    resident_extra_bytes: float = 0.0  # held in memory but not read whole per forward: the input embedding
+
+    def resident_bytes(self) -> float:
+        """Every weight the model holds (all routed experts, the embedding): what capacity counts."""
+        return (self.always_bytes + self.moe_layers * self.experts * self.expert_bytes
+                + self.resident_extra_bytes)
 
     @property
     def dense(self) -> bool:
@@ -333,7 +350,7 @@ def shape_from_config(raw: Mapping[str, Any], *, tensors: Iterable[tuple[str, in
         notes.append(f"config kv_cache_dtype {kv_dtype!r} ignored: KV cache counted in bf16")
     return ModelShape(name, L, moe_layers, E, k_e, float(expert_bytes), float(expert), float(always_bytes),
                       float(active), float(L * kv_per_token), kv_heads, float(L * attn_ctx), compute, bytes_from,
-                      tuple(notes))
+                      tuple(notes), H, inter or 4 * H, heads, float(V * H * 2.0))
 
 
 def _bytes_from_header(tensors: Iterable[tuple[str, int]], *, layers: int,
@@ -459,6 +476,8 @@ class CostModel:
     kind: Kind = "estimate"
     points: tuple[Point, ...] = ()
     label: str = field(default="", compare=False)
+    per_token_ms: float = 0.0  # beyond bytes and FLOPs: ms per token per request past the first, whatever B is
+    per_request_ms: float = 0.0  # beyond bytes and FLOPs: ms per request, whatever n is (scheduling, sampling)
 
     def features(self, batch: int, tokens: int) -> tuple[float, float]:
         """(memory ms, compute ms) at efficiency 1 for one forward per GPU."""
@@ -474,9 +493,10 @@ class CostModel:
 
     def ms(self, batch: int, tokens: int) -> float:
         m, c = self.features(batch, tokens)
+        extra = self.per_token_ms * (tokens - 1) + self.per_request_ms * batch
         if self.combine == "max":
-            return self.fixed_ms + max(self.mem * m, self.compute * c)
-        return self.fixed_ms + self.mem * m + self.compute * c
+            return self.fixed_ms + max(self.mem * m, self.compute * c) + extra
+        return self.fixed_ms + self.mem * m + self.compute * c + extra
 
     def verify_ratio(self, steps: int, *, batch: int = 1) -> float:
         """Verify of ``steps`` drafts (``steps + 1`` tokens) over a decode step, at ``batch``."""
@@ -493,12 +513,18 @@ class CostModel:
         if self.combine == "max":
             return (f"{base}: roofline + {self.fixed_ms:.3g} ms fixed per forward, scaled by {self.mem:.3g}, "
                     f"calibrated to {len(self.points)} measurement")
+        extra = (f" + {self.per_token_ms:.3g} ms per verified token past the first (what bytes and FLOPs leave "
+                 "out of the measured verify; independent of batch size)" if self.per_token_ms else "")
+        if self.per_request_ms:
+            extra += (f" + {self.per_request_ms:.3g} ms per request (what the batch's growth holds beyond the "
+                      f"roofline at {COMPUTE_PRIOR:g} x compute time; it does not grow with verified tokens)")
         return (f"{base}: {self.kind} to {len(self.points)} measurements: {self.fixed_ms:.3g} ms fixed + "
-                f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time")
+                f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time{extra}")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "combine": self.combine, "fixed_ms": self.fixed_ms, "memory_factor": self.mem,
-                "compute_factor": self.compute, "tp": self.tp, "context": self.context,
+                "compute_factor": self.compute, "per_token_ms": self.per_token_ms,
+                "per_request_ms": self.per_request_ms, "tp": self.tp, "context": self.context,
                 "gpu": None if self.gpu is None else {"name": self.gpu.name, "hbm_tb_s": self.gpu.hbm_tb_s,
                                                       "bf16_tflops": self.gpu.bf16_tflops,
                                                       "fp8_tflops": self.gpu.fp8_tflops},
@@ -539,35 +565,58 @@ def _lstsq(cols: Sequence[Sequence[float]], y: Sequence[float]) -> list[float] |
     return [b[i] / a[i][i] for i in range(n)]
 
 
+#: The most a fit may scale the roofline's compute time: 20 x is 5% of the dense peak, below what any serving
+#: GEMM runs at. A two-point fit that wants more (the seed's verify: "585 x compute") is refused, and the excess
+#: goes to a per-token cost that does not grow with batch size.
+COMPUTE_MAX = 20.0
+#: Compute time at half the dense peak: where a fit whose points cannot tell compute per token row from cost per
+#: request (decode steps only: both grow as B) puts compute, the rest going to a cost per request.
+COMPUTE_PRIOR = 2.0
+
 #: Which coefficients a fit frees, in order of preference among equally good fits: memory and compute
-#: first (what the shape predicts), a fixed cost only when the points ask for it.
-_SUBSETS = (("fixed", "mem", "compute"), ("mem", "compute"), ("fixed", "mem"), ("fixed", "compute"),
-            ("mem",), ("compute",), ("fixed",))
+#: first (what the shape predicts), a fixed cost only when the points ask for it; last, with memory and compute
+#: at the roofline (factor 1), a per-token cost for what a verify measured beyond its bytes and FLOPs.
+_SUBSETS: tuple[tuple[tuple[str, ...], dict[str, float]], ...] = (
+    (("fixed", "mem", "per_request"), {"compute": COMPUTE_PRIOR}),
+    (("fixed", "per_request"), {"mem": 1.0, "compute": COMPUTE_PRIOR}),
+    (("fixed", "mem", "compute"), {}), (("mem", "compute"), {}), (("fixed", "mem"), {}), (("fixed", "compute"), {}),
+    (("mem",), {}), (("compute",), {}), (("fixed",), {}),
+    (("fixed", "mem", "per_token"), {}), (("fixed", "per_token"), {"mem": 1.0, "compute": 1.0}),
+    (("mem", "per_token"), {}), (("per_token",), {"mem": 1.0, "compute": 1.0}))
 
 
-def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted") -> CostModel:
-    """``fixed + a x memory + b x compute`` with ``a, b, fixed >= 0`` fitted to ``points`` (least squares over the
-    coefficient subsets a point set can determine; the best non-negative one, ties to the earlier in
-    :data:`_SUBSETS`)."""
+def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted",
+              per_request: bool = True) -> CostModel:
+    """``fixed + a x memory + b x compute (+ v x (tokens - 1))`` with every coefficient ``>= 0`` and ``b <=``
+    :data:`COMPUTE_MAX` fitted to ``points`` (least squares over the coefficient subsets a point set can
+    determine; the best feasible one, ties to the earlier in :data:`_SUBSETS`). ``per_request=False`` leaves the
+    cost per request out (every growth with batch size per token row: the other reading of decode-only rows)."""
     pts = tuple(points)
     distinct = {(p.batch, p.tokens) for p in pts}
     if len(distinct) < 2:
         raise InputError(f"a fit needs measurements at two or more (batch, tokens) pairs, got {len(distinct)}: add a "
                          "decode step (tokens 1) and a verify (tokens k + 1), or use one point to calibrate")
     feats = [base.features(p.batch, p.tokens) for p in pts]
-    columns = {"fixed": [1.0] * len(pts), "mem": [f[0] for f in feats], "compute": [f[1] for f in feats]}
+    columns = {"fixed": [1.0] * len(pts), "mem": [f[0] for f in feats], "compute": [f[1] for f in feats],
+               "per_token": [float(p.tokens - 1) for p in pts], "per_request": [float(p.batch) for p in pts]}
     y = [p.ms for p in pts]
+    scale = sum(v * v for v in y)
     best: tuple[float, int, dict[str, float]] | None = None
-    for rank, subset in enumerate(_SUBSETS):
+    for rank, (subset, pinned) in enumerate(_SUBSETS):
         if len(subset) > len(distinct) or any(not any(columns[c]) for c in subset):
             continue
-        sol = _lstsq([columns[c] for c in subset], y)
+        if any(not any(columns[c]) for c in pinned) or ("per_request" in subset and (base.shape is None
+                                                                                     or not per_request)):
+            continue
+        target = [yi - sum(v * columns[c][i] for c, v in pinned.items()) for i, yi in enumerate(y)]
+        sol = _lstsq([columns[c] for c in subset], target)
         if sol is None or any(v < -1e-12 for v in sol):
             continue
-        coef = dict(zip(subset, (max(v, 0.0) for v in sol)))
+        coef = {**pinned, **dict(zip(subset, (max(v, 0.0) for v in sol)))}
+        if base.shape is not None and coef.get("compute", 0.0) > COMPUTE_MAX:
+            continue
         pred = [sum(coef.get(c, 0.0) * columns[c][i] for c in columns) for i in range(len(pts))]
         sse = sum((a - b) ** 2 for a, b in zip(pred, y))
-        scale = sum(v * v for v in y)
         key = (round(sse / scale, 9), rank)
         if best is None or key < best[:2]:
             best = (key[0], rank, coef)
@@ -576,7 +625,8 @@ def fit_model(base: CostModel, points: Sequence[Point], *, kind: Kind = "fitted"
                          "grow with batch size and tokens")
     c = best[2]
     return replace(base, fixed_ms=c.get("fixed", 0.0), mem=c.get("mem", 0.0), compute=c.get("compute", 0.0),
-                   combine="sum", kind=kind, points=pts)
+                   per_token_ms=c.get("per_token", 0.0), per_request_ms=c.get("per_request", 0.0), combine="sum",
+                   kind=kind, points=pts)
 
 
 def calibrate(base: CostModel, points: Sequence[Point]) -> CostModel:

@@ -27,11 +27,11 @@ from eaglekit.core.serving.costmodel import MAX_BATCH, MAX_MS, MIN_MS, CostModel
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.plan import Acceptance
 
-__all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
+__all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "check_number", "csv_rows", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
            "parse_numbers", "parse_sglang_bench"]
 
 
-def _rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     """Rows of a small CSV whose header names exactly ``columns``, in any order (blank and # lines skipped)."""
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
@@ -58,15 +58,44 @@ def _whole(value: str, what: str, name: str) -> int:
     return n
 
 
-def _ms(value: str, what: str) -> float:
+def check_number(value: Any, what: str, name: str, low: float, high: float, *, whole: bool,
+            empty: float | None = None) -> float:
+    """``value`` (a JSON number or CSV text) checked as a whole number or a finite number in ``[low, high]``;
+    ``empty`` stands for a blank. Text longer than any real figure is refused before it is converted."""
+    kind = "a whole number" if whole else "a number"
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if empty is not None:
+            return empty
+        raise InputError(f"{what}: {name} is empty; give {kind} from {low:g} to {high:g}")
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > (12 if whole else 40):
+            raise InputError(f"{what}: {name} {text[:20]!r}... is not {kind} from {low:g} to {high:g}")
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise InputError(f"{what}: {name} must be {kind}, got {text!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{what}: {name} must be {kind}, got {value!r}")
     try:
         x = float(value)
-    except ValueError:
-        raise InputError(f"{what}: ms must be a number, got {value!r}") from None
+    except OverflowError:
+        raise InputError(f"{what}: {name} {str(value)[:20]}... is not {kind} from {low:g} to {high:g}") from None
     if not math.isfinite(x):
-        raise InputError(f"{what}: ms must be finite, got {value!r}")
-    if x < 0:
-        raise InputError(f"{what}: time {x:g} ms is negative; times are milliseconds per forward, above 0")
+        raise InputError(f"{what}: {name} must be a finite number, got {value!r}")
+    if whole and not x.is_integer():
+        raise InputError(f"{what}: {name} must be a whole number, got {value!r}")
+    if x < 0 and low >= 0:
+        raise InputError(f"{what}: {name} {x:g} is negative")
+    if not low <= x <= high:
+        unit = ("" if whole else "; check the units (output tokens per second over the whole batch; accept length in "
+                "tokens per cycle, bonus included)")
+        raise InputError(f"{what}: {name} {x:g} is outside {low:g}..{high:g}{unit}")
+    return x
+
+
+def _ms(value: str, what: str) -> float:
+    x = check_number(value, what, "ms", 0.0, 1e9, whole=False)
     if x == 0:
         raise InputError(f"{what}: time 0 ms: a forward takes some time; check the measurement")
     if not MIN_MS <= x <= MAX_MS:
@@ -75,14 +104,15 @@ def _ms(value: str, what: str) -> float:
     return x
 
 
-def parse_costs(text: str, *, what: str = "COSTS.csv") -> tuple[Point, ...]:
-    """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify)."""
+def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) -> tuple[Point, ...]:
+    """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify) unless
+    ``need_two`` is off (measured runs give the decode steps)."""
     sums: dict[tuple[int, int], list[float]] = {}
-    for i, row in _rows(text, what, ("batch", "tokens", "ms")):
+    for i, row in csv_rows(text, what, ("batch", "tokens", "ms")):
         where = f"{what} row {i}"
         key = (_whole(row["batch"], where, "batch"), _whole(row["tokens"], where, "tokens"))
         sums.setdefault(key, []).append(_ms(row["ms"], where))
-    if len(sums) < 2:
+    if len(sums) < (2 if need_two else 1):
         raise InputError(f"{what} has {len(sums)} distinct row: the plan needs at least two (batch, tokens) "
                          "measurements, e.g. a decode step (tokens 1) and a verify (tokens k + 1) at batch 1")
     return tuple(Point(b, n, sum(v) / len(v)) for (b, n), v in sorted(sums.items()))
@@ -171,7 +201,7 @@ class DraftEstimate:
 def parse_draft_costs(text: str, *, what: str = "DRAFT.csv") -> DraftTable:
     """Draft steps from ``batch,ms`` text, with a non-negative straight-line fit when there are two or more."""
     sums: dict[int, list[float]] = {}
-    for i, row in _rows(text, what, ("batch", "ms")):
+    for i, row in csv_rows(text, what, ("batch", "ms")):
         where = f"{what} row {i}"
         sums.setdefault(_whole(row["batch"], where, "batch"), []).append(_ms(row["ms"], where))
     measured = {b: sum(v) / len(v) for b, v in sorted(sums.items())}
@@ -208,6 +238,13 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
     if not isinstance(data, Mapping):
         raise InputError(f"{what}: expected the JSON object `eaglekit acceptance --json` prints")
     steps = data.get("per_step_acceptance")
+    by_steps = data.get("accept_length_by_steps")
+    lengths: tuple[tuple[int, float], ...] = ()
+    if isinstance(by_steps, list) and by_steps:
+        for L in by_steps:
+            if isinstance(L, bool) or not isinstance(L, (int, float)) or not math.isfinite(L) or L < 1:
+                raise InputError(f"{what}: accept_length_by_steps holds {L!r}, not an accept length (a number >= 1)")
+        lengths = tuple((k, float(L)) for k, L in enumerate(by_steps, 1))
     if isinstance(steps, list) and steps:
         values = []
         for c in steps:
@@ -216,18 +253,54 @@ def acceptance_from_json(data: Any, *, what: str = "acceptance result") -> Accep
             values.append(c)
         if not values:
             raise InputError(f"{what}: no step was ever reached (per_step_acceptance is all null): nothing to plan")
-        return Acceptance(tuple(values), f"{what} (measured at K = {data.get('steps', len(steps))})")
-    by_steps = data.get("accept_length_by_steps")
-    if isinstance(by_steps, list) and by_steps:
+        K = data.get("steps", len(steps))
+        source = f"{what} (measured at K = {K})"
+        if lengths:
+            from eaglekit.core.serving.plan import accept_length
+
+            k = min(len(values), len(lengths))
+            from_steps, simulated = accept_length(values, k), lengths[k - 1][1]
+            gap = from_steps / simulated - 1
+            source += (f"; basis: accept length at each k from its cycle-by-cycle simulation (what an engine logs: "
+                       f"1 + accepted / drafts), {simulated:.3f} at k = {k}; the per-step acceptances, counted over "
+                       f"every position, give {from_steps:.3f} there ({gap:+.1%}"
+                       + ("" if abs(gap) < 0.02 else
+                          ": positions inside a cycle are not cycle starts, so the two bases differ")
+                       + "); steps past the simulated ones follow the per-step profile")
+        else:
+            source += "; basis: per-step acceptance over every position"
+        source += _vllm_basis(data.get("vllm_per_position_acceptance"), lengths)
+        return Acceptance(tuple(values), source, lengths)
+    if lengths:
         prev, rates = 1.0, []
-        for L in by_steps:
-            if isinstance(L, bool) or not isinstance(L, (int, float)):
-                raise InputError(f"{what}: accept_length_by_steps holds {L!r}, not a number")
+        for _, L in lengths:
             rates.append(L - prev)
             prev = L
-        return Acceptance.from_positions(rates, source=what)
+        acc = Acceptance.from_positions(rates, source=f"{what}; basis: accept length at each k (cycle by cycle)")
+        return Acceptance(acc.per_step, acc.source, lengths[:len(acc.per_step)])
     raise InputError(f"{what}: it has neither per_step_acceptance nor accept_length_by_steps; is it the output of "
                      "`eaglekit acceptance --json`?")
+
+
+def _vllm_basis(rates: Any, lengths: tuple[tuple[int, float], ...]) -> str:
+    """How the result's vLLM per-position rates (what ``--per-position`` takes from the same run: accepted at
+    position i / drafts at the result's K) compare with the simulated accept length at each k."""
+    if isinstance(rates, Mapping):
+        rates = rates.get("value")
+    if not lengths or not isinstance(rates, list) or not rates:
+        return ""
+    if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and math.isfinite(r) for r in rates):
+        return ""
+    gaps, total = [], 1.0
+    for (k, L), r in zip(lengths, rates):
+        total += r
+        gaps.append((k, total / L - 1))
+    k, worst = max(gaps, key=lambda g: abs(g[1]))
+    if abs(worst) < 0.02:
+        return "; its vLLM per-position rates (--per-position) give the same accept lengths within 2%"
+    return (f"; its vLLM per-position rates (--per-position) give {worst:+.1%} at k = {k}: they count positions of "
+            f"cycles drafting {lengths[-1][0]} tokens, so at fewer steps they leave out the cycles that would restart "
+            "earlier; the plan uses the simulation at each k")
 
 
 _VLLM = re.compile(r"Per-position acceptance rate:[ \t]*([0-9.eE+\-, \t]+)")  # one line: a timestamp may follow

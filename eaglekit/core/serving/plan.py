@@ -27,9 +27,10 @@ from typing import Any
 
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, text_table
+from eaglekit.core.uncertainty import Interval, verdict
 
-__all__ = ["STEPS_HEADERS", "Acceptance", "BatchPlan", "Cost", "PlanTable", "StepOption", "accept_length",
-           "best_steps", "check_batches", "expand_schedule", "parse_schedule", "plan_batches", "schedule_dict",
+__all__ = ["STEPS_HEADERS", "TIE", "Acceptance", "BatchPlan", "Cost", "PlanTable", "StepOption", "accept_length",
+           "best_steps", "constant_acceptance", "overlaps", "check_batches", "expand_schedule", "parse_schedule", "plan_batches", "schedule_dict",
            "schedule_from_steps", "steps_rows", "stops_paying_at"]
 
 MAX_PLAN_STEPS = 16
@@ -41,6 +42,8 @@ class Acceptance:
 
     per_step: tuple[float, ...]
     source: str = "typed in"
+    #: accept lengths measured directly at some k (runs, an engine's log): used there instead of the profile
+    lengths: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.per_step:
@@ -68,14 +71,40 @@ class Acceptance:
 
     @property
     def measured_steps(self) -> int:
-        return len(self.per_step)
+        return max(len(self.per_step), max((k for k, _ in self.lengths), default=0))
 
     def at(self, k: int) -> float:
-        """Accept length at ``k`` steps (bonus included)."""
+        """Accept length at ``k`` steps (bonus included): measured where :attr:`lengths` holds k, else from the
+        per-step profile."""
+        for j, L in self.lengths:
+            if j == k:
+                return L
         return accept_length(self.per_step, k)
 
     def extrapolated(self, k: int) -> bool:
-        return k > len(self.per_step)
+        return k > self.measured_steps
+
+
+def constant_acceptance(length: float, steps: int, *, source: str = "") -> Acceptance:
+    """The constant per-step acceptance c with ``1 + c + ... + c^steps = length`` (what one accept length at k
+    steps, SGLang's logged "accept len", allows), labelled as such."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_PLAN_STEPS:
+        raise InputError(f"--steps must be a whole number from 1 to {MAX_PLAN_STEPS}, got {steps!r}")
+    if (isinstance(length, bool) or not isinstance(length, (int, float)) or not math.isfinite(length)
+            or not 1 <= length <= steps + 1):
+        raise InputError(f"accept length {length!r} at {steps} steps must be a number from 1 to {steps + 1} (tokens "
+                         "per cycle, bonus included)")
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if accept_length((mid,), steps) < length:
+            lo = mid
+        else:
+            hi = mid
+    c = (lo + hi) / 2
+    what = source or f"accept length {length:g} at {steps} steps"
+    return Acceptance((c,) * steps, f"{what}: a constant per-step acceptance {c:.3f} (one accept length cannot say "
+                                    "how acceptance falls with depth)", ((steps, float(length)),))
 
 
 def accept_length(per_step: Sequence[float], k: int) -> float:
@@ -109,13 +138,37 @@ class StepOption:
     tokens_per_s: float
     speedup: float
     extrapolated: bool  # accept length uses acceptance past the measured steps
+    tokens_per_s_interval: Interval | None = None
+    speedup_interval: Interval | None = None
+    measured: bool = False  # a measured run gave this (batch, configuration)
+    overhead_ms: float = 0.0
+    topk: int = 1
+    draft_tokens: int = 0  # 0: a chain, steps + 1
+
+    @property
+    def tps(self) -> Interval:
+        return self.tokens_per_s_interval or Interval(self.tokens_per_s)
+
+    @property
+    def gain(self) -> Interval:
+        return self.speedup_interval or Interval(self.speedup)
+
+    @property
+    def verified_tokens(self) -> int:
+        return self.draft_tokens or self.steps + 1
+
+    def label(self) -> str:
+        if self.topk <= 1:
+            return f"k = {self.steps}"
+        return f"steps {self.steps} topk {self.topk} draft tokens {self.verified_tokens}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"steps": self.steps, "accept_length": self.accept_length, "verify_ms": self.verify.ms,
+        return {"steps": self.steps, "topk": self.topk, "draft_tokens": self.verified_tokens if self.steps else 0,
+                "accept_length": self.accept_length, "verify_ms": self.verify.ms,
                 "verify_measured": self.verify.measured, "draft_ms": self.draft.ms,
-                "draft_measured": self.draft.measured, "cycle_ms": self.cycle_ms,
-                "tokens_per_s": self.tokens_per_s, "per_request_tokens_per_s": self.per_request_tokens_per_s,
-                "speedup": self.speedup, "extrapolated": self.extrapolated}
+                "draft_measured": self.draft.measured, "overhead_ms": self.overhead_ms, "cycle_ms": self.cycle_ms,
+                **self.tps.fields("tokens_per_s"), "per_request_tokens_per_s": self.per_request_tokens_per_s,
+                **self.gain.fields("speedup"), "measured": self.measured, "extrapolated": self.extrapolated}
 
 
 @dataclass(frozen=True)
@@ -123,27 +176,73 @@ class BatchPlan:
     """Every k at one batch size, and the best."""
 
     batch: int
-    options: tuple[StepOption, ...]  # k = 0 .. max steps
+    options: tuple[StepOption, ...]  # k = 0 .. max steps (chains)
+    trees: tuple[StepOption, ...] = ()  # tree configurations priced at this batch size
+    fits: bool = True  # weights, KV cache and drafter fit in the GPUs' memory
+    memory_gb: float | None = None  # what this batch size needs per GPU
+    choice: int | None = None  # the chain k the schedule takes (None: the best by throughput)
+
+    @property
+    def best_chain(self) -> StepOption:
+        k = self.choice if self.choice is not None else best_steps([o.tokens_per_s for o in self.options])
+        return self.options[k]
 
     @property
     def best(self) -> StepOption:
-        return self.options[best_steps([o.tokens_per_s for o in self.options])]
+        """The best option: the chain the schedule takes, or a tree that beats it by more than :data:`TIE`."""
+        b = self.best_chain
+        for t in self.trees:
+            if t.tokens_per_s > b.tokens_per_s * (1 + TIE):
+                b = t
+        return b
+
+    @property
+    def overlapping(self) -> tuple[int, ...]:
+        """Chain k other than the best whose speedup interval (against no speculation at this batch size, so the
+        target forward's error they share cancels) overlaps the best's; k = 0 when the best's reaches 1."""
+        b = self.best
+        return tuple(o.steps for o in self.options if o is not b and overlaps(o, b))
+
+    @property
+    def verdict(self) -> str:
+        """GO / NO-GO / TOO CLOSE TO CALL for speculation at this batch size (the best option's speedup
+        interval against 1)."""
+        b = self.best
+        if b.steps == 0:
+            spec = max(self.options[1:], key=lambda o: o.tokens_per_s, default=None)
+            return "NO-GO" if spec is None else verdict(spec.gain, 1.0)
+        return verdict(b.gain, 1.0)
 
     def to_json(self) -> dict[str, Any]:
+        if not self.fits:
+            return {"batch": self.batch, "fits": False, "memory_gb_per_gpu": self.memory_gb, "best_steps": None,
+                    "steps": [o.to_json() for o in self.options], "trees": [t.to_json() for t in self.trees]}
         b = self.best
-        return {"batch": self.batch, "best_steps": b.steps, "accept_length": b.accept_length, "cycle_ms": b.cycle_ms,
-                "tokens_per_s": b.tokens_per_s, "per_request_tokens_per_s": b.per_request_tokens_per_s,
-                "speedup": b.speedup, "fitted": not (b.verify.measured and (b.draft.measured or b.draft.ms == 0)),
-                "extrapolated": b.extrapolated, "steps": [o.to_json() for o in self.options]}
+        return {"batch": self.batch, "fits": True, "memory_gb_per_gpu": self.memory_gb, "best_steps": b.steps,
+                "best_topk": b.topk, "best_draft_tokens": b.verified_tokens if b.steps else 0,
+                "accept_length": b.accept_length, "cycle_ms": b.cycle_ms,
+                **b.tps.fields("tokens_per_s"), "per_request_tokens_per_s": b.per_request_tokens_per_s,
+                **b.gain.fields("speedup"), "verdict": self.verdict, "overlapping_steps": list(self.overlapping),
+                "fitted": not (b.measured or (b.verify.measured and (b.draft.measured or b.draft.ms == 0))),
+                "extrapolated": b.extrapolated, "steps": [o.to_json() for o in self.options],
+                "trees": [t.to_json() for t in self.trees]}
 
 
-def best_steps(tokens_per_s: Sequence[float]) -> int:
-    """Index of the highest throughput; ties go to the fewer steps."""
-    best = 0
-    for k, t in enumerate(tokens_per_s):
-        if t > tokens_per_s[best] * (1 + 1e-12):
-            best = k
-    return best
+def overlaps(a: StepOption, b: StepOption) -> bool:
+    """Whether two options' speedup intervals overlap (k = 0's is exactly 1)."""
+    a_lo, a_hi = (1.0, 1.0) if a.steps == 0 else (a.gain.low or a.speedup, a.gain.high or a.speedup)
+    b_lo, b_hi = (1.0, 1.0) if b.steps == 0 else (b.gain.low or b.speedup, b.gain.high or b.speedup)
+    return a_hi >= b_lo and b_hi >= a_lo
+
+
+#: Throughputs within this fraction of the best are ties, and ties go to fewer steps.
+TIE = 0.01
+
+
+def best_steps(tokens_per_s: Sequence[float], *, tie: float = TIE) -> int:
+    """Index of the highest throughput; an option within ``tie`` (relative) of it with fewer steps wins."""
+    top = max(range(len(tokens_per_s)), key=lambda k: (tokens_per_s[k], -k))
+    return next(k for k in range(top + 1) if tokens_per_s[k] >= tokens_per_s[top] * (1 - tie))
 
 
 TargetCost = Callable[[int, int], Cost]
@@ -151,8 +250,10 @@ DraftCost = Callable[[int], Cost]
 
 
 def plan_batches(batches: Sequence[int], acceptance: Acceptance, target: TargetCost, draft: DraftCost | None, *,
-                 max_steps: int = 8) -> tuple[BatchPlan, ...]:
-    """The plan for each batch size: k = 0 .. ``max_steps`` (see the module docstring for the definitions)."""
+                 max_steps: int = 8, overhead_ms: float = 0.0) -> tuple[BatchPlan, ...]:
+    """The plan for each batch size: k = 0 .. ``max_steps`` (see the module docstring for the definitions), point
+    values only (the widget's twin; :func:`eaglekit.core.serving.grid.price_grid` adds the intervals);
+    ``overhead_ms`` per speculative cycle."""
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 0 <= max_steps <= MAX_PLAN_STEPS:
         raise InputError(f"max steps must be a whole number from 0 to {MAX_PLAN_STEPS}, got {max_steps!r}")
     check_batches(batches)
@@ -164,7 +265,7 @@ def plan_batches(batches: Sequence[int], acceptance: Acceptance, target: TargetC
         for k in range(max_steps + 1):
             v = target(b, k + 1)
             L = acceptance.at(k)
-            cycle = v.ms + k * d.ms
+            cycle = v.ms + k * d.ms + (overhead_ms if k else 0.0)
             if not (math.isfinite(cycle) and cycle > 0):
                 raise InputError(f"batch {b}, k = {k}: the cycle (verify {v.ms:g} ms + {k} draft steps of {d.ms:g} ms) "
                                  "is not a positive finite time; check the costs")
@@ -173,7 +274,7 @@ def plan_batches(batches: Sequence[int], acceptance: Acceptance, target: TargetC
             if k == 0:
                 base = total
             options.append(StepOption(b, k, L, v, d if k else Cost(0.0, True), cycle, per_request, total,
-                                      total / base, acceptance.extrapolated(k)))
+                                      total / base, acceptance.extrapolated(k), overhead_ms=overhead_ms if k else 0.0))
         out.append(BatchPlan(b, tuple(options)))
     return tuple(out)
 
@@ -196,8 +297,8 @@ def check_batches(batches: Sequence[int]) -> None:
 
 
 def stops_paying_at(plans: Sequence[BatchPlan]) -> int | None:
-    """The smallest planned batch size whose best k is 0, or None."""
-    return next((p.batch for p in plans if p.best.steps == 0), None)
+    """The smallest planned batch size (of those that fit in memory) whose best k is 0, or None."""
+    return next((p.batch for p in plans if p.fits and p.best.steps == 0), None)
 
 
 # -- the schedule ---------------------------------------------------------------------------------
@@ -288,23 +389,30 @@ class PlanTable:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def headers(self) -> list[str]:
-        return ["batch", "best k", "accept length", "cycle ms", "tok/s (all)", "tok/s per request", "speedup"]
+        return ["batch", "best k", "accept length", "cycle ms", "tok/s (all, 95%)", "speedup (95%)", "verdict",
+                "also within"]
 
     def rows(self) -> list[list[str]]:
         out = []
         for p in self.plans:
+            if not p.fits:
+                need = "" if p.memory_gb is None else f"{p.memory_gb:.0f} GB per GPU"
+                out.append([str(p.batch), "-", "-", "-", f"does not fit ({need})", "-", "-", "-"])
+                continue
             b = p.best
-            mark = "" if b.verify.measured and (b.draft.measured or b.draft.ms == 0) else " *"
+            mark = "" if b.measured else " *"
             ext = " ^" if b.extrapolated else ""
-            out.append([str(p.batch), f"{b.steps}{ext}", f"{b.accept_length:.2f}", f"{b.cycle_ms:.1f}{mark}",
-                        f"{b.tokens_per_s:.0f}", f"{b.per_request_tokens_per_s:.1f}", f"{b.speedup:.2f}x"])
+            k = str(b.steps) if b.topk <= 1 else f"{b.steps}/{b.topk}/{b.verified_tokens}"
+            also = ", ".join(str(k) for k in p.overlapping) or "-"
+            out.append([str(p.batch), f"{k}{ext}", f"{b.accept_length:.2f}", f"{b.cycle_ms:.1f}{mark}",
+                        b.tps.text(0), b.gain.text(2), p.verdict, also])
         return out
 
     def text(self, title: str) -> str:
-        return text_table(self.headers(), self.rows(), align=["right"] * 7, title=title)
+        return text_table(self.headers(), self.rows(), align=["right"] * 8, title=title)
 
     def html(self, caption: str) -> str:
-        return html_table(self.headers(), self.rows(), align=["right"] * 7, caption=caption)
+        return html_table(self.headers(), self.rows(), align=["right"] * 8, caption=caption)
 
 
 def steps_rows(plan: BatchPlan) -> list[list[str]]:
@@ -314,9 +422,9 @@ def steps_rows(plan: BatchPlan) -> list[list[str]]:
         rows.append([str(o.steps) + (" ^" if o.extrapolated else ""), f"{o.accept_length:.2f}",
                      f"{o.verify.ms:.2f}" + ("" if o.verify.measured else " *"),
                      f"{o.draft.ms:.2f}" + ("" if o.draft.measured or o.draft.ms == 0 else " *"),
-                     f"{o.cycle_ms:.1f}", f"{o.tokens_per_s:.1f}", f"{o.speedup:.2f}x"])
+                     f"{o.cycle_ms:.1f}" + ("" if o.measured else " *"), o.tps.text(1), o.gain.text(2)])
     return rows
 
 
-STEPS_HEADERS = ["k", "accept length", "target ms", "draft ms", "cycle ms", "tok/s (all)", "speedup"]
+STEPS_HEADERS = ["k", "accept length", "target ms", "draft ms", "cycle ms", "tok/s (all, 95%)", "speedup (95%)"]
 

@@ -2,7 +2,7 @@
 models' own config.json files give them (moonshotai/Kimi-K2-Instruct: FP8 e4m3 weights in 128 x 128 blocks;
 moonshotai/Kimi-K2.5: the same kimi_k2 language model under ``text_config``, compressed-tensors INT4
 experts in groups of 32 with attention, shared experts and lm_head left in bf16; Llama-3.1-8B for a dense
-target)."""
+target; Qwen/Qwen3-30B-A3B for a mixture of experts without shared experts)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from eaglekit.core.errors import InputError
 
-__all__ = ["DENSE_LLAMA_8B", "KIMI_K2_FP8", "KIMI_K2_TEXT", "KIMI_K25_INT4", "PUBLISHED", "published"]
+__all__ = ["DENSE_LLAMA_8B", "KIMI_K2_FP8", "KIMI_K2_TEXT", "KIMI_K25_INT4", "PUBLISHED", "QWEN3_30B_A3B", "published"]
 
 KIMI_K2_TEXT: dict[str, Any] = {
     "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168,
@@ -39,11 +39,19 @@ DENSE_LLAMA_8B: dict[str, Any] = {
     "torch_dtype": "bfloat16",
 }
 
+QWEN3_30B_A3B: dict[str, Any] = {
+    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+    "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+    "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "vocab_size": 151936, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
 #: Short names for the configs above: name -> (label, config).
 PUBLISHED: dict[str, tuple[str, dict[str, Any]]] = {
     "kimi-k25-int4": ("K2.5, INT4 experts", KIMI_K25_INT4),
     "kimi-k2-fp8": ("K2, FP8", KIMI_K2_FP8),
     "llama-3.1-8b": ("Llama-3.1-8B, bf16", DENSE_LLAMA_8B),
+    "qwen3-30b-a3b": ("Qwen3-30B-A3B, bf16", QWEN3_30B_A3B),
 }
 
 

@@ -103,9 +103,11 @@ class Coverage:
     """The draft vocabulary's coverage of the target's tokens on some traffic, and the recommended map.
 
     ``coverage``: share of target tokens the current map contains; ``by_position[i]``: the same at output
-    position i; ``recommended_*``: SpecForge's top-N rule on this traffic; ``rows_changed``: lm_head rows
-    whose target token differs between the maps; ``tokens_added``: target ids the recommended map has and
-    the current lacks (their lm_head rows come from the target's lm_head in ``eaglekit export --vocab-map``)."""
+    position i; ``recommended_*``: SpecForge's top-N rule on this traffic, measured on the same traffic it was
+    chosen from (in-sample: an upper bound for new traffic); ``rows_changed``: lm_head rows that take a token
+    the current map lacks (one per token in, ``tokens_added``: their rows come from the target's lm_head in
+    ``eaglekit export --vocab-map``); ``rows_shifted``: rows that keep a token the current map has, at
+    another row (a map is sorted by target id, so one token in or out moves the rows after it)."""
 
     drafter: str
     traffic: str
@@ -124,6 +126,7 @@ class Coverage:
     recommended_t2d: np.ndarray = field(repr=False, compare=False)
     steps: int = 5
     notes: tuple[str, ...] = field(default_factory=tuple)
+    rows_shifted: int = 0
 
     @property
     def acceptance_cap(self) -> float | None:
@@ -138,33 +141,41 @@ class Coverage:
         c, k = self.coverage, self.steps
         bound = (1 - c ** (k + 1)) / (1 - c) if c < 1 else k + 1
         return (f"coverage {c:.1%} caps per-step acceptance: at most {c:.1%} of step-1 drafts can be accepted; "
-                f"were misses independent, the accept length at K = {k} could not exceed {bound:.2f}")
+                f"were misses independent, the accept length with K = {k} draft steps per cycle could not exceed "
+                f"{bound:.2f}")
 
     @property
     def summary(self) -> str:
         if self.coverage is None or self.recommended_coverage is None:
             return f"draft vocabulary coverage on {self.traffic}: no tokens"
         return (f"draft vocabulary covers {self.coverage:.1%} of {self.tokens:,} target tokens on {self.traffic}; "
-                f"the recommended map would cover {self.recommended_coverage:.1%} ({self.rows_changed} rows change)")
+                f"the recommended map, chosen from this same traffic, would cover {self.recommended_coverage:.1%} of it "
+                f"(in-sample; {self.rows_changed} rows take a new token)")
 
     def to_json(self) -> dict[str, Any]:
         return {"drafter": self.drafter, "traffic": self.traffic, "draft_vocab_size": self.draft_vocab_size,
                 "vocab_size": self.vocab_size, "tokens": self.tokens, "coverage": self.coverage,
                 "coverage_by_position": list(self.by_position), "recommended_coverage": self.recommended_coverage,
                 "recommended_coverage_by_position": list(self.recommended_by_position),
-                "rows_changed": self.rows_changed, "tokens_added": list(self.tokens_added),
+                "recommended_coverage_in_sample": True,
+                "rows_changed": self.rows_changed, "rows_shifted": self.rows_shifted,
+                "tokens_added": list(self.tokens_added),
                 "tokens_dropped": list(self.tokens_dropped),
                 "top_missing": [{"id": i, "count": n} for i, n in self.top_missing],
-                "acceptance_cap": self.acceptance_cap, "note": self.cap_sentence, "notes": list(self.notes)}
+                "acceptance_cap": self.acceptance_cap, "steps": self.steps, "note": self.cap_sentence,
+                "notes": list(self.notes)}
 
     def _pairs(self) -> list[tuple[str, Any]]:
         pct = lambda x: "-" if x is None else f"{x:.1%}"
         return [("drafter", self.drafter), ("traffic", f"{self.traffic} ({self.tokens:,} target tokens)"),
                 ("draft vocabulary", f"{self.draft_vocab_size:,} of {self.vocab_size:,} target tokens"),
                 ("coverage (current map)", pct(self.coverage)),
-                ("coverage (recommended map)", pct(self.recommended_coverage)),
-                ("rows that change", f"{self.rows_changed} of {self.draft_vocab_size} "
-                                     f"({len(self.tokens_added)} tokens in, {len(self.tokens_dropped)} out)"),
+                ("coverage (recommended map)", f"{pct(self.recommended_coverage)} in-sample (the map is chosen from "
+                                               "this traffic; expect less on new traffic)"),
+                ("rows that take a new token", f"{self.rows_changed} of {self.draft_vocab_size} "
+                                               f"({len(self.tokens_added)} tokens in, {len(self.tokens_dropped)} out)"),
+                ("rows only shifted", f"{self.rows_shifted} of {self.draft_vocab_size} (same token, another row: "
+                                      "the map is sorted by target id)"),
                 ("most frequent missing ids", ", ".join(f"{i} ({n}x)" for i, n in self.top_missing[:10]) or "-"),
                 ("cap", self.cap_sentence), *(("note", n) for n in self.notes)]
 
@@ -184,6 +195,12 @@ class Coverage:
                              align=["right"] * 3) + "</div>")
 
 
+def check_steps(steps: object) -> None:
+    """Draft steps per cycle: a positive integer (the cap on the accept length assumes that many)."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise InputError(f"steps must be a positive integer (draft steps per cycle), got {steps!r}.")
+
+
 def coverage(d2t, sequences: Sequence[np.ndarray], *, vocab_size: int, drafter: str = "drafter",
              traffic: str = "traffic", steps: int = 5, notes: Sequence[str] = ()) -> Coverage:
     """The current map's coverage of ``sequences`` (target output tokens, one array per prompt) against the
@@ -196,10 +213,12 @@ def coverage(d2t, sequences: Sequence[np.ndarray], *, vocab_size: int, drafter: 
     cur, rec = set(target_ids(d2t).tolist()), set(target_ids(rec_d2t).tolist())
     counts = token_counts(sequences, vocab_size)
     missing = [i for i in np.argsort(-counts, kind="stable") if counts[i] and int(i) not in cur]
-    cmp = compare_vocab_maps(d2t, rec_d2t)
+    check_steps(steps)
+    moved = compare_vocab_maps(d2t, rec_d2t).rows_remapped          # rows whose target id differs
+    added = tuple(sorted(rec - cur))
     return Coverage(drafter=drafter, traffic=traffic, draft_vocab_size=n, vocab_size=vocab_size, tokens=total,
                     coverage=cov, by_position=by_pos, recommended_coverage=rcov, recommended_by_position=rby_pos,
-                    rows_changed=cmp.rows_remapped, tokens_added=tuple(sorted(rec - cur)),
-                    tokens_dropped=tuple(sorted(cur - rec)),
+                    rows_changed=len(added), tokens_added=added, tokens_dropped=tuple(sorted(cur - rec)),
                     top_missing=tuple((int(i), int(counts[i])) for i in missing[:20]),
-                    recommended_d2t=rec_d2t, recommended_t2d=rec_t2d, steps=steps, notes=tuple(notes))
+                    recommended_d2t=rec_d2t, recommended_t2d=rec_t2d, steps=steps, notes=tuple(notes),
+                    rows_shifted=moved - len(added))

@@ -3,8 +3,9 @@
 Pure: two :class:`~eaglekit.core.tokens.tokenizer_files.TokenizerFiles` in, a :class:`TokenizerDiff` out.
 A drafter's draft vocabulary (d2t) and its training data are token ids of ONE tokenizer: a changed id,
 a changed special token or a changed chat template moves what the drafter sees at serving time without
-changing a single tensor shape (docs/tokens.md). Vocabularies of different sizes are not versions of one
-tokenizer: :func:`diff_tokenizers` refuses them with one line.
+changing a single tensor shape (docs/tokens.md). A new version that appends ids (``<think>``, ``</think>``)
+is diffed like any other: the appended ids, every changed old id, how many old ids keep their token, and
+what that means for a drafter's d2t/t2d and embedding rows (:attr:`TokenizerDiff.drafter_impact`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from eaglekit.core.errors import VocabMapError
 from eaglekit.core.redact import visible
 from eaglekit.core.render import kv_html, kv_text
 from eaglekit.core.tokens.textdiff import unified_lines
@@ -55,6 +55,13 @@ class TokenizerDiff:
     template_diff: dict[str, tuple[str, ...]]
     remote_code: tuple[str | None, str | None]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: How many ids each side's files name (a grown vocabulary: B's is larger).
+    vocab_sizes: tuple[int, int] = (0, 0)
+    #: Ids only B names (a new version's appended tokens) and ids only A names (dropped in B).
+    appended: tuple[TokenChange, ...] = ()
+    dropped: tuple[TokenChange, ...] = ()
+    #: Ids both name that hold the same token in both (they keep their meaning).
+    kept_count: int = 0
 
     @property
     def same(self) -> bool:
@@ -69,10 +76,18 @@ class TokenizerDiff:
     def differences(self) -> tuple[str, ...]:
         """One line per difference, each naming what changed (the tokens, the template lines)."""
         out = []
-        if not self.vocab_equal:
+        if not self.vocab_equal and self.changed_count:
             shown = ", ".join(str(c) for c in self.changed_ids[:SHOWN_IDS])
             more = f" (+{self.changed_count - SHOWN_IDS} more)" if self.changed_count > SHOWN_IDS else ""
-            out.append(f"vocabulary: {self.changed_count} of {self.vocab_size:,} ids hold other tokens: {shown}{more}")
+            out.append(f"vocabulary: {self.changed_count} of {self.kept_count + self.changed_count:,} ids hold other "
+                       f"tokens: {shown}{more}")
+        for ids, verb in ((self.appended, "appends"), (self.dropped, "drops")):
+            if ids:
+                toks = ", ".join(f"{c.id} {_tok(c.b if verb == 'appends' else c.a)}" for c in ids[:SHOWN_IDS])
+                more = f" (+{len(ids) - SHOWN_IDS} more)" if len(ids) > SHOWN_IDS else ""
+                out.append(f"vocabulary: B {verb} {_count(len(ids), 'id')} ({_span(ids)}): {toks}{more}")
+        if not self.vocab_equal and not (self.changed_count or self.appended or self.dropped):
+            out.append("vocabulary: the files differ (compared by their hash: one side has no readable vocabulary)")
         for key, (x, y) in self.special.items():
             out.append(f"{key}: {_tok(x)} -> {_tok(y)}")
         if self.added_only_a:
@@ -94,7 +109,35 @@ class TokenizerDiff:
     def summary(self) -> str:
         if self.same:
             return f"tokenizers and chat templates are the same ({self.vocab_size:,} tokens)"
-        return f"tokenizers differ in {len(self.differences)} ways"
+        return f"tokenizers differ in {_count(len(self.differences), 'way')}"
+
+    @property
+    def drafter_impact(self) -> tuple[str, ...]:
+        """What the vocabulary's difference means for a drafter trained on A's ids: its d2t (draft id ->
+        target id offsets), its t2d (one flag per target id) and the embedding rows."""
+        if self.vocab_equal or not (self.vocab_sizes[0] and self.vocab_sizes[1]):
+            return ()
+        na, nb = self.vocab_sizes
+        out = []
+        moved = self.changed_count + len(self.dropped)
+        kept = f"{self.kept_count:,} of A's {na:,} ids keep their token in B"
+        if not moved:
+            out.append(f"{kept}: every old id keeps its meaning, so a drafter's d2t (draft id -> target id offsets) "
+                       "still holds")
+        else:
+            out.append(f"{kept}; {_count(moved, 'id')} changed or dropped: a d2t entry that lands on one of them drafts "
+                       "another token now (check the drafter's map: eaglekit check DRAFTER --target B)")
+        if self.appended:
+            n = len(self.appended)
+            out.append(f"t2d has one entry per target id: grow it from {na:,} to {nb:,}, the {_count(n, 'appended id')} "
+                       "False (not in the draft vocabulary: the drafter never proposes them, the target still may)")
+            out.append(f"a target whose embedding grew with the vocabulary has {_count(n, 'row')} appended "
+                       f"({_span(self.appended)}) and the old rows where they were; a drafter that saves embed_tokens "
+                       f"needs the same {_count(n, 'row')} appended (B's), its lm_head over the draft vocabulary is unchanged")
+        if self.dropped:
+            out.append(f"t2d shrinks from {na:,} to {nb:,} entries: cut it; a d2t offset landing on "
+                       f"{_span(self.dropped)} points past B's vocabulary")
+        return tuple(out)
 
     def to_json(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "same": self.same, "vocab_size": self.vocab_size,
@@ -107,15 +150,28 @@ class TokenizerDiff:
                 "special_flag_changed": list(self.special_flag_changed),
                 "chat_template_diff": {k: list(v) for k, v in self.template_diff.items()},
                 "remote_code": {"a": self.remote_code[0], "b": self.remote_code[1]},
+                "vocab_sizes": list(self.vocab_sizes), "kept_count": self.kept_count,
+                "appended": [{"id": c.id, "content": c.b} for c in self.appended],
+                "dropped": [{"id": c.id, "content": c.a} for c in self.dropped],
+                "drafter_impact": list(self.drafter_impact),
                 "differences": list(self.differences), "notes": list(self.notes)}
 
     def _pairs(self) -> list[tuple[str, Any]]:
-        pairs: list[tuple[str, Any]] = [("A", visible(self.a, newlines=False)), ("B", visible(self.b, newlines=False)), ("vocabulary", f"{self.vocab_size:,} tokens, "
-                                        + ("equal" if self.vocab_equal else f"{self.changed_count} ids differ")),
+        pairs: list[tuple[str, Any]] = [("A", visible(self.a, newlines=False)), ("B", visible(self.b, newlines=False)), ("vocabulary", self._vocab_line()),
                                         ("vocab sha256", f"{self.vocab_sha256[0][:16]} / {self.vocab_sha256[1][:16]}")]
         pairs += [("difference", visible(d, newlines=False)) for d in self.differences]
+        pairs += [("drafter", visible(d, newlines=False)) for d in self.drafter_impact]
         pairs += [("note", visible(n, newlines=False)) for n in self.notes]
         return pairs
+
+    def _vocab_line(self) -> str:
+        na, nb = self.vocab_sizes
+        size = f"{self.vocab_size:,} tokens" if na == nb else f"{na:,} -> {nb:,} tokens"
+        if self.vocab_equal:
+            return f"{size}, equal"
+        grown = "".join(f", {_count(len(ids), 'id')} {verb}" for ids, verb in ((self.appended, "appended"),
+                                                                               (self.dropped, "dropped")) if ids)
+        return f"{size}, {self.changed_count:,} ids differ{grown}"
 
     def __str__(self) -> str:
         text = kv_text(self._pairs(), title=self.summary)
@@ -136,24 +192,36 @@ def _colour(line: str) -> str:
     return "#b00" if line.startswith("-") else "#070" if line.startswith("+") else "inherit"
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def _span(ids: tuple[TokenChange, ...]) -> str:
+    lo, hi = ids[0].id, ids[-1].id
+    return f"id {lo}" if lo == hi else f"ids {lo}-{hi}"
+
+
 def _tok(token: str | None) -> str:
     return "(none)" if token is None else visible(repr(token), newlines=False)
 
 
 def diff_tokenizers(a: TokenizerFiles, b: TokenizerFiles) -> TokenizerDiff:
-    """Compare two tokenizers; raises :class:`VocabMapError` when their vocabularies differ in size."""
+    """Compare two tokenizers, of the same size or not (a new version appends ids)."""
     notes = list(a.notes) + list(b.notes)
-    if a.vocab and b.vocab and len(a.vocab) != len(b.vocab):
-        raise VocabMapError(f"the tokenizers hold vocabularies of different sizes ({len(a.vocab):,} tokens in {a.source}, "
-                            f"{len(b.vocab):,} in {b.source}): they are different tokenizers, not versions of one, and "
-                            "no drafter's token ids carry over between them.")
     if not a.vocab or not b.vocab:
         if a.files.get("tokenizer.model") and a.files.get("tokenizer.model") == b.files.get("tokenizer.model"):
             notes.append("vocabulary compared by the hash of tokenizer.model (binary): equal")
         elif a.vocab or b.vocab or a.kind == "binary-model" or b.kind == "binary-model":
             notes.append("one side has no readable vocabulary: vocabulary compared by file hash only")
-    ids = sorted(set(a.vocab) | set(b.vocab))
-    changed = [TokenChange(i, a.vocab.get(i), b.vocab.get(i)) for i in ids if a.vocab.get(i) != b.vocab.get(i)]
+    both = sorted(set(a.vocab) & set(b.vocab))
+    changed = [TokenChange(i, a.vocab[i], b.vocab[i]) for i in both if a.vocab[i] != b.vocab[i]]
+    appended = dropped = ()
+    if a.vocab and b.vocab:
+        appended = tuple(TokenChange(i, None, b.vocab[i]) for i in sorted(set(b.vocab) - set(a.vocab)))
+        dropped = tuple(TokenChange(i, a.vocab[i], None) for i in sorted(set(a.vocab) - set(b.vocab)))
+        if both and len(changed) * 2 > len(both):
+            notes.append(f"{len(changed):,} of the {len(both):,} ids both name hold other tokens: these look like "
+                         "different tokenizers rather than versions of one, and no drafter's token ids carry over")
     hashes = (a.vocab_sha256, b.vocab_sha256)
     if not a.vocab or not b.vocab:
         eq = _file_hash(a) == _file_hash(b)
@@ -177,7 +245,8 @@ def diff_tokenizers(a: TokenizerFiles, b: TokenizerFiles) -> TokenizerDiff:
                          vocab_sha256=hashes, changed_ids=tuple(changed[:SHOWN_IDS * 50]), changed_count=len(changed),
                          special=special, added_only_a=only_a, added_only_b=only_b, special_flag_changed=flag,
                          templates=templates, template_diff=tdiff, remote_code=(a.remote_code, b.remote_code),
-                         notes=tuple(notes))
+                         notes=tuple(notes), vocab_sizes=(len(a.vocab), len(b.vocab)), appended=appended,
+                         dropped=dropped, kept_count=len(both) - len(changed))
 
 
 def _file_hash(t: TokenizerFiles) -> str | None:

@@ -1,7 +1,9 @@
 """Which pipeline wrote a dump folder, and its samples in order, file by file.
 
-:func:`open_training_dump` recognises the layout from the folder's names (``--dump-format`` says it
-when the folder is ambiguous); the files are read one at a time when asked for
+:func:`open_training_dump` recognises the layout from what each writer writes: SpecForge's and speculators'
+file names, the keys in Model-Optimizer's ``.pt`` samples (a ``.pt`` extension alone says nothing:
+speculators leaves a ``token_freq.pt`` beside its data). ``--dump-format`` says it when a folder holds
+more than one layout; the files are read one at a time when asked for
 (:meth:`TrainingDump.read`), so a 300 GB dump streams through bounded memory.
 """
 
@@ -59,18 +61,26 @@ def read_sample(path: str, format: str, name: str) -> DumpRecord:
 
 
 def detect_format(folder: DumpFolder) -> str:
-    names = folder.names()
-    found = [f for f, mod in READERS.items() if mod.recognise(names)]
-    if "manifest.json" in names:
-        found = ["eaglekit"]
+    """The layout whose writer's files the folder holds: file names for SpecForge and speculators, the saved keys
+    for Model-Optimizer (whose samples are named by conversation id). Two layouts at once are refused, with
+    the files that point to each."""
+    if "manifest.json" in folder.names():
+        return "eaglekit"
+    found = {f: files for f, mod in READERS.items() if (files := mod.evidence(folder))}
     if not found:
         raise NotFoundError(f"{shown(folder.path)} holds no hidden-state dump files eaglekit recognises (SpecForge "
-                            "rows_*/data_*.ckpt, speculators hs_*.safetensors, Model-Optimizer *.pt, or an eaglekit "
-                            "manifest.json); point at the dump's folder.")
+                            "rows_*/data_*.ckpt, speculators hs_*.safetensors, Model-Optimizer *.pt samples holding "
+                            f"{', '.join(modelopt.KEYS)}, or an eaglekit manifest.json); point at the dump's folder.")
     if len(found) > 1:
-        raise InputError(f"{shown(folder.path)} looks like more than one dump layout ({', '.join(found)}); say which "
-                         "with --dump-format.")
-    return found[0]
+        which = "; ".join(f"{f} ({WRITERS[f]}): {_some(files)}" for f, files in found.items())
+        raise InputError(f"{shown(folder.path)} holds files of more than one dump layout: {shown(which)}. Say which "
+                         "with --dump-format, or move one pipeline's files out.")
+    return next(iter(found))
+
+
+def _some(files: list[str], shown_at_most: int = 3) -> str:
+    head = ", ".join(files[:shown_at_most])
+    return head + (f" and {len(files) - shown_at_most} more" if len(files) > shown_at_most else "")
 
 
 def open_training_dump(path: str | os.PathLike[str], *, format: str | None = None) -> TrainingDump:

@@ -25,8 +25,9 @@ SUFFIXES = (".ckpt", ".ckpt.gz")
 KEYS = ("input_ids", "loss_mask", "hidden_state", "aux_hidden_state")
 
 
-def recognise(names: list[str]) -> bool:
-    return any(n.startswith("rows_") or n.endswith(SUFFIXES) for n in names)
+def evidence(folder: DumpFolder) -> list[str]:
+    """The folder's entries that show this writer's layout: ``rows_*`` groups and ``.ckpt`` / ``.ckpt.gz`` files."""
+    return [n for n in folder.names() if n.startswith("rows_") or n.endswith(SUFFIXES)]
 
 
 def list_samples(folder: DumpFolder) -> list[str]:

@@ -16,6 +16,7 @@ and checked (shapes against the file size, the position limit) before any tensor
 
 from __future__ import annotations
 
+import os
 import re
 
 from eaglekit.core.errors import HeaderError
@@ -31,8 +32,21 @@ _NAME = re.compile(r"^hs_\d+\.safetensors$")
 _FLOATS = ("BF16", "F16", "F32")
 
 
-def recognise(names: list[str]) -> bool:
-    return any(_NAME.match(n) for n in names) or "hidden_states" in names
+#: What prepare_data.py writes beside the data generation's hidden_states/ folder
+COMPANIONS = ("token_freq.pt", "dataset_info.json", "state.json", "data_config.json", "d2t.npy", "t2d.npy")
+
+
+def evidence(folder: DumpFolder) -> list[str]:
+    """The folder's files that show this writer's layout: ``hs_{i}.safetensors`` at the top or in
+    ``hidden_states/`` (a sample of them), with the prepared dataset's files beside them."""
+    names = folder.names()
+    samples = [n for n in names if _NAME.match(n)]
+    if not samples and "hidden_states" in names and os.path.isdir(os.path.join(folder.path, "hidden_states")):
+        samples = [f"hidden_states/{n}" for n in DumpFolder(os.path.join(folder.path, "hidden_states")).names()
+                   if _NAME.match(n)] or ["hidden_states/"]
+    if not samples:
+        return []
+    return samples + [n for n in names if n in COMPANIONS or n.endswith(".arrow")]
 
 
 def list_samples(folder: DumpFolder) -> list[str]:

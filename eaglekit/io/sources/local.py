@@ -130,12 +130,62 @@ def _pread(fd: int, start: int, length: int) -> bytes:
     return b"".join(parts)
 
 
-def read_local_file(path: str | os.PathLike[str], *, limit: int, what: str) -> bytes:
+#: How long a pipe given as a small input may take to send all of it (``<(printf ...)`` takes milliseconds).
+PIPE_WAIT_S = 60.0
+
+
+def read_local_file(path: str | os.PathLike[str], *, limit: int, what: str, pipe_wait: float = PIPE_WAIT_S) -> bytes:
     """The whole of a small local file given by the user (a table, a log, a map), read as checkpoint files
-    are: a regular file only (a FIFO or device is refused unread), its size checked against ``limit`` first."""
+    are: a regular file, its size checked against ``limit`` first; or a pipe (a FIFO, shell process
+    substitution ``<(printf ...)``), read up to ``limit`` bytes within ``pipe_wait`` seconds. A device
+    (``/dev/zero``) or socket is refused unread."""
     p = Path(path).expanduser()
+    try:
+        fifo = stat.S_ISFIFO(os.stat(p).st_mode)
+    except OSError:
+        fifo = False
+    if fifo:
+        return _read_pipe(p, limit=limit, what=what, wait=pipe_wait)
     data = LocalSource(str(p.parent), display=str(p), named=p.name).read_small(p.name, limit) \
         if p.parent.is_dir() else None
     if data is None:
         raise NotFoundError(f"{what} {shown(str(p))}: no such file.")
     return data
+
+
+def _read_pipe(path: Path, *, limit: int, what: str, wait: float) -> bytes:
+    """A pipe's bytes until its writer closes it: at most ``limit`` bytes (one more is an error, so an endless
+    writer is cut there) and ``wait`` seconds (a writer that never writes or never closes is cut then)."""
+    import select
+    import time
+
+    try:  # non-blocking: opening a FIFO nobody writes to yet returns at once, and poll waits for the writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise LocationError(f"{what} {shown(str(path))}: cannot open the pipe ({e.strerror}).") from e
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            raise LocationError(f"{what} {shown(str(path))} changed while being opened; give a file or a pipe.")
+        poll = select.poll()
+        poll.register(fd, select.POLLIN)
+        deadline, parts, size = time.monotonic() + wait, [], 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LocationError(f"{what} {shown(str(path))}: the pipe sent {size:,} bytes and did not end "
+                                    f"within {wait:g} s; give a file, or a command that ends.")
+            if not poll.poll(max(1, int(left * 1000))):
+                continue
+            try:
+                part = os.read(fd, min(1 << 16, limit + 1 - size))
+            except BlockingIOError:
+                continue
+            if not part:     # the writer closed its end: that is the whole input
+                return b"".join(parts)
+            parts.append(part)
+            size += len(part)
+            if size > limit:
+                raise TooLargeError(f"{what} {shown(str(path))}: the pipe sent more than {limit:,} bytes, more "
+                                    "than a small input holds; refusing the rest.")
+    finally:
+        os.close(fd)

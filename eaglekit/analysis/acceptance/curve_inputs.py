@@ -1,0 +1,165 @@
+"""What :func:`~eaglekit.analysis.acceptance.curve.acceptance_curve` reads besides the measurement: the samples
+each checkpoint has seen (SpecForge's ``training_state.pt``, or a step in the folder name), a serving plan's
+break-even, and whether the checkpoints of one curve share their shapes and vocabulary map."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pickle
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eaglekit.analysis.acceptance.curve_result import PlanLine
+from eaglekit.core import safejson
+from eaglekit.core.errors import InputError, VocabMapError
+from eaglekit.core.redact import shown
+from eaglekit.io.drafter import read_maps
+from eaglekit.io.reader import open_checkpoint
+
+__all__ = ["TRAINING_STATE", "check_series", "checkpoint_samples", "read_plan_break_even", "read_training_step"]
+
+#: SpecForge's saved training state, beside each checkpoint (scripts/train_eagle3.py, save_checkpoints)
+TRAINING_STATE = "training_state.pt"
+_STEP = re.compile(r"(?:^|[_-])step[_-]?(\d+)$|^checkpoint-(\d+)$")
+
+
+# -- samples per checkpoint -----------------------------------------------------------------------------
+def checkpoint_samples(path: str | os.PathLike[str], *, batch_size: int | None) -> tuple[float, str]:
+    """Samples a checkpoint has seen, and where that came from: SpecForge's ``training_state.pt``
+    (``global_step``) beside the weights, else a step in the folder name; times ``batch_size``."""
+    p = Path(os.path.expanduser(os.fspath(path)))
+    step: int | None = None
+    state = p / TRAINING_STATE
+    if p.is_dir() and state.is_file():
+        step, where = read_training_step(state), f"{TRAINING_STATE} global_step"
+    else:
+        m = _STEP.search(p.name)
+        if m:
+            step, where = int(m.group(1) or m.group(2)), f"folder name {p.name!r}"
+    if step is None:
+        raise InputError(f"{shown(str(path))}: no {TRAINING_STATE} and no step in the folder name (step_N, "
+                         "epoch_E_step_N, checkpoint-N): give --samples N,N,... (samples seen by each checkpoint).")
+    if batch_size is None:
+        raise InputError(f"{shown(str(path))}: {where} says step {step}; give --batch-size (samples per step, summed "
+                         "over data-parallel ranks) to turn steps into samples, or --samples N,N,...")
+    return float(step * batch_size), f"{where} = {step} x batch {batch_size}"
+
+
+def read_training_step(path: str | os.PathLike[str]) -> int:
+    """``global_step`` of a SpecForge training state, loaded with ``torch.load(weights_only=True)``
+    (memory-mapped: optimizer tensors stay on disk). Only tensors, numbers, strings, containers and
+    ``argparse.Namespace`` (SpecForge saves its arguments as one) are accepted; anything else is refused
+    before it runs."""
+    import torch  # heavy: only when a training state is read
+
+    try:
+        with torch.serialization.safe_globals([argparse.Namespace]):
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as e:   # not a zip file (legacy format): mmap is unavailable
+                if "mmap" not in str(e):
+                    raise
+                state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        what = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(e))
+        raise InputError(f"{shown(str(path))} is not a plain tensor/number pickle"
+                         + (f" (it names {what.group(1)})" if what else "")
+                         + ": refused without running it. Give --samples N,N,... or name the folders step_N with "
+                           "--batch-size.") from e
+    except (OSError, RuntimeError, EOFError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InputError(f"{shown(str(path))} cannot be read as a training state ({first[:160]}).") from e
+    step = state.get("global_step") if isinstance(state, dict) else None
+    if isinstance(step, torch.Tensor) and step.numel() == 1:
+        step = step.item()
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise InputError(f"{shown(str(path))} holds no whole global_step (SpecForge's key): give --samples N,N,...")
+    return int(step)
+
+
+# -- the serving plan --------------------------------------------------------------------------------------
+def read_plan_break_even(plan: str | os.PathLike[str] | Mapping[str, Any], *, steps: int) -> tuple[PlanLine, ...]:
+    """Break-even accept lengths at K = ``steps`` from an ``eaglekit plan --json`` object (a path or the dict),
+    read defensively. Keys read, per entry of ``batches``: ``batch``; ``break_even_accept_length`` or
+    ``break_even`` (a number, or a mapping by k) when the plan states it, else from ``steps[k].cycle_ms``:
+    break-even at k = cycle at k / decode step (k = 0), the accept length at which a cycle emits as fast as
+    plain decoding; ``best_steps`` and ``tokens_per_s`` (the plan's best configuration) for reference."""
+    if not isinstance(plan, Mapping):
+        p = Path(os.path.expanduser(os.fspath(plan)))
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"--plan {shown(str(plan))}: cannot read it ({e.__class__.__name__}).") from e
+        plan = safejson.loads(text, what=f"plan {p.name}", error=InputError)
+    batches = plan.get("batches") if isinstance(plan, Mapping) else None
+    if not isinstance(batches, list) or not batches:
+        raise InputError("--plan: expected `eaglekit plan --json` output, an object with a non-empty \"batches\" list.")
+    out = []
+    for k, b in enumerate(batches):
+        if not isinstance(b, Mapping):
+            raise InputError(f"--plan: batches[{k}] is not an object.")
+        by_k = {o.get("steps"): o for o in b.get("steps", []) if isinstance(o, Mapping)} if isinstance(b.get("steps"), list) else {}
+        cyc = by_k.get(steps, {}).get("cycle_ms")
+        base = by_k.get(0, {}).get("cycle_ms")
+        be = _stated_break_even(b, by_k.get(steps, {}), steps)
+        source = "the plan's break-even"
+        if be is None and _pos(cyc) and _pos(base):
+            be, source = cyc / base, "the plan's cycle at K / its decode step"
+        if be is None:
+            raise InputError(f"--plan: batches[{k}] states no break-even and no cycle_ms at k = 0 and k = {steps} "
+                             f"(the curve's K); plan with --max-steps >= {steps}, or give --break-even AL.")
+        batch = b.get("batch")
+        out.append(PlanLine(batch if isinstance(batch, int) and not isinstance(batch, bool) else None, steps,
+                            float(be), float(cyc) if _pos(cyc) else None,
+                            b.get("best_steps") if isinstance(b.get("best_steps"), int) else None,
+                            float(b["tokens_per_s"]) if _pos(b.get("tokens_per_s")) else None, source))
+    return tuple(out)
+
+
+def _pos(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _stated_break_even(batch: Mapping[str, Any], option: Mapping[str, Any], steps: int) -> float | None:
+    for where in (option, batch):
+        for key in ("break_even_accept_length", "break_even"):
+            v = where.get(key)
+            if isinstance(v, Mapping):   # {"value": x} (an interval's JSON), or a mapping by k
+                v = v["value"] if "value" in v else v.get(str(steps), v.get(steps))  # type: ignore[call-overload]
+            if _pos(v):
+                return float(v)
+    return None
+
+
+# -- consistency of a series ------------------------------------------------------------------------------
+def check_series(paths: Sequence[str], *, endpoint: str | None = None, timeout: float | None = None) -> None:
+    """Every checkpoint of one curve has the same tensors, shapes and vocabulary map as the first: a curve
+    through different drafters would measure something else."""
+    first = None
+    for i, path in enumerate(paths, start=1):
+        with open_checkpoint(path, endpoint=endpoint, timeout=timeout) as ckpt:
+            shapes = {t.name: tuple(t.shape) for t in ckpt.inventory.tensors}
+            maps = read_maps(ckpt)
+        if first is None:
+            first = (path, shapes, maps)
+            continue
+        p0, s0, m0 = first
+        for name in sorted(set(s0) | set(shapes)):
+            if s0.get(name) != shapes.get(name):
+                a = "absent" if name not in s0 else list(s0[name])
+                b = "absent" if name not in shapes else list(shapes[name])
+                raise InputError(f"checkpoints of different shapes: {shown(name)} is {b} in checkpoint {i} "
+                                 f"({shown(str(path))}), {a} in checkpoint 1 ({shown(str(p0))}); a curve follows one "
+                                 "drafter through its training.")
+        for key, a, b in (("d2t", m0[0], maps[0]), ("t2d", m0[1], maps[1])):
+            if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
+                diff = "" if a is None or b is None or a.shape != b.shape else f" ({int((a != b).sum())} entries differ)"
+                raise VocabMapError(f"checkpoints with different vocabulary maps: {key} of checkpoint {i} "
+                                    f"({shown(str(path))}) differs from checkpoint 1's ({shown(str(p0))}){diff}; a "
+                                    "curve's checkpoints must share one draft vocabulary.")
