@@ -88,8 +88,9 @@ def check_number(value: Any, what: str, name: str, low: float, high: float, *, w
     if x < 0 and low >= 0:
         raise InputError(f"{what}: {name} {x:g} is negative")
     if not low <= x <= high:
-        unit = ("" if whole else "; check the units (output tokens per second over the whole batch; accept length in "
-                "tokens per cycle, bonus included)")
+        unit = {"ms": "; check the units (milliseconds per forward)",
+                "tokens_per_s": "; check the units (output tokens per second over the whole batch)",
+                "accept_length": "; check the units (tokens per cycle, bonus included)"}.get(name, "")
         raise InputError(f"{what}: {name} {x:g} is outside {low:g}..{high:g}{unit}")
     return x
 
