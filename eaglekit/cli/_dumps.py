@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from eaglekit.cli.common import emit, index_list
+from eaglekit.cli.common import FILES, SEED, emit, index_list
 
 FORMATS = ("auto", "eaglekit", "specforge", "speculators", "modelopt")
 
@@ -31,9 +31,9 @@ def add_dump_options(p: argparse.ArgumentParser) -> None:
                    help="count every token, not only the loss mask's assistant tokens")
     g.add_argument("--loss-masks", metavar="FILE",
                    help="JSON lines {\"file\": NAME, \"loss_mask\": [0, 1, ...]} for formats that keep masks elsewhere")
-    g.add_argument("--limit", type=int, metavar="N", help="the first N files only")
-    g.add_argument("--sample", type=int, metavar="N", help="N files drawn at random (with a 95%% interval)")
-    g.add_argument("--seed", type=int, default=0, metavar="S", help="seed of --sample (0)")
+    g.add_argument("--limit", type=FILES, metavar="N", help="the first N files only")
+    g.add_argument("--sample", type=FILES, metavar="N", help="N files drawn at random (with a 95%% interval)")
+    g.add_argument("--seed", type=SEED, default=0, metavar="S", help="seed of --sample (0)")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="a Dask scheduler address ('local' for a LocalCluster here): workers read their files")
 

@@ -17,7 +17,8 @@ import argparse
 import sys
 
 from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
-from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option, emit,
+from eaglekit.cli.common import (NEW_TOKENS, STEPS, add_json_option, add_location, add_remote_options,
+                                 add_trust_remote_code_option, emit,
                                  temperature)
 
 
@@ -36,8 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--embeddings", metavar="LOCATION",
                    help="with --hidden-states: the target checkpoint whose embed_tokens the drafter uses "
                         "(default: the dump's target when it is a local folder)")
-    p.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="greedy continuation length (64)")
-    p.add_argument("--steps", type=int, default=5, metavar="K", help="draft steps per cycle (5)")
+    p.add_argument("--max-new-tokens", type=NEW_TOKENS, default=64, metavar="N", help="greedy continuation length (64)")
+    p.add_argument("--steps", type=STEPS, default=5, metavar="K", help="draft steps per cycle (5)")
     p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
                    help="> 0 adds the expected acceptance per step and the expected accept length under "
                         "sampling, on the same cycle basis as the greedy figure (needs --target)")

@@ -101,15 +101,90 @@ def temperature(text: str) -> float:
     return value
 
 
+#: Largest layer id or hidden-state index a list may name (the largest models have about 100 layers).
+MAX_INDEX = 1 << 16
+#: Longest numeric flag read (digits); anything longer is refused before int() or float() sees it.
+_MAX_DIGITS = 40
+
+
+def _cut(text: str) -> str:
+    return repr(text if len(text) <= _MAX_DIGITS else text[:_MAX_DIGITS] + "...")
+
+
+def whole(low: int, high: int, what: str = "a whole number"):
+    """An argparse type: a whole number from ``low`` to ``high`` (``--seed``, ``--tp``, ``--max-new-tokens``...);
+    anything else (a fraction, -1 where 0 is the least, 400 digits) is one usage line, exit 2."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        value = int(t) if len(t) <= _MAX_DIGITS and t.lstrip("+-").isdigit() else None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:,} to {high:,}, got {_cut(text)}")
+        return value
+    parse.__name__ = "whole number"  # argparse names the type in some messages
+    return parse
+
+
+def number(low: float, high: float, what: str = "a number"):
+    """An argparse type: a finite number from ``low`` to ``high`` (times, rates, accept lengths): NaN, inf,
+    1e308 and 5e-324 where they make no sense are one usage line, exit 2."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if len(text) <= 4 * _MAX_DIGITS else math.nan
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"expected {what} from {low:g} to {high:g}, got {_cut(text)}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+def magnitude(most: float = 1e12, least: float = 1e-12):
+    """An argparse type for figures the library checks itself (signs, ranges, NaN: its own messages): a float
+    whose size is refused past ``most`` or, when not 0, under ``least`` (1e308 and 5e-324 would overflow a
+    cycle or a speedup to inf instead)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text) if len(text) <= 4 * _MAX_DIGITS else math.inf
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {_cut(text)}") from None
+        if math.isfinite(value) and (abs(value) > most or 0 < abs(value) < least) or len(text) > 4 * _MAX_DIGITS:
+            raise argparse.ArgumentTypeError(f"expected a number of size {least:g} to {most:g} (or 0), got {_cut(text)}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+def capped(most: int = 1 << 20):
+    """An argparse type for whole numbers the library checks itself, refused past ``most`` in size."""
+    def parse(text: str) -> int:
+        t = text.strip()
+        if len(t) > _MAX_DIGITS or not t.lstrip("+-").isdigit() or abs(int(t)) > most:
+            raise argparse.ArgumentTypeError(f"expected a whole number no larger than {most:,}, got {_cut(text)}")
+        return int(t)
+    parse.__name__ = "whole number"
+    return parse
+
+
 def index_list(text: str) -> list[int]:
-    """An argparse type: comma-separated non-negative integers (layer ids, hidden-state indices)."""
-    try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {text!r}")
+    """An argparse type: comma-separated non-negative integers (layer ids, hidden-state indices), each at most
+    :data:`MAX_INDEX`."""
+    parts = [v for v in text.replace(" ", "").split(",") if v]
+    if not all(len(v) <= _MAX_DIGITS and v.lstrip("+-").isdigit() for v in parts):
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {_cut(text)}")
+    values = [int(v) for v in parts]
+    if not values or min(values) < 0 or max(values) > MAX_INDEX:
+        raise argparse.ArgumentTypeError(f"expected layer ids from 0 to {MAX_INDEX:,}, got {_cut(text)}")
     return values
+
+
+#: Shared bounds of the numeric flags.
+SEED = whole(0, (1 << 32) - 1, "a seed")
+NEW_TOKENS = whole(1, 1 << 16, "a token count")
+STEPS = whole(1, 64, "a number of draft steps")
+FILES = whole(1, 1 << 30, "a number of files")
+PORT = whole(1, 65535, "a port")
+FIGURE = magnitude()
 
 
 def check_device(device: str) -> None:
@@ -125,16 +200,18 @@ def check_device(device: str) -> None:
 
 
 def check_writable(path: str, option: str) -> None:
-    """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a
-    folder in its place): opened for appending, so nothing there is lost, and removed if it was new."""
-    existed = os.path.exists(path)
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError as e:
-        raise InputError(f"cannot write {path}: {e.strerror or e}; choose a writable path for {option}.") from e
-    if not existed:
-        os.remove(path)
+    """Refuse, before any work, a ``path`` that cannot be written (a missing or read-only folder, a folder
+    or a symbolic link in its place). Nothing is opened or created here: the file is written later by
+    :func:`eaglekit.io.write.write_atomic` (a fresh temporary file renamed into place)."""
+    if os.path.islink(path):
+        raise InputError(f"cannot write {path}: it is a symbolic link, and eaglekit does not write through links; "
+                         f"choose a writable path for {option}.")
+    if os.path.isdir(path):
+        raise InputError(f"cannot write {path}: it is a folder; choose a writable path for {option}.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {path}: its folder is missing or not writable; choose a writable path for "
+                         f"{option}.")
 
 
 def _seconds(text: str) -> float:

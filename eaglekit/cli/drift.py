@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_tls_options,
+from eaglekit.cli.common import (add_json_option, capped, add_location, add_remote_options, add_tls_options,
                                  add_trust_remote_code_option, check_writable, emit, scheduler_security, write_html)
 
 _EPILOG = ("Weights pair by name across wrappers (K2.5's language_model. prefix) and quantisation suffixes. "
@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokenizer", metavar="PATH", help="a local tokenizer folder to decode moved embedding rows")
     p.add_argument("--hidden", nargs=2, metavar=("DUMP_A", "DUMP_B"),
                    help="two hidden-state dumps of the same prompts (eaglekit dump-hidden): cosine and CKA per layer")
-    p.add_argument("--seed", type=int, default=0, help="sampled mode: the random seed (default 0)")
+    p.add_argument("--seed", type=capped((1 << 63) - 1), default=0, help="sampled mode: the random seed (default 0)")
     add_json_option(p)
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with the drift map")
     add_remote_options(p)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_remote_options, check_device, add_trust_remote_code_option, index_list
+from eaglekit.cli.common import NEW_TOKENS, add_remote_options, check_device, add_trust_remote_code_option, index_list
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="output_hidden_states indices to save (index i+1 = output of layer i; default: all)")
     which.add_argument("--for-drafter", metavar="DRAFTER",
                        help="save what this drafter reads under both aux conventions")
-    p.add_argument("--max-new-tokens", type=int, default=64, metavar="N")
+    p.add_argument("--max-new-tokens", type=NEW_TOKENS, default=64, metavar="N")
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="stored dtype (bfloat16)")
     p.add_argument("--device", default="cpu")
     add_remote_options(p)

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from eaglekit.core.errors import InputError
+from eaglekit.io.write import write_atomic
+from eaglekit.cli.common import PORT
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,10 +67,10 @@ def working_copy(source: str | os.PathLike[str], into: str | os.PathLike[str]) -
                 if current != digest:
                     said.append(f"kept your edited {copy.name} (delete it to get the committed one)")
                 continue
-        copy.write_text(text, encoding="utf-8")
+        write_atomic(copy, text, what="a lab notebook")
         ledger[nb.name] = digest
         said.append(f"copied {nb.name}")
-    ledger_path.write_text(json.dumps(ledger, indent=1) + "\n")
+    write_atomic(ledger_path, json.dumps(ledger, indent=1) + "\n", what="the lab's ledger")
     return said
 
 
@@ -78,8 +80,8 @@ def lab_config_dir(into: str | os.PathLike[str]) -> Path:
 
     folder = Path(into) / ".jupyter-config"
     (folder / "labconfig").mkdir(parents=True, exist_ok=True)
-    (folder / "labconfig" / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {ANNOUNCEMENTS: True}}, indent=1) + "\n")
+    write_atomic(folder / "labconfig" / "page_config.json",
+                 json.dumps({"disabledExtensions": {ANNOUNCEMENTS: True}}, indent=1) + "\n", what="the lab's page config")
     return folder
 
 
@@ -145,7 +147,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        description="Build the demo workspace when missing and serve JupyterLab on 127.0.0.1 with a "
                                    "token; prints the URL to open.")
     p.add_argument("--demo", default="build/demo", help="demo workspace (built when missing)")
-    p.add_argument("--port", type=int, default=8888, help="port on 127.0.0.1 (default 8888)")
+    p.add_argument("--port", type=PORT, default=8888, help="port on 127.0.0.1 (default 8888)")
     p.add_argument("--notebooks", default=str(NOTEBOOKS), help="the notebooks to copy (default notebooks/)")
     p.add_argument("--workdir", default=str(WORKDIR),
                    help="where the working copy lives and JupyterLab opens (default build/lab/): the checkout's "

@@ -31,8 +31,9 @@ def _positive(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    if not 1 <= value <= 1 << 20:  # the Hub lists far fewer drafters; a 400-digit count is a typo
+        raise argparse.ArgumentTypeError(f"expected a positive whole number up to {1 << 20:,}, got {text[:40]!r}"
+                                         if value > 1 else f"expected a positive whole number, got {text!r}")
     return value
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eaglekit.cli.common import (EXIT_NOT_FIT, add_json_option, add_location, add_remote_options, check_writable,
+from eaglekit.cli.common import (EXIT_NOT_FIT, whole, add_json_option, add_location, add_remote_options, check_writable,
                                  emit, write_html)
 
 _EPILOG = ("Names are normalised (layers.0.* = midlayer.*). lm_head rows are paired by target token "
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_location(p, "b", "the drafter compared against A")
     p.add_argument("--tensors", action="append", metavar="PATTERN",
                    help="compare only tensors matching this glob (repeatable), e.g. 'midlayer.mlp.*'")
-    p.add_argument("--grid", nargs=2, type=int, default=[64, 64], metavar=("R", "C"),
+    p.add_argument("--grid", nargs=2, type=whole(1, 4096, "a grid size"), default=[64, 64], metavar=("R", "C"),
                    help="block grid rows and columns, at most (default 64 64)")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu", help="where to compute (default cpu)")
     add_json_option(p)

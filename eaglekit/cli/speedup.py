@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import add_json_option, emit
+from eaglekit.cli.common import FIGURE, add_json_option, capped, emit
 
 _EPILOG = (
     "Accept length counts the bonus token (as vLLM, SGLang and EAGLE report it). "
@@ -33,21 +33,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Throughput, speedup and break-even accept length of one draft-verify scenario.",
         epilog=_EPILOG,
     )
-    p.add_argument("--baseline-tps", type=float, required=True, metavar="X", help="decode tok/s without speculation")
-    p.add_argument("--verify-ms", type=float, required=True, metavar="V", help="target verify time per cycle (ms)")
-    p.add_argument("--draft-ms", type=float, default=None, metavar="D",
+    p.add_argument("--baseline-tps", type=FIGURE, required=True, metavar="X", help="decode tok/s without speculation")
+    p.add_argument("--verify-ms", type=FIGURE, required=True, metavar="V", help="target verify time per cycle (ms)")
+    p.add_argument("--draft-ms", type=FIGURE, default=None, metavar="D",
                    help="drafter time per step (ms; default 0, or derived from --spec-tps)")
-    p.add_argument("--steps", type=int, default=None, metavar="K", help="draft steps k per cycle (default: unbounded)")
-    p.add_argument("--overhead-ms", type=float, default=0.0, metavar="O", help="other time per cycle (ms, default 0)")
+    p.add_argument("--steps", type=capped(), default=None, metavar="K", help="draft steps k per cycle (default: unbounded)")
+    p.add_argument("--overhead-ms", type=FIGURE, default=0.0, metavar="O", help="other time per cycle (ms, default 0)")
     rate = p.add_mutually_exclusive_group(required=True)
-    rate.add_argument("--accept-length", type=float, metavar="L", help="mean tokens per cycle, bonus included")
-    rate.add_argument("--alpha", type=float, metavar="A", help="i.i.d. per-token acceptance in [0, 1)")
-    p.add_argument("--spec-tps", type=float, default=None, metavar="S",
+    rate.add_argument("--accept-length", type=FIGURE, metavar="L", help="mean tokens per cycle, bonus included")
+    rate.add_argument("--alpha", type=FIGURE, metavar="A", help="i.i.d. per-token acceptance in [0, 1)")
+    p.add_argument("--spec-tps", type=FIGURE, default=None, metavar="S",
                    help="measured tok/s with speculation at --accept-length: fit the cycle from it")
-    p.add_argument("--candidate-accept-length", type=float, action="append", default=None, metavar="L",
+    p.add_argument("--candidate-accept-length", type=FIGURE, action="append", default=None, metavar="L",
                    help="with --spec-tps: what an expected accept length (a candidate drafter's) gives, at the "
                         "fewest steps that allow it (repeatable)")
-    p.add_argument("--target-tps", type=float, action="append", default=None, metavar="T",
+    p.add_argument("--target-tps", type=FIGURE, action="append", default=None, metavar="T",
                    help="what a target tok/s needs (repeatable with --spec-tps)")
     p.add_argument("--verify-grows-for", action="append", default=None, metavar="TARGET",
                    help="with --spec-tps: price the targets again with a verify that grows with k, from this target's "

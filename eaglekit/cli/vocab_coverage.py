@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import (add_json_option, add_location, add_remote_options, add_trust_remote_code_option,
+from eaglekit.cli.common import (NEW_TOKENS, STEPS, add_json_option, add_location, add_remote_options, add_trust_remote_code_option,
                                  check_device, print_json)
 
 
@@ -32,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", metavar="FILE", help="JSONL prompts (needed with --target)")
     p.add_argument("--chat-template", metavar="FILE", help="render the prompts with this template (or 'raw') in the "
                                                            "bounded sandbox instead of the target's own")
-    p.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="continuation length (64)")
-    p.add_argument("--steps", type=int, default=5, metavar="K",
+    p.add_argument("--max-new-tokens", type=NEW_TOKENS, default=64, metavar="N", help="continuation length (64)")
+    p.add_argument("--steps", type=STEPS, default=5, metavar="K",
                    help="draft steps per cycle, for the accept length the coverage caps (5)")
     p.add_argument("--out", metavar="MAP", help="write the recommended map: .safetensors (for eaglekit export "
                                                 "--vocab-map) or .pt (SpecForge)")

@@ -8,6 +8,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from eaglekit.io.write import write_atomic
+
 _STYLE = "body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}.figure{margin:24px 0}"
 
 
@@ -24,9 +26,9 @@ def standalone_page(title: str, *, before: Sequence[str] = (), figures: Sequence
 
 
 def write_page(text: str, path: str | os.PathLike[str]) -> None:
-    """Write a page made by :func:`standalone_page` (UTF-8)."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    """Write a page made by :func:`standalone_page` (UTF-8), through a fresh temporary file renamed into
+    place; a link at ``path`` is refused, never followed (:func:`~eaglekit.io.write.write_atomic`)."""
+    write_atomic(path, text, what="an --html page")
 
 
 __all__ = ["standalone_page", "write_page"]

@@ -19,7 +19,6 @@ import base64
 import copy
 import os
 import re
-import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.render import strip_ansi
+from eaglekit.io.write import write_atomic
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 TEMPLATE = Path(__file__).resolve().parent / "report_template"
@@ -353,8 +353,12 @@ def copy_assets(out: str | os.PathLike[str]) -> Path:
     from plotly.offline import get_plotlyjs
 
     target = Path(out) / "assets"
-    shutil.copytree(ASSETS, target, dirs_exist_ok=True)
-    (target / PLOTLY_ASSET).write_text(get_plotlyjs(), encoding="utf-8")
+    for src in sorted(Path(ASSETS).rglob("*")):  # file by file through the one writer: a link there is refused
+        if src.is_file():
+            dst = target / src.relative_to(ASSETS)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(dst, src.read_bytes(), what="a report asset")
+    write_atomic(target / PLOTLY_ASSET, get_plotlyjs(), what="a report asset")
     return target
 
 
@@ -442,10 +446,10 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
             if problems:
                 raise ReportError(f"{path.name} renders a page that {'; '.join(problems)}. Change the notebook so "
                                   "its outputs show relative paths and no tokens, and load nothing from the web.")
-            html_path.write_text(page.html, encoding="utf-8")
+            write_atomic(html_path, page.html, what="a report page")
         folder, single = pages
         rendered.append(RenderedNotebook(path.stem, title, folder, pages[folder].figures, single))
-    (out / "index.html").write_text(_index(rendered), encoding="utf-8")
+    write_atomic(out / "index.html", _index(rendered), what="a report page")
     return rendered
 
 

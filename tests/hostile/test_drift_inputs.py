@@ -87,20 +87,24 @@ def test_malformed_quantisation_config_is_one_line(tmp_path, capsys, change, mes
     assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
 
 
-def _fp8(folder: Path, scales: list[float]) -> None:
+def _fp8(folder: Path, scales: list[float], nan_rows: slice | None = None) -> None:
     from safetensors.torch import save_file
 
     w = torch.randn(256, 128, generator=torch.Generator().manual_seed(0)).to(torch.float8_e4m3fn)
+    if nan_rows is not None:  # the E4M3FN NaN code (S.1111.111) in those rows
+        bits = w.view(torch.uint8).clone()
+        bits[nan_rows] = 0x7F
+        w = bits.view(torch.float8_e4m3fn)
     save_file({"model.layers.0.mlp.up_proj.weight": w,
                "model.layers.0.mlp.up_proj.weight_scale_inv": torch.tensor(scales).reshape(2, 1)},
               str(folder / "model.safetensors"))
 
 
-def test_fp8_nan_scales_are_counted_and_said_not_silently_zero(tmp_path):
+def test_fp8_nan_codes_are_counted_and_said_not_silently_zero(tmp_path):
     fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
     a, b = _folder(tmp_path, "a", fp8), _folder(tmp_path, "b", fp8)
     _fp8(a, [1.0, 1.0])
-    _fp8(b, [1.5, float("nan")])  # rows 128..255 of B dequantise to NaN
+    _fp8(b, [1.5, 1.5], nan_rows=slice(128, 256))  # rows 128..255 of B dequantise to NaN
     report = drift(a, b, full=True, scheduler="inline", progress=False)
     assert report.not_finite == (("layers.0.mlp.up_proj.weight", 128),)
     assert "128 rows hold NaN or Inf after dequantisation" in str(report)
@@ -155,8 +159,10 @@ def test_a_hostile_weight_name_in_the_not_finite_note_is_escaped_in_html(tmp_pat
     fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
     a, b = _folder(tmp_path, "a", fp8), _folder(tmp_path, "b", fp8)
     w = torch.randn(128, 128, generator=torch.Generator().manual_seed(0)).to(torch.float8_e4m3fn)
-    for folder, scale in ((a, 1.0), (b, float("nan"))):
-        save_file({name: w, name + "_scale_inv": torch.tensor([[scale]])}, str(folder / "model.safetensors"))
+    nan = w.view(torch.uint8).clone()
+    nan[64:] = 0x7F  # the E4M3FN NaN code: rows counted as not finite
+    for folder, weight in ((a, w), (b, nan.view(torch.float8_e4m3fn))):
+        save_file({name: weight, name + "_scale_inv": torch.tensor([[1.0]])}, str(folder / "model.safetensors"))
     report = drift(a, b, full=True, scheduler="inline", progress=False)
     assert report.not_finite and "<img" in report.not_finite_note
     page = tmp_path / "drift.html"

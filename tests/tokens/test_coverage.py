@@ -108,8 +108,10 @@ def test_recommended_coverage_says_in_sample_and_the_cap_names_its_steps():
 def test_vocab_coverage_cli_takes_steps(capsys, tmp_path):
     from eaglekit.cli import main
 
-    assert main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:   # refused while the flags are parsed, before any work
+        main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "0"])
+    assert exit_.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "steps must be a positive integer" in err
+    assert err.count("\n") == 1 and "a number of draft steps from 1 to 64" in err
     code = main(["vocab-coverage", str(tmp_path), "--hidden-states", str(tmp_path), "--steps", "3", "--json"])
     assert code == 2 and "steps" not in capsys.readouterr().err   # 3 is taken; the empty folder is what fails

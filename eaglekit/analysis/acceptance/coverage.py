@@ -28,6 +28,7 @@ from eaglekit.io.drafter import read_map
 from eaglekit.io.dumps.detect import open_training_dump
 from eaglekit.io.dumps.native import open_dump
 from eaglekit.io.reader import open_checkpoint
+from eaglekit.io.write import write_atomic
 
 
 def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None = None) -> tuple[np.ndarray, int, str, tuple[str, ...]]:
@@ -88,7 +89,7 @@ def traffic_tokens(*, target=None, prompts=None, hidden_states=None, chat_templa
     else:
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
     out = []
-    for p, ids in tqdm(list(zip(plist, ids_list)), desc="traffic", unit="prompt", disable=progress is False,
+    for p, ids in tqdm(list(zip(plist, ids_list)), desc="traffic", unit="prompt", disable=None if progress is None else not progress,
                        leave=False):
         s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=[0], where=f"{psource} line {p.line}")
         out.append(s.input_ids[len(ids):].numpy().astype(np.int64))
@@ -103,7 +104,7 @@ def _training_dump_tokens(path, *, progress: bool | None = None) -> list[np.ndar
 
     dump = open_training_dump(path)
     out = []
-    for i in tqdm(range(len(dump)), desc="dump traffic", unit="sample", disable=progress is False, leave=False):
+    for i in tqdm(range(len(dump)), desc="dump traffic", unit="sample", disable=None if progress is None else not progress, leave=False):
         r = dump.read(i)
         ids = r.input_ids.numpy().astype(np.int64)
         out.append(ids[r.loss_mask.numpy().astype(bool)] if r.loss_mask is not None else ids)
@@ -152,26 +153,20 @@ def check_map_path(path: str | os.PathLike[str]) -> Path:
 
 def write_vocab_map(path: str | os.PathLike[str], d2t, t2d) -> Path:
     """Save ``(d2t, t2d)``: ``*.safetensors`` (what ``eaglekit export --vocab-map`` reads) or ``*.pt``
-    (SpecForge's ``{"d2t", "t2d"}``). A new file only, never inside a model folder; written whole, then
-    renamed into place."""
+    (SpecForge's ``{"d2t", "t2d"}``). A new file only, never inside a model folder, never through a link:
+    written whole to a fresh temporary file, then renamed into place (:func:`~eaglekit.io.write.write_atomic`)."""
     out = check_map_path(path)
     d2t = np.ascontiguousarray(np.asarray(d2t, np.int64))
     t2d = np.ascontiguousarray(np.asarray(t2d, np.bool_))
-    tmp = out.with_name(f".{out.name}.partial")
-    try:
-        if out.suffix == ".safetensors":
-            from safetensors.numpy import save_file  # serialisation loads only where a map is written
+    if out.suffix == ".safetensors":
+        from safetensors.numpy import save  # serialisation loads only where a map is written
 
-            save_file({"d2t": d2t, "t2d": t2d}, str(tmp), metadata={"format": "pt", "written_by": "eaglekit"})
-        else:
-            import torch  # SpecForge's format is a torch pickle of two tensors
+        data = save({"d2t": d2t, "t2d": t2d}, metadata={"format": "pt", "written_by": "eaglekit"})
+        return write_atomic(out, data, exist_ok=False, what="a vocabulary map")
+    import torch  # SpecForge's format is a torch pickle of two tensors
 
-            torch.save({"d2t": torch.from_numpy(d2t), "t2d": torch.from_numpy(t2d)}, str(tmp))
-        os.replace(tmp, out)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise InputError(f"cannot write {out}: {e.strerror or e}.") from e
-    return out
+    return write_atomic(out, lambda f: torch.save({"d2t": torch.from_numpy(d2t), "t2d": torch.from_numpy(t2d)}, f),
+                        exist_ok=False, what="a vocabulary map")
 
 
 __all__ = ["check_map_path", "drafter_map", "traffic_tokens", "vocab_coverage", "write_vocab_map"]

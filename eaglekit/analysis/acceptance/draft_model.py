@@ -38,6 +38,7 @@ from eaglekit.core.configs.layers import AuxConvention, default_aux_layers
 from eaglekit.core.tokens.vocab import check_vocab_map, require_valid, unreadable_d2t
 from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import Checkpoint, open_checkpoint
+from eaglekit.analysis.acceptance.head import check_declared, check_finite
 
 Layout = Literal["specforge", "speculators"]
 #: decoder-layer prefix per layout (SpecForge ``midlayer.``; speculators and vLLM ``layers.0.``)
@@ -206,7 +207,8 @@ class DraftModel:
             if not isinstance(location, Checkpoint):
                 ckpt.close()
         if embed is None and embeddings is not None:
-            embed = read_embeddings(embeddings, endpoint=endpoint, timeout=timeout)
+            embed = read_embeddings(embeddings, endpoint=endpoint, timeout=timeout,
+                                    expect=(config.vocab_size, config.hidden_size))
         if embed is None:
             raise InputError(f"{where} has no embed_tokens.weight (drafters take the target's frozen embedding): "
                              "give the target (--target) or a checkpoint that holds its embedding (--embeddings).")
@@ -420,8 +422,10 @@ def check_layout(config: DrafterConfig, names: set[str], *, where: str) -> Layou
     return layout
 
 
-def read_embeddings(location: str | os.PathLike[str], *, endpoint: str | None = None, timeout: float | None = None) -> torch.Tensor:
-    """A target checkpoint's input embedding, read by range (only that tensor's bytes)."""
+def read_embeddings(location: str | os.PathLike[str], *, endpoint: str | None = None, timeout: float | None = None,
+                    expect: tuple[int | None, int | None] = (None, None)) -> torch.Tensor:
+    """A target checkpoint's input embedding, read by range (only that tensor's bytes); its declared shape
+    is compared with ``expect`` (vocabulary, width) before it is read, and NaN or Inf in it is refused."""
     with open_checkpoint(location, endpoint=endpoint, timeout=timeout) as ckpt:
         name = next((n for n in EMBED_NAMES if n in ckpt.inventory), None)
         if name is None:
@@ -429,7 +433,10 @@ def read_embeddings(location: str | os.PathLike[str], *, endpoint: str | None = 
         if name is None:
             raise InputError(f"{ckpt.inventory.source} holds no embed_tokens.weight; give the target model's "
                              "checkpoint for --embeddings.")
-        return ckpt.read_tensor(name)
+        check_declared(ckpt, name, expect, "the embedding of")
+        embed = ckpt.read_tensor(name)
+        check_finite(embed, name, ckpt.inventory.source)
+        return embed
 
 
 def _dtype(dtype: str | torch.dtype) -> torch.dtype:

@@ -55,6 +55,11 @@ from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
 from eaglekit.io.scheduler import dask_client
 
+#: Most decoder layers a target config may declare (the largest models have about 100).
+MAX_LAYERS = 1 << 16
+#: Longest --loss-masks line read: ``"false, "`` (7 bytes) per position of the longest sample, and room for
+#: the file name.
+MAX_MASK_LINE = 8 * MAX_POSITIONS + (64 << 10)
 #: Files per task sent to a Dask worker: one, so that any number of workers share even a small dump.
 FILES_PER_TASK = 1
 
@@ -110,8 +115,11 @@ def _weights(task: DumpTask):
     key = (task.drafter, task.head, task.embeddings, task.endpoint, task.device, task.dtype)
     if key not in _LOADED:
         dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[task.dtype]
+        cfg = normalize_config(load_config(task.drafter, kind="drafter", endpoint=task.endpoint, timeout=task.timeout),
+                               source=str(task.drafter))
+        # the head's declared shape is compared with the drafter's before a byte of it is read
         head = read_target_head(task.head, device=task.device, dtype=dtype, endpoint=task.endpoint,
-                                timeout=task.timeout)
+                                timeout=task.timeout, vocab_size=cfg.vocab_size, hidden_size=cfg.target_hidden_size)
         model = DraftModel.load(task.drafter, embeddings=task.embeddings or task.head, device=task.device,
                                 dtype=task.dtype, endpoint=task.endpoint, timeout=task.timeout)
         _check_fit(model, head)
@@ -299,6 +307,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
             raise InputError(f"--{name} must be a positive integer, got {v!r}.")
     if dtype not in ("float32", "bfloat16"):
         raise InputError(f"dtype must be float32 or bfloat16, got {dtype!r}.")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 1 << 32:
+        raise InputError(f"--seed must be a whole number from 0 to {(1 << 32) - 1}, got {seed!r}.")
     configs = tree_configs(trees) if trees is not None else ()
     if configs:
         check_attention(tree_attention)
@@ -314,6 +324,11 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     if aux_layers is not None and cfg.aux_layer_ids and len(aux_layers) != len(cfg.aux_layer_ids):
         raise InputError(f"--aux-layers names {len(aux_layers)} layers but the drafter reads {len(cfg.aux_layer_ids)} "
                          f"({list(cfg.aux_layer_ids)}); give one id per aux hidden state in the dump.")
+    num_layers = _text_config(load_config(target_head, endpoint=endpoint, timeout=timeout)).get("num_hidden_layers")
+    num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) \
+        and 0 < num_layers <= MAX_LAYERS else None
+    if aux_layers is not None:
+        _check_aux_layers(aux_layers, convention, num_layers, target_head)
     n = len(dump)
     if sample is not None:
         chosen = sorted(np.random.default_rng(seed).choice(n, min(sample, n), replace=False).tolist())
@@ -329,8 +344,6 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                               tree_attention))
     files, where = _run(tasks, scheduler, progress, len(chosen), hook, timeout=timeout)
 
-    num_layers = _text_config(load_config(target_head, endpoint=endpoint, timeout=timeout)).get("num_hidden_layers")
-    num_layers = num_layers if isinstance(num_layers, int) and not isinstance(num_layers, bool) else None
     ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
         default_aux_layers(num_layers, convention=convention) if num_layers else ()))
     notes = _notes(dump, files, ids, cfg.aux_layer_ids, aux_layers is not None, convention, num_layers, norm,
@@ -342,6 +355,20 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     measured = [f for f in files if not f.skipped]
     return TreeAcceptance(result, tree_attention, tuple(
         summarise_tree(c, [x for f in measured for x in f.trees[k]], seed=seed) for k, c in enumerate(configs)))
+
+
+def _check_aux_layers(ids: Sequence[int], convention, num_layers: int | None, target_head) -> None:
+    """--aux-layers: whole numbers naming layers the target has (0..L-1, in either convention)."""
+    limit = num_layers if num_layers is not None else MAX_LAYERS
+    for i in ids:
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise InputError(f"--aux-layers: {shown(str(i)[:40])} is not a layer id (a whole number >= 0).")
+    bad = [i for i in ids if i >= limit]
+    if bad:
+        whose = f"the target {shown(str(target_head))} has {num_layers} layers" if num_layers is not None else \
+            f"no target has more than {MAX_LAYERS:,} layers"
+        raise InputError(f"--aux-layers names layer {shown(str(bad[0])[:40])}, but {whose} (ids 0..{limit - 1} in "
+                         f"the drafter's {convention} convention); give the layers the dump holds.")
 
 
 def _read_masks(path) -> dict[str, tuple[int, ...]]:
@@ -356,6 +383,9 @@ def _read_masks(path) -> dict[str, tuple[int, ...]]:
     for k, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_MASK_LINE:  # before parsing: a 250 MB line would become ~83M objects
+            raise InputError(f"{shown(p)} line {k} is {len(line):,} bytes, more than a loss mask of "
+                             f"{MAX_POSITIONS:,} positions takes ({MAX_MASK_LINE:,}); refusing it.")
         obj = loads(line, what=f"{p} line {k}", error=InputError)
         if not isinstance(obj, dict) or not isinstance(obj.get("file"), str):
             raise InputError(f"{shown(p)} line {k}: expected an object with \"file\" and \"loss_mask\".")

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from eaglekit.core.errors import ConfigError, InputError
+from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.redact import shown
 from eaglekit.io.reader import Checkpoint, open_checkpoint
 
@@ -88,6 +88,41 @@ class TargetHead:
         return ids, probs
 
 
+def check_finite(t: torch.Tensor, name: str, where: str) -> None:
+    """Refuse a weight a figure depends on (an lm_head, a norm, an embedding) when it holds NaN or Inf: one
+    +Inf in a target's lm_head moves its argmax at every position, and the accept length would come out
+    wrong, not missing. Checked a block of rows at a time (memory: one block's flags)."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return
+    rows = t.reshape(t.shape[0], -1) if t.ndim > 1 else t.reshape(1, -1)
+    step = max(1, LOGIT_FLOATS // max(1, rows.shape[1]))
+    bad = 0
+    for s in range(0, rows.shape[0], step):
+        bad += int((~torch.isfinite(rows[s:s + step])).sum())
+    if bad:
+        what = "every value" if bad == t.numel() else f"{bad:,} of its {t.numel():,} values"
+        raise InputError(f"{shown(where)}: {name} holds NaN or Inf in {what}; a target's next tokens computed "
+                         "from it would be wrong, so nothing is measured. Check or re-download the checkpoint.")
+
+
+def check_declared(ckpt: Checkpoint, name: str, expect: tuple[int | None, int | None], what: str) -> None:
+    """Compare a tensor's shape in the checkpoint's header with ``expect`` (rows, columns: the drafter's
+    target vocabulary and width) BEFORE any of its bytes are read: a header declaring a 14 GB lm_head of
+    another model is refused unread."""
+    where = ckpt.inventory.source
+    shape = tuple(ckpt.inventory[name].shape)
+    if len(shape) != 2:
+        raise ConfigError(f"{shown(where)}: {name} is {list(shape)}, expected [vocab, hidden].")
+    vocab, width = expect
+    if vocab is not None and shape[0] != vocab:
+        raise VocabMapError(f"vocabulary mismatch: {what} {shown(where)} declares {name} with {shape[0]} rows, but "
+                            f"the drafter's config says the target vocabulary has {vocab} tokens; give the drafter's "
+                            "target (nothing was read).")
+    if width is not None and shape[1] != width:
+        raise InputError(f"hidden-size mismatch: {what} {shown(where)} declares {name} {shape[1]} wide, the drafter "
+                         f"reads target hidden states of size {width}; give the drafter's target (nothing was read).")
+
+
 def _find(ckpt: Checkpoint, exact: tuple[str, ...], suffix: str) -> str | None:
     names = ckpt.inventory.names
     hit = next((n for n in exact if n in ckpt.inventory), None)
@@ -116,9 +151,12 @@ def text_config(config: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: str = "cpu",
-                     dtype: torch.dtype = torch.float32, endpoint: str | None = None, timeout: float | None = None) -> TargetHead:
+                     dtype: torch.dtype = torch.float32, endpoint: str | None = None, timeout: float | None = None,
+                     vocab_size: int | None = None, hidden_size: int | None = None) -> TargetHead:
     """Read a target's ``lm_head`` and final norm by range (only those tensors' bytes) from any
-    location the kit reads."""
+    location the kit reads. ``vocab_size`` / ``hidden_size`` (the drafter's target's): the header's shape
+    is compared with them before a byte of the head is read. A head, norm or bias holding NaN or Inf is
+    refused (:func:`check_finite`)."""
     ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint, timeout=timeout)
     try:
         where = ckpt.inventory.source
@@ -129,12 +167,17 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
         if head is None:
             raise InputError(f"{shown(where)} holds no lm_head.weight (nor tied embeddings): give the target model's "
                              "checkpoint for --target-head.")
-        t = ckpt.inventory[head]
-        if len(t.shape) != 2:
-            raise ConfigError(f"{shown(where)}: {head} is {list(t.shape)}, expected [vocab, hidden].")
+        check_declared(ckpt, head, (vocab_size, hidden_size), "the target head")
         norm_name = _find(ckpt, _NORMS, "norm.weight")
-        lm_head = ckpt.read_tensor(head).to(device=device, dtype=dtype)
-        norm = ckpt.read_tensor(norm_name).to(device=device, dtype=dtype) if norm_name else None
+        if norm_name is not None and tuple(ckpt.inventory[norm_name].shape) != (ckpt.inventory[head].shape[1],):
+            norm_name = None  # another width: not this head's final norm
+        lm_head = ckpt.read_tensor(head)
+        check_finite(lm_head, head, where)
+        lm_head = lm_head.to(device=device, dtype=dtype)
+        norm = ckpt.read_tensor(norm_name) if norm_name else None
+        if norm is not None:
+            check_finite(norm, norm_name, where)
+            norm = norm.to(device=device, dtype=dtype)
         if norm is not None and norm.shape != (lm_head.shape[1],):
             norm = None
         bias_name = norm_name[:-len("weight")] + "bias" if norm is not None else None
@@ -143,6 +186,8 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
             else None
         if bias is not None and bias.shape != norm.shape:
             raise ConfigError(f"{shown(where)}: {bias_name} is {list(bias.shape)}, expected {list(norm.shape)}.")
+        if bias is not None:
+            check_finite(bias, bias_name, where)
         eps = cfg.get("rms_norm_eps") or cfg.get("layer_norm_epsilon") or cfg.get("layer_norm_eps") or \
             cfg.get("norm_epsilon") or (1e-5 if layer_norm else 1e-6)
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:

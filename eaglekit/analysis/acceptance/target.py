@@ -27,6 +27,7 @@ from eaglekit.io.tokens.templates import render_bounded
 from eaglekit.core.acceptance.prompts import MAX_FILE_BYTES, parse_prompts
 from eaglekit.io.dumps.native import DumpManifest, DumpSample, write_dump
 from eaglekit.io.sources.local import LocalSource
+from eaglekit.io.tokens.tokenizer import LIMITS as TOKENIZER_LIMITS
 
 
 @dataclass(frozen=True, eq=False)
@@ -201,6 +202,9 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
         tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=trust)
     except (OSError, ValueError, TypeError, KeyError):
         tokenizer = None
+    except (RecursionError, MemoryError, Exception) as e:  # tokenizers' own Exception: a file nested or sized past it
+        raise LocationError(f"transformers cannot read the tokenizer of the target {name} ({type(e).__name__}: "
+                            f"{_first_line(e)[:200]}); check its tokenizer.json.") from e
     model.to(device).eval()
     return TargetModel(model, tokenizer, name=str(location))
 
@@ -225,13 +229,16 @@ def _local_json(folder: str, name: str) -> dict[str, object]:
     checkpoint files are (regular files inside the folder, size-capped) and parsed with bounds."""
     source = LocalSource(folder)
     out: dict[str, object] = {}
-    for file in ("config.json", "tokenizer_config.json"):
-        data = source.read_small(file)
+    for file in ("config.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        # bounded before transformers parses them: nesting (64 levels), integer length, size
+        data = source.read_small(file, limit=TOKENIZER_LIMITS.get(file, 16 << 20))
         if data is None:
             if file == "config.json":
                 raise NotFoundError(f"{name} has no config.json: not a model folder transformers can load.")
             continue
-        out[file] = loads(data, what=f"{name}/{file}", error=ConfigError)
+        value = loads(data, what=f"{name}/{file}", error=ConfigError)
+        if file in ("config.json", "tokenizer_config.json"):
+            out[file] = value
     if not isinstance(out["config.json"], dict):
         raise ConfigError(f"{name}/config.json is not a JSON object.")
     return out
@@ -301,7 +308,7 @@ def dump_hidden_states(target: str | os.PathLike[str] | TargetModel, prompts: st
 
     def samples():
         for p, ids in tqdm(list(zip(plist, ids_list)), desc="dump-hidden", unit="prompt",
-                           disable=progress is False, leave=False):
+                           disable=None if progress is None else not progress, leave=False):
             s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=layers, where=f"{psource} line {p.line}")
             yield DumpSample(s.input_ids.numpy(), s.hidden_states.numpy(), s.target_ids.numpy(), s.prompt_len)
 

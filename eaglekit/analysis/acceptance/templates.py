@@ -17,7 +17,6 @@ outside thinking blocks, and the output positions where the two differ most.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 from dataclasses import dataclass, field, replace
@@ -32,6 +31,7 @@ from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, 
 from eaglekit.core.errors import InputError
 from eaglekit.core.acceptance.prompts import Prompt
 from eaglekit.core.redact import visible
+from eaglekit.core.tokens.textdiff import added_text
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.io.tokens.templates import read_template, render_bounded
 
@@ -173,14 +173,9 @@ class TemplateComparison:
 
 
 def _added_text(a: str, b: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Text only ``a`` has and text only ``b`` has, from one prompt rendered both ways."""
-    only_a, only_b = [], []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag in ("delete", "replace") and a[i1:i2].strip():
-            only_a.append(a[i1:i2])
-        if tag in ("insert", "replace") and b[j1:j2].strip():
-            only_b.append(b[j1:j2])
-    return tuple(only_a[:8]), tuple(only_b[:8])
+    """Text only ``a`` has and text only ``b`` has, from one prompt rendered both ways (bounded:
+    :func:`~eaglekit.core.tokens.textdiff.added_text`)."""
+    return added_text(a, b)
 
 
 def _think_ids(tokenizer) -> tuple[set[int], set[int]]:

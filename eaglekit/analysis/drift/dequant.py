@@ -174,6 +174,7 @@ def read_rows(read: ReadFn, w: QuantWeight, r0: int, r1: int, *, scratch: Scratc
         nbc = s.shape[1]
         srb = s.nbytes // s.shape[0]
         sc = to_float32(read(s, sb0 * srb, (sb1 - sb0) * srb), s.dtype).reshape(sb1 - sb0, nbc)
+        _check_scales(sc, s, sb0)
         per_row = sc[(np.arange(r0, r1) // bh) - sb0]  # (n, blocks across)
         whole = cols // bw  # scale in place, block by block; a ragged last block on its own
         blocks = x[:, :whole * bw]
@@ -196,11 +197,24 @@ def read_rows(read: ReadFn, w: QuantWeight, r0: int, r1: int, *, scratch: Scratc
     groups = s.shape[1]
     srb = s.nbytes // s.shape[0]
     sc = to_float32(read(s, r0 * srb, n * srb), s.dtype, scratch, key + ".scale").reshape(n, groups)
+    _check_scales(sc, s, r0)
     view = x.reshape(n, groups, w.group)  # the group divides the columns (checked in quant_weights)
     if w.zero is not None:
         view -= _zero_rows(read, w, r0, r1)[:, :, None]
     view *= sc[:, :, None]
     return x
+
+
+def _check_scales(sc: np.ndarray, s: TensorEntry, first_row: int) -> None:
+    """A scale that is NaN or Inf is a broken checkpoint, not a weight that moved: one scale spreads over a
+    whole block (128 x 128 weights), and an Inf scale times a zero code is NaN while times the rest it is
+    Inf, so the rows left finite would compare as unchanged (cosine 1.0). Refused, naming the tensor."""
+    bad = ~np.isfinite(sc)
+    if bad.any():
+        r, c = (int(v) for v in np.argwhere(bad)[0])
+        raise QuantSchemeError(f"{s.name} holds {int(bad.sum())} NaN or Inf scale(s) (first at [{first_row + r}, "
+                               f"{c}]: {sc[r, c]}); a checkpoint with broken scales cannot be compared. Check or "
+                               "re-download it.")
 
 
 def _zero_rows(read: ReadFn, w: QuantWeight, r0: int, r1: int) -> np.ndarray:

@@ -29,6 +29,7 @@ pure: dicts in, frozen records out; :func:`load_config_bytes` parses bytes some 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -277,6 +278,16 @@ NORMALISED_FIELDS = (
 )
 
 
+#: Bounds on a drafter config's whole numbers: past them the value is a typo or an attack (a vocabulary of
+#: 10^400 tokens would be allocated as a map), and no model has that many.
+MAX_VOCAB = 1 << 24
+MAX_CONFIG_INT = 1 << 31
+
+
+def _most(path: str) -> int:
+    return MAX_VOCAB if path.endswith("vocab_size") else MAX_CONFIG_INT
+
+
 class _Reader:
     """Reads typed fields from dotted paths of a raw config, remembering where each came from."""
 
@@ -310,8 +321,9 @@ class _Reader:
 
     def _check(self, path: str, value: Any, kind: str) -> Any:
         ok = {
-            "int": isinstance(value, int) and not isinstance(value, bool) and value > 0,
-            "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+            "int": isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _most(path),
+            "float": (isinstance(value, float) and math.isfinite(value))
+            or (isinstance(value, int) and not isinstance(value, bool) and abs(value) <= 1 << 53),
             "bool": isinstance(value, bool),
             "str": isinstance(value, str),
             "dict": value is None or isinstance(value, dict),
@@ -320,7 +332,10 @@ class _Reader:
         if not ok:
             expected = {"int": "a positive integer", "float": "a number", "bool": "true or false",
                         "str": "a string", "dict": "an object or null", "any": ""}[kind]
-            raise ConfigError(f"{self.source}: {path} must be {expected}, got {value!r}.")
+            if kind == "int" and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                expected += f" of at most {_most(path):,} (no model has more)"
+            shown_value = repr(value) if len(repr(value)) <= 60 else repr(value)[:60] + "..."
+            raise ConfigError(f"{self.source}: {path} must be {expected}, got {shown_value}.")
         return float(value) if kind == "float" else value
 
 

@@ -32,10 +32,22 @@ from typing import Any, Literal
 
 from eaglekit.core.configs.config import TEXT_CONFIG_KEYS
 from eaglekit.core.errors import InputError
+from eaglekit.core.serving.saferegex import UnsafePattern, safe_match
 
 __all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel", "distinct_experts",
            "drafter_shape",
            "estimate_model", "fit_model", "gpu", "shape_from_config"]
+
+
+#: Bounds on what a config, a measurement or a flag may say: past them a figure is nonsense and the arithmetic
+#: overflows (a 400-digit batch size, 1e308 ms, a config declaring 2e9 layers).
+MAX_LAYERS = 1 << 16  # decoder layers (the largest models have about 100)
+MAX_CONFIG_INT = 1 << 31  # any other size in a config (hidden size, vocabulary, experts, block and group sizes)
+MAX_BATCH = 1 << 24  # batch size, and tokens per request, of one forward
+MIN_MS, MAX_MS = 1e-3, 1e7  # one forward or draft step: 1 microsecond to 2.8 hours
+MAX_TP = 4096
+MAX_CONTEXT = 1 << 24
+MAX_TB_S, MAX_TFLOPS = 1e3, 1e6  # a custom GPU's figures (H200: 4.8 TB/s, 989 bf16 TFLOP/s); at least 0.01 each
 
 
 def distinct_experts(tokens: float, *, experts: int, per_token: int) -> float:
@@ -102,8 +114,11 @@ def gpu(name: str | Gpu) -> Gpu:
             ok = math.isfinite(values[2]) and values[2] >= 0
         if ok and len(values) == 4:
             ok = 1.0 <= values[3] <= 1e5
-        if not ok or any(1e-6 > v > 0 or v > 1e7 for v in values):
-            raise InputError(f"custom GPU {text!r}: give custom:TBPS,BF16_TFLOPS[,FP8_TFLOPS[,MEMORY_GB]], positive "
+        if ok and not (0.01 <= values[0] <= MAX_TB_S and 0.01 <= values[1] <= MAX_TFLOPS
+                       and (len(values) < 3 or values[2] == 0 or 0.01 <= values[2] <= MAX_TFLOPS)):
+            ok = False
+        if not ok:
+            raise InputError(f"custom GPU {text[:60]!r}: give custom:TBPS,BF16_TFLOPS[,FP8_TFLOPS[,MEMORY_GB]], positive "
                              "numbers (e.g. custom:3.35,989,1979,80; FP8 0 where there are no FP8 tensor cores)")
         fp8 = values[2] if len(values) > 2 and values[2] > 0 else None
         return Gpu("custom", values[0], values[1], fp8, "custom", values[3] if len(values) == 4 else None)
@@ -179,10 +194,14 @@ def _body(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return raw
 
 
-def _int(body: Mapping[str, Any], *keys: str, default: int | None = None, what: str = "") -> int:
+def _int(body: Mapping[str, Any], *keys: str, default: int | None = None, what: str = "",
+         most: int = MAX_CONFIG_INT) -> int:
     for key in keys:
         v = body.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            if v > most:
+                raise InputError(f"the target config's {key} is {str(v)[:40]}{'...' if len(str(v)) > 40 else ''}, "
+                                 f"more than any model has (at most {most:,}); give the target's own config.json")
             return v
     if default is None:
         raise InputError(f"the target config has no {what or keys[0]} ({' / '.join(keys)}): the cost model needs it; "
@@ -200,18 +219,18 @@ def _ignored(module: str, ignore: Sequence[Any]) -> bool:
         if not isinstance(item, str):
             continue
         if item.startswith("re:"):
-            try:
-                if re.match(item[3:], module):
+            try:  # linear time whatever the pattern: a config's regex never backtracks (saferegex)
+                if safe_match(item[3:], module):
                     return True
-            except re.error:
-                continue
+            except UnsafePattern as e:
+                raise InputError(f"quantization_config ignore entry {item[:80]!r}: {e}") from None
         elif module == item or module.endswith("." + item) or item == module.split(".")[-1]:
             return True
     return False
 
 
 def _whole(value: Any) -> bool:
-    return type(value) is int and value > 0
+    return type(value) is int and 0 < value <= MAX_CONFIG_INT
 
 
 def _bytes_per_param(quant: Mapping[str, Any], module: str) -> tuple[float, str]:
@@ -263,7 +282,7 @@ def shape_from_config(raw: Mapping[str, Any], *, tensors: Iterable[tuple[str, in
     if not isinstance(raw, Mapping):
         raise InputError("the target config must be a JSON object (config.json)")
     body = _body(raw)
-    L = _int(body, "num_hidden_layers", what="layer count")
+    L = _int(body, "num_hidden_layers", what="layer count", most=MAX_LAYERS)
     H = _int(body, "hidden_size", what="hidden size")
     V = _int(body, "vocab_size", what="vocabulary size")
     heads = _int(body, "num_attention_heads", what="attention head count")
@@ -272,6 +291,9 @@ def shape_from_config(raw: Mapping[str, Any], *, tensors: Iterable[tuple[str, in
     if E and not k_e:
         raise InputError("the target config names routed experts but not num_experts_per_tok: the cost model needs "
                          "both")
+    if k_e > E:
+        raise InputError(f"the target config routes each token to {k_e} experts (num_experts_per_tok) of {E} routed "
+                         "experts: a token cannot use more experts than there are; give the target's own config.json")
     inter = _int(body, "intermediate_size", default=0)
     moe_inter = _int(body, "moe_intermediate_size", default=inter) if E else 0
     if E and not moe_inter:
@@ -304,8 +326,7 @@ def shape_from_config(raw: Mapping[str, Any], *, tensors: Iterable[tuple[str, in
     expert = 3 * H * moe_inter
     shared = 3 * H * shared_inter
     router = H * E
-    per_layer_always = [attn + (mlp_dense if i < dense_layers else shared + router) for i in range(L)]
-    always_params = sum(per_layer_always) + V * H  # + lm_head
+    always_params = L * attn + dense_layers * mlp_dense + (L - dense_layers) * (shared + router) + V * H  # + lm_head
     active = always_params + moe_layers * k_e * expert
     # bytes from the config's quantisation
     b_attn, c_attn = _bytes_per_param(quant, "model.layers.1.self_attn.o_proj")
@@ -411,13 +432,22 @@ class Point:
 
 
 def check_point(batch: object, tokens: object, ms: object, *, where: str = "a measurement") -> None:
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise InputError(f"{where}: batch size must be a whole number >= 1, got {batch!r}")
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise InputError(f"{where}: tokens per request must be a whole number >= 1 (1 = a decode step, k + 1 = a "
-                         f"verify of k drafts), got {tokens!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH:
+        raise InputError(f"{where}: batch size must be a whole number from 1 to {MAX_BATCH:,}, got {_short(batch)}")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 1 <= tokens <= MAX_BATCH:
+        raise InputError(f"{where}: tokens per request must be a whole number from 1 to {MAX_BATCH:,} (1 = a decode "
+                         f"step, k + 1 = a verify of k drafts), got {_short(tokens)}")
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
-        raise InputError(f"{where}: time must be a positive number of milliseconds, got {ms!r}")
+        raise InputError(f"{where}: time must be a positive number of milliseconds, got {_short(ms)}")
+    if not MIN_MS <= ms <= MAX_MS:
+        raise InputError(f"{where}: {ms:g} ms is outside {MIN_MS:g} to {MAX_MS:g} ms, what one forward can take; "
+                         "check the unit (milliseconds)")
+
+
+def _short(value: object) -> str:
+    """``value`` for a message, cut to 40 characters (a 400-digit number stays one short line)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 Kind = Literal["estimate", "calibrated", "fitted"]
@@ -504,10 +534,11 @@ class CostModel:
 
 def check_parallel(tp: object, context: object) -> None:
     """Tensor-parallel degree >= 1 and a context length >= 0, as whole numbers."""
-    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
-        raise InputError(f"tensor-parallel degree must be a whole number >= 1, got {tp!r}")
-    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise InputError(f"context length must be a whole number of tokens >= 0, got {context!r}")
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_TP:
+        raise InputError(f"tensor-parallel degree must be a whole number from 1 to {MAX_TP}, got {_short(tp)}")
+    if isinstance(context, bool) or not isinstance(context, int) or not 0 <= context <= MAX_CONTEXT:
+        raise InputError(f"context length must be a whole number of tokens from 0 to {MAX_CONTEXT:,}, got "
+                         f"{_short(context)}")
 
 
 def estimate_model(shape: ModelShape, gpu_: Gpu | str, *, tp: int = 1, context: int = 4096) -> CostModel:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eaglekit.core import safejson
-from eaglekit.core.serving.costmodel import CostModel, Point
+from eaglekit.core.serving.costmodel import MAX_BATCH, MAX_MS, MIN_MS, CostModel, Point
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.plan import Acceptance
 
@@ -53,8 +53,8 @@ def _whole(value: str, what: str, name: str) -> int:
         n = int(value)
     except ValueError:
         raise InputError(f"{what}: {name} must be a whole number, got {value!r}") from None
-    if n < 1:
-        raise InputError(f"{what}: {name} must be >= 1, got {n}")
+    if not 1 <= n <= MAX_BATCH:
+        raise InputError(f"{what}: {name} must be from 1 to {MAX_BATCH:,}, got {value[:40]!r}")
     return n
 
 
@@ -88,8 +88,9 @@ def check_number(value: Any, what: str, name: str, low: float, high: float, *, w
     if x < 0 and low >= 0:
         raise InputError(f"{what}: {name} {x:g} is negative")
     if not low <= x <= high:
-        unit = ("" if whole else "; check the units (output tokens per second over the whole batch; accept length in "
-                "tokens per cycle, bonus included)")
+        unit = {"ms": "; check the units (milliseconds per forward)",
+                "tokens_per_s": "; check the units (output tokens per second over the whole batch)",
+                "accept_length": "; check the units (tokens per cycle, bonus included)"}.get(name, "")
         raise InputError(f"{what}: {name} {x:g} is outside {low:g}..{high:g}{unit}")
     return x
 
@@ -98,6 +99,9 @@ def _ms(value: str, what: str) -> float:
     x = check_number(value, what, "ms", 0.0, 1e9, whole=False)
     if x == 0:
         raise InputError(f"{what}: time 0 ms: a forward takes some time; check the measurement")
+    if not MIN_MS <= x <= MAX_MS:
+        raise InputError(f"{what}: {x:g} ms is outside {MIN_MS:g} to {MAX_MS:g} ms, what one forward or draft step "
+                         "can take; check the unit (milliseconds)")
     return x
 
 

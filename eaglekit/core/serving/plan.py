@@ -266,6 +266,9 @@ def plan_batches(batches: Sequence[int], acceptance: Acceptance, target: TargetC
             v = target(b, k + 1)
             L = acceptance.at(k)
             cycle = v.ms + k * d.ms + (overhead_ms if k else 0.0)
+            if not (math.isfinite(cycle) and cycle > 0):
+                raise InputError(f"batch {b}, k = {k}: the cycle (verify {v.ms:g} ms + {k} draft steps of {d.ms:g} ms) "
+                                 "is not a positive finite time; check the costs")
             per_request = L * 1000.0 / cycle
             total = b * per_request
             if k == 0:
@@ -276,13 +279,18 @@ def plan_batches(batches: Sequence[int], acceptance: Acceptance, target: TargetC
     return tuple(out)
 
 
+#: Largest batch size planned (the cost model's bound on one forward).
+MAX_PLAN_BATCH = 1 << 24
+
+
 def check_batches(batches: Sequence[int]) -> None:
     if not batches:
         raise InputError("no batch sizes to plan: give at least one (e.g. --batch 1,2,4,8)")
     prev = 0
     for b in batches:
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise InputError(f"batch sizes must be whole numbers >= 1, got {b!r}")
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_PLAN_BATCH:
+            raise InputError(f"batch sizes must be whole numbers from 1 to {MAX_PLAN_BATCH:,}, got "
+                             f"{str(b)[:40]}{'...' if len(str(b)) > 40 else ''}")
         if b <= prev:
             raise InputError(f"batch sizes must rise: {b} follows {prev}")
         prev = b

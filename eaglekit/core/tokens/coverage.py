@@ -28,8 +28,23 @@ from eaglekit.core.tokens.vocab import build_vocab_map, compare_vocab_maps, targ
 SHOWN_POSITIONS = 32
 
 
+def _ids(s: Any) -> np.ndarray:
+    """One sequence of token ids as a flat int64 array; anything that is not a dense array of whole
+    numbers (a sparse tensor, floats, objects) is one :class:`InputError`."""
+    if hasattr(s, "layout") and str(getattr(s, "layout", "torch.strided")) != "torch.strided":
+        raise InputError(f"traffic holds a {str(s.layout).replace('torch.', '')} tensor of token ids; give dense "
+                         "arrays of whole numbers.")
+    try:
+        a = np.asarray(s)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise InputError(f"traffic holds something that is not an array of token ids ({type(s).__name__}).") from e
+    if a.size and a.dtype.kind not in "iu":
+        raise InputError(f"traffic holds {a.dtype} values; token ids are whole numbers.")
+    return a.astype(np.int64, copy=False).ravel()
+
+
 def _concat(sequences: Sequence[np.ndarray]) -> np.ndarray:
-    parts = [np.asarray(s, dtype=np.int64).ravel() for s in sequences]
+    parts = [_ids(s) for s in sequences]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)  # (total,)
 
 
@@ -67,17 +82,19 @@ def covered_share(d2t, sequences: Sequence[np.ndarray], vocab_size: int) -> tupl
     in_vocab = np.zeros(vocab_size, bool)
     ids = target_ids(d2t)
     in_vocab[ids[(ids >= 0) & (ids < vocab_size)]] = True
-    seqs = [np.asarray(s, np.int64).ravel() for s in sequences]
-    total = sum(s.size for s in seqs)
-    longest = max((s.size for s in seqs), default=0)
-    hit = np.zeros((len(seqs), longest), np.int64)                  # (prompts, positions)
-    seen = np.zeros((len(seqs), longest), np.int64)
-    for r, s in enumerate(seqs):
-        hit[r, :s.size] = in_vocab[s]
-        seen[r, :s.size] = 1
-    overall = float(hit.sum() / total) if total else None
-    n = seen.sum(0)                                                 # (positions,)
-    by_pos = [float(h / c) if c else None for h, c in zip(hit.sum(0), n)]
+    seqs = [_ids(s) for s in sequences]
+    lengths = np.fromiter((s.size for s in seqs), np.int64, count=len(seqs))
+    total = int(lengths.sum())
+    flat = np.concatenate(seqs) if seqs else np.zeros(0, np.int64)                  # (total,)
+    # each token's output position, from the ragged lengths: memory O(total), never prompts x longest
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)                        # (total,)
+    position = np.arange(total, dtype=np.int64) - starts
+    longest = int(lengths.max()) if lengths.size else 0
+    hits = in_vocab[flat]
+    overall = float(np.count_nonzero(hits) / total) if total else None
+    n = np.bincount(position, minlength=longest)                                     # (positions,)
+    h = np.bincount(position, weights=hits, minlength=longest)
+    by_pos = [float(a / c) if c else None for a, c in zip(h.tolist(), n.tolist())]
     return overall, tuple(by_pos), int(total)
 
 

@@ -10,13 +10,13 @@ what that means for a drafter's d2t/t2d and embedding rows (:attr:`TokenizerDiff
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from eaglekit.core.redact import visible
 from eaglekit.core.render import kv_html, kv_text
+from eaglekit.core.tokens.textdiff import unified_lines
 from eaglekit.core.tokens.tokenizer_files import TokenizerFiles
 
 EXIT_SAME, EXIT_DIFFERENT = 0, 4
@@ -257,8 +257,5 @@ def _file_hash(t: TokenizerFiles) -> str | None:
 
 
 def _template_lines(x: str | None, y: str | None, name: str) -> tuple[str, ...]:
-    lines = list(difflib.unified_diff((x or "").splitlines(), (y or "").splitlines(), fromfile=f"A {name}",
-                                      tofile=f"B {name}", lineterm="", n=1))
-    if len(lines) > SHOWN_LINES:
-        lines = lines[:SHOWN_LINES] + [f"... {len(lines) - SHOWN_LINES} more diff lines"]
-    return tuple(lines)
+    # bounded: cut to SHOWN_LINES as the diff is produced, never built whole first (core.tokens.textdiff)
+    return unified_lines(x or "", y or "", fromfile=f"A {name}", tofile=f"B {name}", limit=SHOWN_LINES)

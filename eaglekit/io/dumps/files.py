@@ -4,8 +4,9 @@ A training pipeline's dump is a folder of thousands of files we did not write. E
 way a checkpoint shard is (:class:`~eaglekit.io.sources.local.LocalSource`): regular files only (a FIFO
 or a device is refused before a byte is read, never waited on), links must resolve inside the folder,
 and sizes are checked before reading: a sample file against :data:`MAX_SAMPLE_BYTES`, a gzip stream
-against the same bound while it inflates, a sample's declared positions against
-:data:`MAX_POSITIONS`.
+against :func:`gzip_cap` while it inflates (streamed: refused the moment it passes), a sample's declared
+positions against :data:`MAX_POSITIONS` and each tensor's declared elements against the bytes its
+storage holds (:func:`~eaglekit.io.dumps.record.make_record`).
 
 Pickle-based files (SpecForge ``.ckpt``, Model-Optimizer ``.pt``) are loaded with
 ``torch.load(weights_only=True)`` only, from torch's zip container only (its entries stored, not
@@ -96,19 +97,60 @@ def _natural(name: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
-def gunzip(data: bytes, *, where: str, limit: int = MAX_SAMPLE_BYTES) -> bytes:
-    """Inflate a gzip stream, never past ``limit`` bytes (a small bomb cannot take the memory)."""
+#: A gzip'd sample may inflate to at most this many times its compressed size (hidden states in bf16 or
+#: float32 compress by well under 2x; a stream that inflates a thousandfold is a bomb)...
+MAX_GZIP_RATIO = 16
+#: ...or to this floor, for small files (a short sample's token ids and masks compress well), and never past
+#: :data:`MAX_SAMPLE_BYTES`.
+GZIP_FLOOR = 64 << 20
+#: Compressed bytes read, and inflated bytes produced, per step of the stream.
+_GZIP_STEP = 1 << 20
+
+
+def gzip_cap(compressed: int, limit: int = MAX_SAMPLE_BYTES) -> int:
+    """The most bytes a gzip file of ``compressed`` bytes may inflate to."""
+    return min(limit, max(GZIP_FLOOR, MAX_GZIP_RATIO * compressed))
+
+
+def gunzip(folder: DumpFolder, name: str, *, limit: int = MAX_SAMPLE_BYTES) -> bytearray:
+    """The inflated bytes of the gzip file ``name``: the one gzip reader of eaglekit. The compressed file is
+    read and inflated a step at a time and refused the moment its output passes :func:`gzip_cap` (its size
+    times :data:`MAX_GZIP_RATIO`, at most ``limit``), so a small bomb costs at most that much memory, never
+    what it would inflate to."""
+    where = folder.where(name)
+    size = folder.size(name)
+    if size > limit:
+        raise HeaderError(f"{shown(where)} is {size} bytes, over the {limit}-byte limit for one dump sample; "
+                          "refusing to read it.")
+    cap = gzip_cap(size, limit)
     d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = bytearray()
+    offset = 0
     try:
-        out = d.decompress(data, limit + 1)
+        while offset < size:
+            chunk = folder.source.read(name, offset, min(_GZIP_STEP, size - offset)).data
+            if not chunk:
+                break
+            offset += len(chunk)
+            while chunk:
+                if d.eof:  # another gzip member follows (concatenated gzip files inflate to their concatenation)
+                    if not chunk.strip(b"\0"):  # zero padding after the last member
+                        break
+                    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                out += d.decompress(chunk, _GZIP_STEP)
+                chunk = d.unconsumed_tail if not d.eof else d.unused_data
+                if len(out) > cap:
+                    raise HeaderError(f"{shown(where)} inflates to more than {cap} bytes ({MAX_GZIP_RATIO} times "
+                                      "its compressed size, or the floor): a gzip bomb, not a dump sample; refusing "
+                                      "it.")
     except zlib.error as e:
         raise HeaderError(f"{shown(where)} is not a valid gzip file ({e}).") from e
-    if len(out) > limit or d.unconsumed_tail:
-        raise HeaderError(f"{shown(where)} inflates to more than {limit} bytes; refusing it.")
-    return out
+    if not d.eof:
+        raise HeaderError(f"{shown(where)} is not a valid gzip file (the stream ends early).")
+    return out  # not bytes(out): that would hold the sample twice
 
 
-def torch_load(data: bytes, *, where: str, expected: str = "A dump sample is a dict of tensors") -> Any:
+def torch_load(data: bytes | bytearray, *, where: str, expected: str = "A dump sample is a dict of tensors") -> Any:
     """``torch.load(weights_only=True)`` of a torch zip file's bytes; one :class:`HeaderError` for
     anything else (a legacy pickle, a compressed or oversized entry, an object the restricted
     unpickler refuses: it is refused, never run)."""

@@ -37,6 +37,7 @@ from eaglekit.core.checkpoint.tensors import to_numpy
 from eaglekit.core.version import __version__
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
 from eaglekit.io.reader import read_header
+from eaglekit.io.write import write_atomic
 
 FORMAT = "eaglekit-hidden-states"
 VERSION = 1
@@ -153,6 +154,8 @@ def decode_sample(data: bytes, *, filename: str) -> DumpSample:
             f"hidden_states {list(hs.shape)}; expected [T], [T] and [layers, T, hidden].")
     if ids.dtype.kind not in "iu" or tgt.dtype.kind not in "iu":
         raise HeaderError(f"{filename}: input_ids and target_ids must be integer tensors.")
+    if hs.dtype.kind != "f":
+        raise HeaderError(f"{filename}: hidden_states must be floating point (bf16, fp16 or fp32), got {hs.dtype}.")
     try:
         prompt_len = int(header.metadata.get("prompt_len", ""))
     except ValueError:
@@ -302,9 +305,9 @@ def write_dump(path: str | os.PathLike[str], manifest: DumpManifest, samples: It
         if hs.ndim != 3 or hs.shape[0] != len(manifest.layers) or hs.shape[2] != manifest.hidden_size:
             raise InputError(f"sample {n}: hidden_states is {list(hs.shape)}, expected "
                              f"[{len(manifest.layers)}, T, {manifest.hidden_size}].")
-        (folder / sample_name(n)).write_bytes(encode_sample(sample, dtype=manifest.dtype))
+        write_atomic(folder / sample_name(n), encode_sample(sample, dtype=manifest.dtype), what="a dump sample")
         n += 1
 
     manifest = replace(manifest, samples=n, eaglekit_version=manifest.eaglekit_version or __version__)
-    (folder / MANIFEST_NAME).write_text(json.dumps(manifest.to_json(), indent=2) + "\n")
+    write_atomic(folder / MANIFEST_NAME, json.dumps(manifest.to_json(), indent=2) + "\n", what="a dump manifest")
     return HiddenStateDump(folder, manifest)

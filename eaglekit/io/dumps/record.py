@@ -41,6 +41,35 @@ class DumpRecord:
         return int(self.final.shape[-1])
 
 
+def _dtypes():
+    import torch
+
+    return ((torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8),
+            (torch.bfloat16, torch.float16, torch.float32, torch.float64))
+
+
+def check_stored(value, key: str, where: str) -> None:
+    """A dense tensor whose declared elements are all held by its storage: a sparse, quantised or nested
+    tensor is refused (they cannot be checked for NaN or drafted from), and so is a view whose shape
+    declares more elements than the bytes the file stored (stride-0 views: a 3 KB file declaring a
+    million positions). One :class:`HeaderError` each."""
+    import torch
+
+    if value.layout != torch.strided or value.is_quantized or getattr(value, "is_nested", False):
+        raise HeaderError(f"{shown(where)}: {key!r} is a {str(value.layout).replace('torch.', '')} tensor; a dump "
+                          "sample holds dense tensors only.")
+    if value.numel() == 0:
+        return
+    if any(st == 0 and n > 1 for st, n in zip(value.stride(), value.shape)):
+        raise HeaderError(f"{shown(where)}: {key!r} repeats its values along a dimension (a stride-0 view of "
+                          f"shape {list(value.shape)}); torch.save of real hidden states never writes that.")
+    declared = value.numel() * value.element_size()
+    stored = value.untyped_storage().nbytes()
+    if declared > stored:
+        raise HeaderError(f"{shown(where)}: {key!r} declares {list(value.shape)} ({declared} bytes) but its storage "
+                          f"in the file holds {stored} bytes; refusing it.")
+
+
 def make_record(name: str, *, where: str, input_ids, aux, final, loss_mask=None, trim_ids: bool = False) -> DumpRecord:
     """Check one sample's tensors against each other and build its record.
 
@@ -51,8 +80,10 @@ def make_record(name: str, *, where: str, input_ids, aux, final, loss_mask=None,
     def tensor(value, key: str):
         if not isinstance(value, torch.Tensor):
             raise HeaderError(f"{shown(where)}: {key!r} is {type(value).__name__}, expected a tensor.")
+        check_stored(value, key, where)
         return value
 
+    _INTEGERS, _FLOATS = _dtypes()
     ids, aux, final = tensor(input_ids, "input_ids"), tensor(aux, "aux hidden states"), tensor(final, "hidden state")
     while ids.ndim > 1 and ids.shape[0] == 1:
         ids = ids[0]
@@ -63,9 +94,8 @@ def make_record(name: str, *, where: str, input_ids, aux, final, loss_mask=None,
     if ids.ndim != 1 or aux.ndim != 2 or final.ndim != 2:
         raise HeaderError(f"{shown(where)}: shapes input_ids {list(ids.shape)}, aux {list(aux.shape)}, final "
                           f"{list(final.shape)}; expected [T], [T, n_aux x H] and [T, H].")
-    if ids.dtype.is_floating_point or ids.dtype == torch.bool or not aux.dtype.is_floating_point \
-            or not final.dtype.is_floating_point:
-        raise HeaderError(f"{shown(where)}: input_ids must be integers and hidden states floating point "
+    if ids.dtype not in _INTEGERS or aux.dtype not in _FLOATS or final.dtype not in _FLOATS:
+        raise HeaderError(f"{shown(where)}: input_ids must be integers and hidden states bf16, fp16 or fp32 "
                           f"(got {ids.dtype}, {aux.dtype}, {final.dtype}).")
     T = int(final.shape[0])
     if T > MAX_POSITIONS:
@@ -85,6 +115,8 @@ def make_record(name: str, *, where: str, input_ids, aux, final, loss_mask=None,
     mask = None
     if loss_mask is not None:
         mask = tensor(loss_mask, "loss_mask")
+        if mask.dtype != torch.bool and mask.dtype not in _INTEGERS and mask.dtype not in _FLOATS:
+            raise HeaderError(f"{shown(where)}: loss_mask is {mask.dtype}; expected 0/1 as bool or integers.")
         while mask.ndim > 1 and mask.shape[0] == 1:
             mask = mask[0]
         if trim_ids and mask.ndim == 1 and mask.shape[0] > T:

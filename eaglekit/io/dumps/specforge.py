@@ -36,9 +36,7 @@ def list_samples(folder: DumpFolder) -> list[str]:
 
 def read_sample(folder: DumpFolder, name: str) -> DumpRecord:
     where = folder.where(name)
-    data = folder.read(name)
-    if name.endswith(".gz"):
-        data = gunzip(data, where=where)
+    data = gunzip(folder, name) if name.endswith(".gz") else folder.read(name)
     obj = torch_load(data, where=where)
     if not isinstance(obj, dict) or any(k not in obj for k in KEYS):
         got = sorted(map(str, obj)) if isinstance(obj, dict) else type(obj).__name__
