@@ -216,6 +216,8 @@ pd.DataFrame([{"steps": a.steps, "topk": a.topk, "draft tokens": a.draft_tokens,
                "chain (K = steps)": trees.result.accept_length_by_steps[a.steps - 1],
                "tree, EAGLE": a.accept_length, "tree, SGLang slots": b.accept_length,
                "left first child": a.left_first_child} for a, b in zip(trees.trees, slots.trees)]).round(3)
+
+# %% [markdown]
 # ## How many samples?
 # The seed's fork: the team's K2.5 drafter, trained from scratch on 37K samples, reached accept length
 # 2.0; the public K2 drafter had 1.4M samples behind it. Generate 200K-500K samples (days at 82 tok/s),
@@ -230,7 +232,7 @@ pd.DataFrame([{"steps": a.steps, "topk": a.topk, "draft tokens": a.draft_tokens,
 # fitted with a bootstrap over the checkpoints and the prompts. The break-even is the serving cycle's above.
 
 # %%
-TEAM_SAMPLES = 64  # the scratch drafter's data in this replay (the seed's 37K)
+TEAM_SAMPLES = 64  # the curve runs' stand-in for the seed's 37K samples (not the 6-sample drafters above)
 break_even = serving.at_steps(world.chain_steps).break_even_accept_length
 curves = eaglekit.acceptance_curve(
     {"scratch": world.checkpoints("scratch"), "warm start": world.checkpoints("warm")},

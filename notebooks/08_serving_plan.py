@@ -98,8 +98,9 @@ eaglekit.plan_throughput_figure(plan)
 # %% [markdown]
 # ## A published sweep
 # vLLM's batch-1 sweep of Llama-3.1-8B with its EAGLE-3 drafter: given the baseline and K = 2, 3, the plan prices
-# K = 1..7 (vLLM measured 246.9, 242.1, 238.1 and 233.1 tok/s at K = 4..7: K = 4 best, and the plan sees
-# K = 4..6 within each other's intervals). At larger batch sizes it has only the prior for what a draft step
+# K = 1..7 (vLLM measured 246.9, 242.1, 238.1 and 233.1 tok/s at K = 4..7: K = 4 best, within 2% of K = 5
+# and 6; the plan's "also within" column lists every K whose interval overlaps the best one's, so from two
+# measured K it cannot single out K = 4). At larger batch sizes it has only the prior for what a draft step
 # adds per request, and says which run would settle it.
 
 # %%

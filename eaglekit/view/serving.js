@@ -105,7 +105,8 @@ export function compute(p) {
   for (const b of planned) {
     const o = options(p, b);
     const k = bestSteps(o.map((x) => x.tokens_per_s));
-    if (k === 0 && stops === null) stops = b;
+    if (k !== 0) stops = null;            // paying again: speculation has not stopped paying
+    else if (stops === null) stops = b;   // the first of a run of k = 0 that lasts to the largest size
     const last = schedule[schedule.length - 1];
     if (last && last[2] === k) last[1] = b;
     else schedule.push([schedule.length ? b : 1, b, k]);
@@ -206,7 +207,10 @@ function render({model, el: root}) {
     const range = planned.length ? `${planned[0]}-${planned[planned.length - 1]}` : "none";
     summary.textContent = here + `vLLM schedule over the planned batch sizes (${range}) ${sched}; ` +
       (!planned.length ? "no planned batch size fits."
-        : r.stops_paying_at === null ? `speculation pays at every planned batch size (${range}).`
+        : r.stops_paying_at === null && r.schedule.every((s) => s[2] > 0)
+          ? `speculation pays at every planned batch size (${range}).`
+        : r.stops_paying_at === null ? "speculation pays where the schedule's k is above 0, the largest planned " +
+          "batch size included."
         : `speculation stops paying at batch ${r.stops_paying_at}.`) +
       (p.draft_free ? " Drafting counted free." : "");
     const head = el("tr");

@@ -90,7 +90,8 @@ def test_best_steps_equal_an_exhaustive_search_over_a_grid():
             assert back == ranges
             assert [expand_schedule(back, b) for b in BATCHES] == [p.best.steps for p in plans]
         stop = stops_paying_at(plans)
-        assert stop == next((p.batch for p in plans if p.best.steps == 0), None)
+        zero_from = [p.batch for i, p in enumerate(plans) if all(q.best.steps == 0 for q in plans[i:])]
+        assert stop == (zero_from[0] if zero_from else None)
     assert checked == 24 * 13 * 3 * len(BATCHES)
 
 
@@ -156,3 +157,11 @@ def test_a_vllm_log_line_followed_by_a_timestamp_reads_only_its_own_rates():
 
     log = "INFO Per-position acceptance rate: 0.800, 0.600\n2026-05-01 12:00:01 INFO next line\n"
     assert acceptance_from_vllm_log(log).per_step == pytest.approx((0.8, 0.75))
+
+
+def test_speculation_that_pays_again_at_a_larger_batch_has_not_stopped_paying():
+    from types import SimpleNamespace as NS
+    plans = [NS(batch=b, fits=True, best=NS(steps=k)) for b, k in ((1, 0), (16, 0), (64, 2), (128, 0), (256, 0))]
+    assert stops_paying_at(plans) == 128
+    assert stops_paying_at(plans[:3]) is None
+    assert stops_paying_at([*plans, NS(batch=512, fits=False, best=None)]) == 128

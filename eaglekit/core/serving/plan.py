@@ -10,7 +10,7 @@ Definitions (the ``eaglekit plan --json`` contract):
 - cycle at k steps and batch B: ``target(B, k + 1) + k x draft(B)``; k = 0 is a decode step ``target(B, 1)``.
 - per-request tok/s = accept length / cycle; total tok/s = B x per-request; speedup against k = 0 at the same B.
 - best k at B: the highest total tok/s (ties to the fewer steps); speculation stops paying at the smallest
-  planned batch size whose best k is 0.
+  planned batch size from which the best k is 0 at every larger planned size.
 - vLLM's ``num_speculative_tokens_per_batch_size``: inclusive batch-size ranges, gaps inherit the previous
   range's k, sizes past the last range inherit its k, the first range starts at 1 (vLLM PR #32374,
   ``vllm/v1/spec_decode/dynamic/utils.py``). Its first form was a dict ``{"1-16": 3}``; current releases
@@ -297,8 +297,14 @@ def check_batches(batches: Sequence[int]) -> None:
 
 
 def stops_paying_at(plans: Sequence[BatchPlan]) -> int | None:
-    """The smallest planned batch size (of those that fit in memory) whose best k is 0, or None."""
-    return next((p.batch for p in plans if p.fits and p.best.steps == 0), None)
+    """The smallest planned batch size (of those that fit in memory) from which the best k is 0 at every larger
+    planned size too, or None: a plan whose best k is 0 at batch 1 and 2 at batch 64 has not stopped paying."""
+    stop = None
+    for p in reversed([p for p in plans if p.fits]):
+        if p.best.steps != 0:
+            break
+        stop = p.batch
+    return stop
 
 
 # -- the schedule ---------------------------------------------------------------------------------
