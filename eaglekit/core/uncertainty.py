@@ -125,3 +125,18 @@ def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], 
     low, high = (float(x) for x in np.quantile(ratios, [tail, 1 - tail]))
     return Interval(value, min(low, value), max(high, value),
                     f"bootstrap over {n} {unit}, {round(level * 100)}%")
+
+
+def digits_for(estimate: Interval, threshold: float, *, least: int = 2, most: int = 4) -> int:
+    """The fewest decimals (``least`` to ``most``) at which the printed interval and threshold read as the verdict
+    says: "1.92 (1.89-1.94) against 1.89" looks clear of break-even, "1.920 (1.893-1.940) against 1.895" shows
+    why it is TOO CLOSE TO CALL."""
+    call = verdict(estimate, threshold)
+    low = estimate.low if estimate.low is not None else estimate.value
+    high = estimate.high if estimate.high is not None else estimate.value
+    for d in range(least, most + 1):
+        lo, hi, th = round(low, d), round(high, d), round(threshold, d)
+        reads = "GO" if lo > th else "NO-GO" if hi < th else "TOO CLOSE TO CALL" if lo < th < hi else None
+        if reads == call:
+            return d
+    return most

@@ -50,3 +50,13 @@ def test_bootstrap_ratio_is_pooled_seeded_and_covers_the_truth():
 def test_identical_requests_have_no_spread():
     a = bootstrap_ratio([8] * 10, [2] * 10)
     assert a.low == a.value == a.high == 4.0
+
+
+def test_a_close_call_is_printed_with_the_digits_that_show_it():
+    from eaglekit.core.uncertainty import digits_for
+
+    close = Interval(1.9204, 1.8931, 1.9402)       # page 00's scratch drafter at K = 1, break-even 1.8948
+    assert verdict(close, 1.8948) == "TOO CLOSE TO CALL"
+    assert digits_for(close, 1.8948) == 3          # "1.89-1.94 against 1.89" does not show the straddle
+    assert close.text(3) == "1.920 (1.893-1.940)"
+    assert digits_for(Interval(1.97, 1.96, 1.99), 1.88) == 2

@@ -11,7 +11,7 @@ from eaglekit.core.render import Conclusion
 from eaglekit.core.errors import InputError
 from eaglekit.core.configs.layers import other_convention
 from eaglekit.core.speedup.specmath import Scenario
-from eaglekit.core.uncertainty import Interval, verdict
+from eaglekit.core.uncertainty import Interval, digits_for, verdict
 
 
 def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, scratch: AcceptanceResult,
@@ -71,7 +71,7 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
                  + ": check which convention the serving engine applies.")
     grows = f", the verify growing {cycle.verify_growth_ms:.2f} ms per drafted token" if cycle.verify_growth_ms else ""
     judged = (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))
-    lines = [f"{name} {at(r).text()} ({verdict(at(r), be)})" for name, r in judged]
+    lines = [f"{name} {at(r).text(digits_for(at(r), be))} ({verdict(at(r), be)})" for name, r in judged]
     s.append(f"At {scenario.baseline_tps:g} tok/s baseline and {cycle.cycle_ms:.1f} ms per cycle (K = {k}: verify "
              f"{cycle.verify_ms:.1f} ms + {k} x {cycle.draft_ms:.2f} ms drafting{grows}) the break-even accept length "
              f"is {be:.2f}: " + "; ".join(lines) + f". Intervals: {own.interval.method}; a verdict is TOO CLOSE TO "
@@ -81,11 +81,17 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
     if k > 1:
         s.append(f"Each at its best K of 1 to {k} (break-even rises with K: each draft step lengthens the cycle"
                  + (" and the verify" if cycle.verify_growth_ms else "") + "): "
-                 + "; ".join(f"{name} {r.interval_at(j).text()} at K = {j} against {b:.2f} ({calls[name]})"
+                 + "; ".join(_against(name, r.interval_at(j), j, b, calls[name])
                              for (name, r), (j, _a, b) in zip(judged, best.values())) + ".")
     ours = [calls[name] for name in ("scratch", "warm start")]
     verdict_word = "go" if "GO" in ours else "too close to call" if "TOO CLOSE TO CALL" in ours else "no-go"
     return Conclusion(verdict_word, tuple(s))
+
+
+def _against(name: str, iv, k: int, threshold: float, call: str) -> str:
+    """``warm start 1.97 (1.96-1.99) at K = 1 against 1.88 (GO)``, with as many decimals as the verdict needs."""
+    d = digits_for(iv, threshold)
+    return f"{name} {iv.text(d)} at K = {k} against {threshold:.{d}f} ({call})"
 
 
 def best_k(r: AcceptanceResult, *, scenario: Scenario, up_to: int | None = None) -> tuple[int, float, float]:
