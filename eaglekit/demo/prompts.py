@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eaglekit.demo.build import write_whole
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
+from eaglekit.io.write import write_atomic
 
 #: prompts per language in the measured pages (the world's 12 first)
 MEASURED_PROMPTS = 48
@@ -43,5 +43,5 @@ def measurement_prompts(world, name: str, count: int = MEASURED_PROMPTS) -> Path
     more = sample_language(np.random.default_rng(1000 + count + (name == "k25")), rule, vocab,
                            max(0, count - len(lines)), PROMPT_LENGTH)
     lines = lines[:count] + [json.dumps({"input_ids": p.tolist()}) for p in more]
-    write_whole(path, "\n".join(lines) + "\n")  # the same bytes from any writer: a twin replaces it whole
+    write_atomic(path, "\n".join(lines) + "\n")  # the same bytes from any writer: a twin replaces it whole
     return path

@@ -36,8 +36,9 @@ from eaglekit.demo.spec import H as KIMI_H
 from eaglekit.demo.spec import I as KIMI_I
 from eaglekit.core.checkpoint.header import encode_header
 from eaglekit.core.tokens.vocab import build_vocab_map
-from eaglekit.demo.build import build_lock, built_beside, write_whole
+from eaglekit.demo.build import build_lock, built_beside
 from eaglekit.demo.hubserver import HubServer
+from eaglekit.io.write import write_atomic
 
 #: Bumped when the shelf changes; a workspace holding an older shelf gets it rebuilt.
 SHELF_VERSION = 1
@@ -230,8 +231,8 @@ def build_demo_hub_repos(hub_root: str | os.PathLike[str], demo_root: str | os.P
             if path.is_file():
                 meta = {**json.loads(path.read_text()), "downloads": downloads, "likes": likes,
                         "lastModified": f"{updated}T12:00:00.000Z"}
-                write_whole(path, json.dumps(meta, indent=2) + "\n")
-        write_whole(marker, json.dumps({"version": SHELF_VERSION, "repos": list(shelf)}, indent=2) + "\n")
+                write_atomic(path, json.dumps(meta, indent=2) + "\n")
+        write_atomic(marker, json.dumps({"version": SHELF_VERSION, "repos": list(shelf)}, indent=2) + "\n")
     return list(shelf)
 
 

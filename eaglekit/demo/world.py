@@ -43,9 +43,10 @@ from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, H
 from eaglekit.core.errors import InputError
 from eaglekit.core.tokens.vocab import build_vocab_map
 from eaglekit.demo.broken import build_broken
-from eaglekit.demo.build import build_lock, built_beside, built_once, write_whole
+from eaglekit.demo.build import build_lock, built_beside, built_once
 from eaglekit.demo.shelf import build_demo_hub_repos
 from eaglekit.demo.trained import TrainedWorld, build_trained_demo
+from eaglekit.io.write import write_atomic
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ def _current_trained_hub(root: Path, *, progress: bool | None) -> DemoWorkspace:
                 if manifest.get("trained") != stamp:
                     _build_trained_hub(root, world)
                     manifest = {**manifest, "trained": stamp}
-                    write_whole(root / "manifest.json", json.dumps(manifest, indent=2) + "\n")
+                    write_atomic(root / "manifest.json", json.dumps(manifest, indent=2) + "\n")
         except OSError as e:
             raise InputError(f"Cannot update the demo workspace's Hub at {root}: {e.strerror or e}.") from e
     return DemoWorkspace(root, manifest)
