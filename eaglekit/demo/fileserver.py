@@ -128,7 +128,7 @@ class FileHandler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         app, url = self.server.app, urlsplit(self.path)
         self._status = self._sent = 0
-        app._begin()
+        arrival = app._begin()
         try:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if not app.host_ok(self.headers.get("Host")):  # DNS rebinding: a page's name for 127.0.0.1
@@ -149,7 +149,7 @@ class FileHandler(BaseHTTPRequestHandler):
             else:
                 self._send_error(HttpError(500, f"{type(e).__name__}: {e}"))
         finally:
-            app._end(RequestRecord(self.command, url.path, url.query, self.headers.get("Range"),
+            app._end(arrival, RequestRecord(self.command, url.path, url.query, self.headers.get("Range"),
                                    self._status, self._sent, "Authorization" in self.headers))
 
     def _route(self, path: str, query: str, body: bytes) -> None:
@@ -245,7 +245,8 @@ class FileServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
-        self._records: list[RequestRecord] = []
+        self._records: list[tuple[int, RequestRecord]] = []  # (arrival number, record)
+        self._arrivals = 0
         self._faults: list[list] = []  # [path_prefix, status, headers, times left]
         self._busy = 0  # requests being answered
 
@@ -314,11 +315,13 @@ class FileServer:
 
     @property
     def log(self) -> list[RequestRecord]:
-        """The requests answered so far, oldest first (a copy). Waits (up to 5 s) for requests in
-        flight, so a response the client already holds is always in the log."""
+        """The requests answered so far, in the order they arrived (a copy). Waits (up to 5 s) for
+        requests in flight, so a response the client already holds is always in the log. Records are
+        ordered by arrival, not completion: a handler thread may finish logging after the client has
+        read its answer and sent the next request on another connection."""
         with self._cond:
             self._cond.wait_for(lambda: self._busy == 0, timeout=5)
-            return list(self._records)
+            return [record for _, record in sorted(self._records, key=lambda item: item[0])]
 
     def clear_log(self) -> None:
         with self._cond:
@@ -335,12 +338,14 @@ class FileServer:
                     return fault[1], fault[2]
         return None
 
-    def _begin(self) -> None:
+    def _begin(self) -> int:
         with self._cond:
             self._busy += 1
+            self._arrivals += 1
+            return self._arrivals
 
-    def _end(self, record: RequestRecord) -> None:
+    def _end(self, arrival: int, record: RequestRecord) -> None:
         with self._cond:
-            self._records.append(record)
+            self._records.append((arrival, record))
             self._busy -= 1
             self._cond.notify_all()

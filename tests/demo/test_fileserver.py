@@ -159,3 +159,32 @@ def test_constructor_errors(tmp_path):
         port = int(first.endpoint.rsplit(":", 1)[1])
         with pytest.raises(LocationError, match=f"Cannot listen on 127.0.0.1:{port} .*choose another port"):
             FileServer(tmp_path, port=port).start()
+
+
+def test_log_is_in_arrival_order_even_when_an_earlier_request_finishes_last(tmp_path):
+    """A request still being answered when a later one completes keeps its place: the log is
+    ordered by arrival, so "the second read" in a test is the second request the client sent."""
+    import threading
+
+    (tmp_path / "a.bin").write_bytes(b"a")
+    (tmp_path / "b.bin").write_bytes(b"b")
+    entered, release = threading.Event(), threading.Event()
+
+    class Held(FileServer.handler):
+        def _static(self, rel):
+            if rel == "a.bin":
+                entered.set()
+                release.wait(10)
+            return super()._static(rel)
+
+    class HeldServer(FileServer):
+        handler = Held
+
+    with HeldServer(tmp_path) as server:
+        first = threading.Thread(target=fetch, args=(server, "/files/a.bin"))
+        first.start()
+        assert entered.wait(10)
+        assert fetch(server, "/files/b.bin")[0] == 200  # answered while a.bin is still held
+        release.set()
+        first.join(10)
+        assert [r.path for r in server.log] == ["/files/a.bin", "/files/b.bin"]
