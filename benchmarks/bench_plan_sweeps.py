@@ -6,6 +6,9 @@ Sources (numbers as printed there; see benchmarks/RESULTS.md for setups):
 - vLLM issue #20780: Llama-3.1-8B-Instruct + EAGLE-3, batch 1, K = 2..7 (TPOT and accept length per K).
 - SpecForge issue #339: Qwen3-30B-A3B + EAGLE-3 on 2 x H100 (TP 2), SGLang via bench_eagle3.py, batch 1 and 4.
 - AngelSlim issue #163: Qwen3-30B-A3B + EAGLE-3 on 4 x H100 (TP 4), batch 1..64.
+- EAGLE-3 paper (arXiv 2503.01840), Table 3: SGLang on one H100, Llama-3.1-8B, chain of 3, speedup per batch
+  size 2..64 (ratios only: no absolute tok/s or accept length per batch), held against the plan with no run
+  given (the prior alone): the shape of the fall with batch size, which does not depend on the accept length.
 
 Run: ``python benchmarks/bench_plan_sweeps.py`` (no GPU, no network: the published figures are below).
 """
@@ -88,6 +91,21 @@ def held_out(sweep: dict) -> list[dict]:
     return out
 
 
+#: EAGLE-3 paper Table 3 (SGLang v0.4.4, one H100, Llama-3.1-8B-Instruct, chain of 3, MT-Bench): speedup by batch
+PAPER_TABLE_3 = {2: 1.81, 4: 1.82, 8: 1.62, 16: 1.48, 24: 1.39, 32: 1.32, 48: 1.38, 56: 1.34, 64: 1.38}
+
+
+def batch_trend() -> list[dict]:
+    """The plan's speedup at 3 steps per batch size, with no run given, against Table 3's, both relative to
+    batch 2 (a constant accept length cancels out of that ratio)."""
+    acc = constant_acceptance(3.0, 3)
+    plan = eaglekit.plan(acc, target="llama-3.1-8b", gpu="H100-SXM", context=1024, batches=tuple(PAPER_TABLE_3),
+                         max_steps=3)
+    first = plan.plans[0].options[3].speedup
+    return [{"batch": p.batch, "published": PAPER_TABLE_3[p.batch] / PAPER_TABLE_3[2],
+             "predicted": p.options[3].speedup / first} for p in plan.plans]
+
+
 def main() -> None:
     for name, sweep in SWEEPS.items():
         res = held_out(sweep)
@@ -101,6 +119,14 @@ def main() -> None:
                   f"({r['low']:.1f}-{r['high']:.1f}) | {r['error']:+.1%} | {'yes' if r['held'] else 'NO'} |")
         held = sum(r["held"] for r in res)
         print(f"worst error {worst:.1%} (band {sweep['band']:.0%}); {held} of {len(res)} inside the interval")
+    trend = batch_trend()
+    print("\nEAGLE-3 paper Table 3 (SGLang, H100, Llama-3.1-8B, chain of 3): speedup relative to batch 2, no run given")
+    print("| batch | published | predicted | error |")
+    print("|---:|---:|---:|---:|")
+    for t in trend:
+        print(f"| {t['batch']} | {t['published']:.2f} | {t['predicted']:.2f} | {t['predicted'] / t['published'] - 1:+.1%} |")
+    worst = max(abs(t["predicted"] / t["published"] - 1) for t in trend)
+    print(f"worst error {worst:.1%}")
 
 
 if __name__ == "__main__":

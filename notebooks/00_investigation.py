@@ -49,6 +49,7 @@ VERIFY_MS = 30.0
 EXPECTED_ACCEPT_LENGTH = 3.2  # what the public drafter reaches on its own target
 TARGET_TPS = (150.0, 200.0)
 TARGET_MODELS = ("kimi-k25-int4", "kimi-k2-fp8")  # whose verify cost grows with k (published configs)
+TP = 8  # GPUs the measured deployment ran on (tensor parallel)
 
 # %%
 import eaglekit
@@ -129,7 +130,7 @@ target_drift.hidden
 # %%
 account = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, OBSERVED_ACCEPT_LENGTH, verify_ms=VERIFY_MS,
                                              steps=STEPS, targets=TARGET_TPS, expected=(EXPECTED_ACCEPT_LENGTH,),
-                                             verify_grows_for=TARGET_MODELS)
+                                             verify_grows_for=TARGET_MODELS, tp=TP)
 account
 
 # %% [markdown]

@@ -46,6 +46,7 @@ BASELINE_TPS = 82.0  # the seed's deployment (notebook 00, section 6): decode to
 SPEC_TPS = 60.0  # ... with speculation, at accept length 2.0 and K = 2 draft steps
 VERIFY_MS = 30.0  # ... its verify per cycle at K = 2
 TARGET_MODEL = "kimi-k25-int4"  # whose verify grows with K (a published config's cost model, notebook 08)
+TP = 8  # ... on 8 GPUs (tensor parallel)
 TORCH_THREADS = 1  # the demo's models are tiny: one thread is fastest (None: torch's default)
 
 # %%
@@ -94,7 +95,7 @@ warm = measure("k25-warm", k25, "k25")
 results = {"K2 drafter on K2": own, "K2 drafter on K2.5": on_new, "scratch on K2.5": scratch,
            "warm start on K2.5": warm}
 deployment = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, 2.0, verify_ms=VERIFY_MS, steps=2,
-                                                verify_grows_for=(TARGET_MODEL,))
+                                                verify_grows_for=(TARGET_MODEL,), tp=TP)
 serving = deployment.growing_scenario  # the seed's cycle, its verify growing with K as on notebook 00
 print(f"serving cycle: verify {VERIFY_MS:g} ms at K = 2, growing {serving.verify_growth_ms:.2f} ms per drafted token "
       f"({TARGET_MODEL}), plus {serving.draft_ms:.2f} ms per draft step")

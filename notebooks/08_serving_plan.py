@@ -53,8 +53,8 @@ import eaglekit
 # drafter of K2.5's hidden size (`extrapolate=True`: k past 2 repeats the measured per-step acceptance).
 
 # %%
-seed = eaglekit.plan(None, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, tp=TP, context=CONTEXT,
-                     batches=(1,), extrapolate=True)
+seed = eaglekit.plan(None, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, tp=TP, batches=(1,),
+                     extrapolate=True)
 seed
 
 # %% [markdown]
@@ -64,14 +64,19 @@ seed
 # %%
 for name in ("kimi-k25-int4", "kimi-k2-fp8"):
     b, n, estimated, measured = eaglekit.plan(None, costs=SEED_VERIFY, measured=SEED_RUNS, target=name, tp=TP,
-                                              context=CONTEXT, batches=(1,)).uncalibrated_ratio()
+                                              batches=(1,)).uncalibrated_ratio()
     print(f"{name}: from the config alone a {n}-token verify costs {estimated:.2f}x a decode step; "
           f"measured {measured:.2f}x")
 
 # %% [markdown]
 # ## The account, with the one verify model
-# The throughput account of notebooks 00 and 05 prices the seed's targets on the same verify (a line through
-# the measured 30 ms at k = 2 with the cost model's slope; page 05's calculator moves along it):
+# The throughput account of notebooks 00 and 05 prices the seed's targets on the same verify: the cost model on
+# the seed's 8 GPUs calibrated through the same two forwards, so its verify at k = 3, 5 and 8 is the plan's
+# "target ms" above (page 05's calculator moves along the line through k = 2 and k = 8, within 0.2 ms of it).
+# Its drafting differs, by design: the account puts all 3.3 ms the measured cycle holds beyond the verify into
+# its 2 draft steps (1.67 ms each), where the plan's fit splits them under its prior into a cost per step and
+# a cost per cycle, so at k = 3 the plan's cycle is about 1 ms shorter. A second speculative run at another k
+# settles the split (the plan names it).
 
 # %%
 for g in eaglekit.Account.seed().growing:
@@ -80,9 +85,15 @@ for g in eaglekit.Account.seed().growing:
 # %% [markdown]
 # ## The plan across batch sizes
 # K2.5 on 8 H20s at 2048 tokens of context, fitted to the seed's runs and verify, with a drafter whose per-step
-# acceptance decays as EAGLE-3 drafters' usually do. Batch sizes whose weights and KV cache do not fit in the
-# GPUs' memory are marked and get no k. The intervals are wide at large batch sizes: one speculative run at
+# acceptance decays as EAGLE-3 drafters' usually do (`PER_STEP`: accept length 2.38 at k = 2, 3.1 at k = 5; an
+# illustration of a better drafter than the seed's). The seed's speculative run keeps its own cell (measured:
+# accept length 2.0, 60 tok/s at batch 1, k = 2), and the plan warns that it disagrees with the profile given;
+# every other cell is the profile's accept length over the fitted cycle. Batch sizes whose weights and KV cache
+# do not fit in the GPUs' memory are marked and get no k. The intervals are wide at large batch sizes: one speculative run at
 # batch 1 says little about what a draft step costs at batch 64, and the plan names the run that would say most.
+# With the seed's verify (8.5 ms per verified token beyond what bytes and FLOPs explain) even this drafter's
+# best is k = 0 at every batch size that fits; where another k's interval overlaps k = 0's, the verdict is TOO
+# CLOSE TO CALL.
 
 # %%
 plan = eaglekit.plan(PER_STEP, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, gpu=GPU, tp=TP,
@@ -114,13 +125,17 @@ eaglekit.plan_grid_figure(sweep)
 # %% [markdown]
 # ## The engines' configs
 # vLLM's `speculative_config` (the per-batch-size list is the current form; the dict form is what the first
-# release of the feature took) and SGLang's flags per batch range, for the batch sizes that fit:
+# release of the feature took) and SGLang's flags per batch range, for the batch sizes that fit. For K2.5 on the
+# H20s speculation pays at no planned batch size, so its configs say to serve without it; the Llama-3.1-8B sweep's
+# pay, with fewer steps as the batch grows:
 
 # %%
-for engine, config in plan.engine_config.items():  # one line per setting, as it goes into a launch script
-    print(f"{engine}:")
-    for key, value in config.items():
-        print(f"  {key}: {json.dumps(value)}")
+for name, p in (("K2.5 on 8 H20s", plan), ("Llama-3.1-8B on an H100 (the published sweep)", sweep)):
+    print(f"== {name}")
+    for engine, config in p.engine_config.items():  # one line per setting, as it goes into a launch script
+        print(f"{engine}:")
+        for key, value in config.items():
+            print(f"  {key}: {json.dumps(value)}")
 
 # %% [markdown]
 # ## The widget

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 
-from eaglekit.cli.common import FIGURE, add_json_option, capped, emit
+from eaglekit.cli.common import FIGURE, add_json_option, capped, emit, whole
+from eaglekit.core.serving.costmodel import MAX_TP
 
 _EPILOG = (
     "Accept length counts the bonus token (as vLLM, SGLang and EAGLE report it). "
@@ -53,6 +54,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="with --spec-tps: price the targets again with a verify that grows with k, from this target's "
                         "cost model calibrated to the measurement (a config.json, or kimi-k25-int4, kimi-k2-fp8; "
                         "repeatable)")
+    p.add_argument("--tp", type=whole(1, MAX_TP, "a tensor-parallel degree"), default=1, metavar="N",
+                   help="with --verify-grows-for: the GPUs the deployment ran on (tensor parallel, default 1)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.core.speedup.specmath import Scenario, estimate
 
     targets = args.target_tps or []
+    if args.tp != 1 and not args.verify_grows_for:
+        raise InputError("--tp sizes the cost model of --verify-grows-for: add --verify-grows-for (with --spec-tps)")
     if args.spec_tps is not None:
         from eaglekit.core.serving.account import Account
 
@@ -75,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         result = Account.from_measurements(args.baseline_tps, args.spec_tps, args.accept_length,
                                            verify_ms=args.verify_ms, steps=args.steps, draft_ms=args.draft_ms,
                                            targets=targets, expected=args.candidate_accept_length or (),
-                                           verify_grows_for=_grows_for(args.verify_grows_for or ()))
+                                           verify_grows_for=_grows_for(args.verify_grows_for or ()), tp=args.tp)
     else:
         if args.verify_grows_for:
             raise InputError("--verify-grows-for calibrates to the measured cycle: add --spec-tps (with --steps)")
@@ -99,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _grows_for(names: list[str]) -> dict:
     """Published names as they are; a config.json path read and labelled by its location."""
-    from eaglekit.core.serving.published import PUBLISHED, published
     from eaglekit.core.redact import location_label
+    from eaglekit.core.serving.published import PUBLISHED, published
     from eaglekit.io.reader import load_config
 
     out = {}

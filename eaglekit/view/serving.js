@@ -41,8 +41,21 @@ export function targetMs(p, batch, tokens) {
     c = tflop * 1000 / p.tflops;
   }
   const extra = (p.per_token_ms || 0) * (tokens - 1) + (p.per_request_ms || 0) * batch;
-  return (p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
-                              : p.fixed_ms + p.mem * m + p.compute * c) + extra;
+  const terms = (p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
+                                     : p.fixed_ms + p.mem * m + p.compute * c) + extra;
+  const a = p.decode_offsets || [];
+  return a.length ? Math.max(terms + offsetMs(a, batch), 0.5 * terms) : terms;
+}
+
+// eaglekit.core.serving.costmodel.CostModel.offset_ms: measured decodes' offsets, linear in log batch size between
+// them, held past them
+function offsetMs(a, batch) {
+  if (batch <= a[0][0]) return a[0][1];
+  for (let i = 1; i < a.length; i++) {
+    const [b0, r0] = a[i - 1], [b1, r1] = a[i];
+    if (batch <= b1) return r0 + Math.log(batch / b0) / Math.log(b1 / b0) * (r1 - r0);
+  }
+  return a[a.length - 1][1];
 }
 
 // eaglekit.core.serving.plan.accept_length

@@ -15,17 +15,18 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eaglekit.view.frontend import esm
 from eaglekit.analysis.serving.plan import ServingPlan
-from eaglekit.core.serving.costmodel import CostModel, Gpu, ModelShape
 from eaglekit.core.errors import InputError
+from eaglekit.core.serving.costmodel import CostModel, Gpu, ModelShape
 from eaglekit.core.serving.plan import (
     Acceptance,
     Cost,
     best_steps,
     plan_batches,
     schedule_from_steps,
+    stops_paying_at,
 )
+from eaglekit.view.frontend import esm
 
 __all__ = ["PlanWidget", "numbers", "plan_grid_figure", "plan_steps_figure", "plan_throughput_figure",
            "values_from_plan"]
@@ -123,7 +124,8 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
     g = Gpu("widget", float(p["hbm_tb_s"]), float(p["tflops"]), float(p["tflops"]))
     model = CostModel(shape, g, int(p["tp"]), int(p["context"]), float(p["fixed_ms"]), float(p["mem"]),
                       float(p["compute"]), p["combine"], per_token_ms=float(p.get("per_token_ms", 0.0)),
-                      per_request_ms=float(p.get("per_request_ms", 0.0)))
+                      per_request_ms=float(p.get("per_request_ms", 0.0)),
+                      misfit=tuple((int(b), float(r)) for b, r in p.get("decode_offsets", ())))
     acc = Acceptance(tuple(p["per_step"]))
 
     def target(b: int, n: int) -> Cost:
@@ -150,7 +152,7 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
     ks = [pl.best.steps for pl in plans]
     return {"batch": batch, "options": opts, "best_steps": best_steps([o["tokens_per_s"] for o in opts]),
             "schedule": [list(r) for r in schedule_from_steps(planned, ks)] if planned else [],
-            "stops_paying_at": next((b for b, k in zip(planned, ks) if k == 0), None),
+            "stops_paying_at": stops_paying_at(plans) if planned else None,
             "fits": fits(batch),
             "distinct_experts": [None if shape is None else shape.distinct_experts(batch * (k + 1))
                                  for k in range(int(p["max_steps"]) + 1)]}
@@ -169,7 +171,7 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     tflops = g.tflops(s.compute) if g is not None and s is not None else 1000.0
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
                fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine, per_token_ms=m.per_token_ms,
-               per_request_ms=m.per_request_ms,
+               per_request_ms=m.per_request_ms, decode_offsets=[[b, r] for b, r in m.misfit],
                cap_usable_gb=0.0 if plan.capacity is None else plan.capacity.usable_gb,
                cap_weights_gb=0.0 if plan.capacity is None else plan.capacity.weights_gb,
                cap_kv_gb_per_token=0.0 if plan.capacity is None or not m.context else
@@ -218,6 +220,7 @@ def _widget_class() -> type:
         overhead_ms = t.Float(0.0).tag(sync=True)
         per_token_ms = t.Float(0.0).tag(sync=True)
         per_request_ms = t.Float(0.0).tag(sync=True)
+        decode_offsets = t.List(t.List()).tag(sync=True)
         cap_usable_gb = t.Float(0.0).tag(sync=True)
         cap_weights_gb = t.Float(0.0).tag(sync=True)
         cap_kv_gb_per_token = t.Float(0.0).tag(sync=True)

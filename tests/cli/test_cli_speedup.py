@@ -159,7 +159,7 @@ def test_candidate_accept_lengths_print_the_libraries_account(capsys):
 
     assert main([*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--target-tps", "150",
                  "--target-tps", "200", "--candidate-accept-length", "3.2", "--candidate-accept-length", "3.5",
-                 "--verify-grows-for", "kimi-k25-int4", "--verify-grows-for", "kimi-k2-fp8"]) == 0
+                 "--verify-grows-for", "kimi-k25-int4", "--verify-grows-for", "kimi-k2-fp8", "--tp", "8"]) == 0
     out = capsys.readouterr().out
     assert out == f"{Account.seed()}\n"
     assert "With a verify that grows with k (K2.5, INT4 experts" in out
@@ -168,6 +168,19 @@ def test_candidate_accept_lengths_print_the_libraries_account(capsys):
                  "--candidate-accept-length", "3.2", "--json"]) == 0
     (p,) = json.loads(capsys.readouterr().out)["projections"]
     assert p["steps"] == 3 and round(p["tokens_per_s"]) == 91
+
+
+def test_tp_sizes_the_growing_verify_and_needs_it(capsys):
+    base = [*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--verify-grows-for",
+            "kimi-k25-int4", "--json"]
+    verify = {}
+    for tp in ("1", "8"):
+        assert main([*base, "--tp", tp]) == 0
+        verify[tp] = json.loads(capsys.readouterr().out)["growing_verify"][0]["verify_ms"]
+    assert verify["1"][1] == verify["8"][1] == 30.0 and verify["1"][2] != pytest.approx(verify["8"][2], abs=0.05)
+    assert main([*SEED, "--accept-length", "2.0", "--tp", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--tp sizes the cost model of --verify-grows-for" in err
 
 
 def test_candidate_accept_length_needs_the_measured_cycle(capsys):

@@ -60,8 +60,17 @@ def test_columns_in_any_order_and_a_one_row_draft_table(capsys, files):
                 str(files / "draft.csv"), "--batch", "1,4", "--max-steps", "2")
     one, four = out["batches"]
     assert one["steps"][0]["verify_ms"] == 12.2 and four["steps"][0]["verify_ms"] == 13.0
-    assert four["steps"][1]["draft_ms"] == pytest.approx(1.6667, rel=0.05) and not four["steps"][1]["draft_measured"]
+    # one measured row sets the step's floor; what each of the 3 more rows adds is the prior's per-row term
+    terms = {t["term"]: t for t in out["fit"]["cycle"]["terms"]}
+    per_row = terms["draft_ms_per_row"]["value"]
+    assert terms["draft_ms_per_row"]["set_by"] == "prior" and 0 < per_row < 0.1
+    assert four["steps"][1]["draft_ms"] == pytest.approx(one["steps"][1]["draft_ms"] + 3 * per_row, rel=0.02)
+    assert not four["steps"][1]["draft_measured"]
     assert one["steps"][1]["draft_ms"] == pytest.approx(1.6667) and one["steps"][1]["draft_measured"]
+    # without the target's config three forwards are fitted as fixed + per token row + per verified token:
+    # exactly, not with a compute term that misses all three by 30-60%
+    assert all(abs(r["residual"]) < 1e-6 for r in out["fit"]["target"]["rows"])
+    assert one["steps"][1]["verify_ms"] == pytest.approx(11.9333 + 2 * 0.26667 + 8.6333, rel=1e-3)
 
 
 def test_text_output_names_the_schedule_and_the_estimate(capsys, files):

@@ -40,7 +40,12 @@ def test_serving_javascript_computes_what_python_computes(chromium):
         eaglekit.plan((0.8, 0.7), measured=[(1, 0, None, None, None, 141.4), (16, 0, None, None, None, 900.0),
                                             (64, 0, None, None, None, 1500.0), (1, 2, 1, 3, 2.3, 230.0)],
                       target="llama-3.1-8b", gpu="H100-SXM"),  # a cost per request, drafting and overhead fitted
+        # six decodes the terms miss (SpecForge #339's baseline): forwards anchored to them, interpolated between
+        eaglekit.plan((0.6, 0.5, 0.4), measured=[(b, 0, None, None, None, t) for b, t in (
+            (1, 222.47), (4, 566.21), (8, 733.61), (16, 1012.96), (32, 1077.55), (64, 1073.69))],
+                      target="qwen3-30b-a3b", gpu="H100-SXM", tp=2, context=1024, batches=(1, 2, 4, 8, 16, 32, 64)),
     ]
+    assert plans[-1].model.misfit and values_from_plan(plans[-1])["decode_offsets"]
     grid = []
     for p in plans:
         for b, ctx in itertools.product((0, 3, 6, 9), (0, 4096, 65536)):

@@ -16,22 +16,38 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eaglekit.io.sources.local import read_local_file
 from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
 from eaglekit.core import safejson
+from eaglekit.core.errors import InputError
+from eaglekit.core.render import html_table, kv_html, kv_text, text_table
+from eaglekit.core.serving.capacity import Capacity, capacity
 from eaglekit.core.serving.costmodel import (
+    GPUS,
+    MAX_BATCH,
     CostModel,
     ModelShape,
     Point,
+    anchor_decodes,
     calibrate,
     check_parallel,
     estimate_model,
     fit_model,
 )
-from eaglekit.core.serving.costmodel import GPUS
 from eaglekit.core.serving.costmodel import gpu as gpu_entry
-from eaglekit.core.errors import InputError
-from eaglekit.core.render import html_table, kv_html, kv_text, text_table
+from eaglekit.core.serving.cyclefit import (
+    RUN_NOISE,
+    CycleFit,
+    Row,
+    draft_prior,
+    eagle3_drafter,
+    fit_cycle,
+)
+from eaglekit.core.serving.grid import (
+    TreeConfig,
+    monotone,
+    next_measurement,
+    price_grid,
+)
 from eaglekit.core.serving.inputs import (
     DraftEstimate,
     DraftTable,
@@ -41,10 +57,6 @@ from eaglekit.core.serving.inputs import (
     parse_draft_costs,
     parse_sglang_bench,
 )
-from eaglekit.core.serving.capacity import Capacity, capacity
-from eaglekit.core.serving.cyclefit import RUN_NOISE, CycleFit, Row, draft_prior, eagle3_drafter, fit_cycle
-from eaglekit.core.serving.grid import TreeConfig, monotone, next_measurement, price_grid
-from eaglekit.core.serving.runs import Run, RunSet, make_run, merge_runs, parse_runs
 from eaglekit.core.serving.plan import (
     MAX_PLAN_STEPS,
     STEPS_HEADERS,
@@ -59,6 +71,8 @@ from eaglekit.core.serving.plan import (
     steps_rows,
     stops_paying_at,
 )
+from eaglekit.core.serving.runs import Run, RunSet, make_run, merge_runs, parse_runs
+from eaglekit.io.sources.local import read_local_file
 
 __all__ = ["DEFAULT_BATCHES", "ServingPlan", "engine_config", "plan"]
 
@@ -188,7 +202,7 @@ class ServingPlan:
     def target_fit_json(self) -> dict[str, Any]:
         """The target forward's terms, the rows that set them and each row's residual."""
         m = self.model
-        rows = [{"row": f"forward at batch {b}, {n} token(s)", "ms": ms, "predicted_ms": m.ms(b, n),
+        rows = [{"row": f"forward at batch {b}, {n} token(s)", "ms": ms, "predicted_ms": m.terms_ms(b, n),
                  "residual": m.ms(b, n) / ms - 1} for (b, n), ms in sorted(self.measured.items())]
         labels = [r["row"] for r in rows]
         terms = [{"term": name, "value": value, "rows": labels if value else []}
@@ -300,7 +314,7 @@ class ServingPlan:
         n = len(self.plans)
         smax = max([1.2] + [p.best.gain.high or p.best.speedup for p in fit])
         bw = (w - left - 10) / n
-        Y = lambda v: h - bottom - (h - bottom - top) * v / smax  # noqa: E731
+        Y = lambda v: h - bottom - (h - bottom - top) * v / smax
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" role="img" '
                'aria-label="speedup of the best draft steps per batch size" style="font:11px sans-serif">']
         for i, p in enumerate(self.plans):
@@ -494,6 +508,10 @@ def _acceptance_from_runs(runs: RunSet) -> Acceptance:
                       + ", ".join(str(k) for k, _ in lengths), lengths)
 
 
+#: How far a measured run's accept length may sit from the acceptance given at its k before the plan says so.
+ACCEPTANCE_AGREE = 0.05
+
+
 def _target_noise(model: CostModel, points: Sequence[Point]) -> float:
     """The forward's relative scatter: its points' residuals where they over-determine it, else the run noise;
     an uncalibrated roofline (a lower bound) gets a wide 25%."""
@@ -502,7 +520,7 @@ def _target_noise(model: CostModel, points: Sequence[Point]) -> float:
     distinct = {(p.batch, p.tokens) for p in points}
     free = sum(1 for v in (model.fixed_ms, model.mem, model.compute, model.per_token_ms) if v)
     if len(points) > free and len(distinct) > 1:
-        resid = [(model.ms(p.batch, p.tokens) - p.ms) / p.ms for p in points]
+        resid = [(model.terms_ms(p.batch, p.tokens) - p.ms) / p.ms for p in points]
         return max(RUN_NOISE, math.sqrt(sum(e * e for e in resid) / (len(points) - free)))
     return RUN_NOISE
 
@@ -530,6 +548,17 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
     acc = _acceptance(acceptance) if acceptance is not None else _acceptance_from_runs(runs)
     notes: list[str] = []
     warnings: list[str] = list(runs.warnings)
+    if acceptance is not None:
+        # a measured run's cell uses the run's accept length, the others the profile: say when the two disagree
+        for r in runs.speculative:
+            if r.chain and r.steps <= MAX_PLAN_STEPS:
+                profile = acc.at(r.steps)
+                if abs(r.accept_length / profile - 1) > ACCEPTANCE_AGREE:
+                    warnings.append(
+                        f"acceptance-vs-run: {r.label()} measured accept length {r.accept_length:.2f}, the acceptance "
+                        f"given ({acc.source}) {profile:.2f} at k = {r.steps} ({r.accept_length / profile - 1:+.0%}); "
+                        "that cell is priced as measured, the other k from the acceptance given: a different drafter, "
+                        "dataset or temperature than the runs?")
     shape: ModelShape | None = None
     if target is not None:
         shape = target_shape(target, endpoint=endpoint, timeout=timeout, token=token)
@@ -577,11 +606,6 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
         notes.append("uniform routing: real routers favour some experts, so distinct experts (and verify cost at "
                      "large batch x tokens) are overestimated")
 
-    def target_cost(b: int, n: int) -> Cost:
-        if (b, n) in measured_fwd:
-            return Cost(measured_fwd[(b, n)], True)
-        return Cost(model.ms(b, n), False)
-
     # decode rows cannot tell a cost per request from compute per token row (both grow with B): the fit takes
     # the first; the other reading is what the rows leave open, and half the gap is one standard deviation
     alt = None
@@ -590,9 +614,34 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
             alt = fit_model(base, points, per_request=False)
         except InputError:
             alt = None
+    tnoise = _target_noise(model, points)
+    # where a decode step was measured at a batch size, a verify there is that decode plus what the terms add for
+    # the extra tokens: the terms' miss at that batch (launches, scheduling, what the bench timed) is a cost per
+    # forward, not per token, so a verify never comes out cheaper than the decode measured beside it
+    decodes = {b: ms for (b, n), ms in measured_fwd.items() if n == 1}
+    model = anchor_decodes(model, decodes)
+    alt = None if alt is None else anchor_decodes(alt, decodes)
+
+    def target_cost(b: int, n: int) -> Cost:
+        if (b, n) in measured_fwd:
+            return Cost(measured_fwd[(b, n)], True)
+        return Cost(model.ms(b, n), False)
+
+    def other_reading(b: int, n: int) -> float:
+        """The forward under the other reading, capped by physics: n tokens of each of b requests cost no more
+        than a decode step of b x n requests (the same expert and GEMM work, less KV cache read, fewer
+        requests to schedule and sample)."""
+        ms = (model if alt is None else alt).ms(b, n)
+        return min(ms, target_cost(min(b * n, MAX_BATCH), 1).ms) if n > 1 else ms
 
     def target_sd(b: int, n: int) -> float:
-        return 0.0 if alt is None else abs(alt.ms(b, n) - model.ms(b, n)) / 2
+        """The target forward's standard deviation (ms): at a batch size whose decode was measured only what the
+        model adds for the verify's extra tokens is uncertain; elsewhere the whole forward."""
+        v = target_cost(b, n).ms
+        gap = 0.0 if alt is None else abs(other_reading(b, n) - v) / 2
+        if b in decodes:
+            return math.hypot(tnoise * (v - decodes[b]), gap)
+        return math.hypot(tnoise * v, gap)
 
     # drafting: a prior from the drafter, fitted to draft tables and speculative runs
     dshape: ModelShape | None = None
@@ -614,7 +663,7 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
             warnings.append(f"cycle-shorter-than-verify: {r.label()} implies a {r.cycle_ms:.2f} ms cycle, shorter than "
                             f"the {t.ms:.2f} ms target forward of {r.draft_tokens} tokens alone; the row and the "
                             "forward's measurements disagree (a different server, context or run)")
-    fit = fit_cycle(rows, prior, target_noise=_target_noise(model, points))
+    fit = fit_cycle(rows, prior, target_noise=tnoise)
     for row, res in zip(rows, (x["residual"] for x in fit.to_json()["rows"])):
         if abs(res) > 4 * max(fit.noise, RUN_NOISE) and len(rows) > 3:
             warnings.append(f"row-off-the-fit: {row.label} is {res:+.0%} from the fit of the other rows")

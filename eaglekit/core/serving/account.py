@@ -25,16 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from eaglekit.core.errors import InputError
+from eaglekit.core.render import kv_html
 from eaglekit.core.serving.costmodel import (
     CostModel,
     ModelShape,
     Point,
     calibrate,
+    check_parallel,
     shape_from_config,
 )
-from eaglekit.core.errors import InputError
 from eaglekit.core.serving.published import published
-from eaglekit.core.render import kv_html
 from eaglekit.core.speedup.specmath import (
     Reach,
     Scenario,
@@ -78,11 +79,11 @@ GROWTH_STEPS = 8
 class GrowingVerify:
     """The deployment's targets and expected accept lengths priced again with a verify that grows with k.
 
-    ``verify_ms[k - 1]`` is the verify of k drafts (k + 1 tokens) at batch 1: the measured verify at the
-    deployment's k plus (j - k) x the mean slope of a model of ``label``'s forward
+    ``verify_ms[k - 1]`` is the verify of k drafts (k + 1 tokens) at batch 1: a model of ``label``'s forward
     (:mod:`eaglekit.core.serving.costmodel`: bytes of the distinct experts the tokens route to, compute per token,
     what the measured verify holds beyond them) calibrated to the deployment's decode step (1 / baseline tok/s)
-    and its verify. The calculator's verify growth is the same line (:attr:`slope_ms`, anchored at k). ``targets`` pairs each target tok/s with the steps the
+    and its verify (exact at the measured k). The calculator's verify growth is the line through the measured k
+    and the last (:attr:`slope_ms`, anchored at k). ``targets`` pairs each target tok/s with the steps the
     constant-verify arithmetic asks for (None: none); ``expected`` pairs each expected accept length with the
     steps it is priced at.
     """
@@ -158,14 +159,19 @@ class GrowingVerify:
 
 
 def growing_verify(shape: ModelShape | Mapping[str, Any], *, baseline_tps: float, verify_ms: float,
-                   steps: int) -> CostModel:
-    """``shape``'s cost model at batch 1 calibrated to a deployment's decode step and its verify at ``steps``."""
+                   steps: int, tp: int = 1, context: int = 4096) -> CostModel:
+    """``shape``'s cost model at batch 1 on ``tp`` GPUs at ``context`` tokens, calibrated to a deployment's decode
+    step and its verify at ``steps`` (the model ``eaglekit plan`` fits to the same two forwards)."""
+    check_parallel(tp, context)
     s = shape if isinstance(shape, ModelShape) else shape_from_config(shape)
-    return calibrate(CostModel(s, None), [Point(1, 1, 1000.0 / baseline_tps), Point(1, steps + 1, verify_ms)])
+    return calibrate(CostModel(s, None, tp, context),
+                     [Point(1, 1, 1000.0 / baseline_tps), Point(1, steps + 1, verify_ms)])
 
 
 #: The seed deployment's targets: Kimi-K2.5 with INT4 experts (what it serves) and Kimi-K2 in FP8.
 SEED_TARGETS = ("kimi-k25-int4", "kimi-k2-fp8")
+#: The seed deployment's tensor-parallel degree (8 GPUs).
+SEED_TP = 8
 
 GrowsFor = Mapping[str, ModelShape | Mapping[str, Any]] | Sequence[str]
 
@@ -194,13 +200,14 @@ class Account:
     def from_measurements(cls, baseline_tps: float, spec_tps: float, accept_length: float, *, verify_ms: float,
                           steps: int, draft_ms: float | None = None, targets: Sequence[float] = (),
                           expected: Sequence[float] = (),
-                          verify_grows_for: GrowsFor | None = None) -> Account:
+                          verify_grows_for: GrowsFor | None = None, tp: int = 1, context: int = 4096) -> Account:
         """The account of a deployment measured at ``spec_tps`` with accept length ``accept_length`` and
         ``steps`` draft steps, against ``baseline_tps`` without speculation and ``verify_ms`` per verify.
 
         ``verify_grows_for`` names target models ({label: config or shape}, or published names such as
         ``"kimi-k25-int4"``): for each, every target and expected accept length is priced again with a verify
-        that grows with k (:class:`GrowingVerify`), the model calibrated to this deployment."""
+        that grows with k (:class:`GrowingVerify`), the model calibrated to this deployment on ``tp`` GPUs at
+        ``context`` tokens (the plan's cost model of the same two forwards, so both price a verify alike)."""
         k = check_steps(steps)
         if k is None:
             raise InputError("the account needs the deployment's draft steps k (num_speculative_tokens): "
@@ -235,12 +242,12 @@ class Account:
         # the verify table reaches past the measured k and every projection's k (the slope needs one beyond k)
         top = max(GROWTH_STEPS, k + 1, *(p.steps for p in projections))
         for label, shape in named:
-            model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k)
-            # one verify model for every page: a straight line through the measured verify at k with the cost
-            # model's mean slope from k to the top (to 0.01 ms, as the calculator takes it); the calculator's
-            # verify growth is this slope, anchored at the same k
-            slope = round((model.ms(1, top + 1) - verify_ms) / (top - k), 2)
-            verify = tuple(max(verify_ms + (j - k) * slope, 0.1 * verify_ms) for j in range(1, top + 1))
+            model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k, tp=tp,
+                                   context=context)
+            # one verify model for every page: the cost model calibrated through the measured decode and verify,
+            # the curve the plan prices (its k + 1 tokens); the calculator's verify growth is the line through the
+            # measured k and the top, so it meets the curve there and differs by under 1% between
+            verify = tuple(float(verify_ms) if j == k else model.ms(1, j + 1) for j in range(1, top + 1))
             growing.append(GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
                                          tuple((r.target_tps, r.min_steps) for r in ts),
                                          tuple((p.accept_length, p.steps) for p in projections)))
@@ -252,7 +259,7 @@ class Account:
         """The seed's deployment: 82 tok/s baseline; 60 tok/s (59-61 measured) at accept length 2.0 with 2 draft
         steps; 30 ms verify; targets 150 and 200 tok/s; the public K2 drafter's 3.2-3.5 priced."""
         return cls.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, targets=(150.0, 200.0),
-                                     expected=(3.2, 3.5), verify_grows_for=SEED_TARGETS)
+                                     expected=(3.2, 3.5), verify_grows_for=SEED_TARGETS, tp=SEED_TP)
 
     # -- derived -----------------------------------------------------------------------------------
 

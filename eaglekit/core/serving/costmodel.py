@@ -478,6 +478,23 @@ class CostModel:
     label: str = field(default="", compare=False)
     per_token_ms: float = 0.0  # beyond bytes and FLOPs: ms per token per request past the first, whatever B is
     per_request_ms: float = 0.0  # beyond bytes and FLOPs: ms per request, whatever n is (scheduling, sampling)
+    #: (batch, ms) where a measured decode step sits off the fitted terms: a cost per forward the terms have no
+    #: place for, carried whole to every forward at that batch size (a verify beside a measured decode is that
+    #: decode plus what the terms add for its extra tokens); interpolated linearly in log batch size between
+    #: anchors, held past them (:func:`anchor_decodes`)
+    misfit: tuple[tuple[int, float], ...] = ()
+
+    def offset_ms(self, batch: int) -> float:
+        """The measured decodes' offset from the terms at ``batch`` (:attr:`misfit`)."""
+        a = self.misfit
+        if not a:
+            return 0.0
+        if batch <= a[0][0]:
+            return a[0][1]
+        for (b0, r0), (b1, r1) in zip(a, a[1:]):
+            if batch <= b1:
+                return r0 + math.log(batch / b0) / math.log(b1 / b0) * (r1 - r0)
+        return a[-1][1]
 
     def features(self, batch: int, tokens: int) -> tuple[float, float]:
         """(memory ms, compute ms) at efficiency 1 for one forward per GPU."""
@@ -491,21 +508,29 @@ class CostModel:
         tflop = s.flops(rows, self.context) / self.tp / 1e12
         return gb / g.hbm_tb_s, tflop * 1000.0 / g.tflops(s.compute)
 
-    def ms(self, batch: int, tokens: int) -> float:
+    def terms_ms(self, batch: int, tokens: int) -> float:
+        """The forward from the fitted terms alone (no :attr:`misfit`)."""
         m, c = self.features(batch, tokens)
         extra = self.per_token_ms * (tokens - 1) + self.per_request_ms * batch
         if self.combine == "max":
             return self.fixed_ms + max(self.mem * m, self.compute * c) + extra
         return self.fixed_ms + self.mem * m + self.compute * c + extra
 
+    def ms(self, batch: int, tokens: int) -> float:
+        base = self.terms_ms(batch, tokens)
+        return max(base + self.offset_ms(batch), 0.5 * base) if self.misfit else base
+
     def verify_ratio(self, steps: int, *, batch: int = 1) -> float:
         """Verify of ``steps`` drafts (``steps + 1`` tokens) over a decode step, at ``batch``."""
         return self.ms(batch, steps + 1) / self.ms(batch, 1)
 
     def describe(self) -> str:
+        anchored = ("; anchored to the decode measured at batch " + ", ".join(f"{b} ({r:+.2f} ms)" for b, r in
+                                                                             self.misfit)) if self.misfit else ""
         if self.shape is None:
+            per_token = f" + {self.per_token_ms:.3g} ms per verified token past the first" if self.per_token_ms else ""
             return (f"fitted to {len(self.points)} measurements without a target config: {self.fixed_ms:.3g} ms "
-                    f"+ {self.compute:.3g} ms per token row (a dense target's shape)")
+                    f"+ {self.compute:.3g} ms per token row{per_token}{anchored}")
         where = f"{self.gpu.name} x {self.tp}" if self.gpu else f"TP {self.tp}, no GPU table"
         base = f"{self.shape.name} on {where}, context {self.context} tokens"
         if self.kind == "estimate":
@@ -519,7 +544,7 @@ class CostModel:
             extra += (f" + {self.per_request_ms:.3g} ms per request (what the batch's growth holds beyond the "
                       f"roofline at {COMPUTE_PRIOR:g} x compute time; it does not grow with verified tokens)")
         return (f"{base}: {self.kind} to {len(self.points)} measurements: {self.fixed_ms:.3g} ms fixed + "
-                f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time{extra}")
+                f"{self.mem:.3g} x memory time + {self.compute:.3g} x compute time{extra}{anchored}")
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "combine": self.combine, "fixed_ms": self.fixed_ms, "memory_factor": self.mem,
@@ -529,7 +554,21 @@ class CostModel:
                                                       "bf16_tflops": self.gpu.bf16_tflops,
                                                       "fp8_tflops": self.gpu.fp8_tflops},
                 "shape": None if self.shape is None else self.shape.to_json(),
-                "points": [[p.batch, p.tokens, p.ms] for p in self.points], "description": self.describe()}
+                "points": [[p.batch, p.tokens, p.ms] for p in self.points],
+                "decode_offsets": [[b, r] for b, r in self.misfit], "description": self.describe()}
+
+
+#: Offsets smaller than this (ms) are the fit's rounding, not a misfit.
+MISFIT_FLOOR_MS = 1e-6
+
+
+def anchor_decodes(model: CostModel, decodes: Mapping[int, float]) -> CostModel:
+    """``model`` anchored to measured decode steps ({batch: ms}): where one sits off the fitted terms the offset
+    is carried to every forward at that batch size (:attr:`CostModel.misfit`); none off: ``model`` unchanged."""
+    anchors = tuple(sorted((int(b), float(ms) - model.terms_ms(int(b), 1)) for b, ms in decodes.items()))
+    if all(abs(r) < MISFIT_FLOOR_MS for _, r in anchors):
+        return replace(model, misfit=())
+    return replace(model, misfit=anchors)
 
 
 def check_parallel(tp: object, context: object) -> None:
@@ -581,7 +620,8 @@ _SUBSETS: tuple[tuple[tuple[str, ...], dict[str, float]], ...] = (
     (("fixed", "per_request"), {"mem": 1.0, "compute": COMPUTE_PRIOR}),
     (("fixed", "mem", "compute"), {}), (("mem", "compute"), {}), (("fixed", "mem"), {}), (("fixed", "compute"), {}),
     (("mem",), {}), (("compute",), {}), (("fixed",), {}),
-    (("fixed", "mem", "per_token"), {}), (("fixed", "per_token"), {"mem": 1.0, "compute": 1.0}),
+    (("fixed", "mem", "per_token"), {}), (("fixed", "compute", "per_token"), {}),
+    (("fixed", "per_token"), {"mem": 1.0, "compute": 1.0}),
     (("mem", "per_token"), {}), (("per_token",), {"mem": 1.0, "compute": 1.0}))
 
 

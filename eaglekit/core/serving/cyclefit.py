@@ -28,7 +28,7 @@ from typing import Any
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.costmodel import Gpu, ModelShape
 
-__all__ = ["RUN_NOISE", "Z", "CycleFit", "DraftPrior", "draft_prior", "eagle3_drafter", "fit_cycle"]
+__all__ = ["RUN_NOISE", "CycleFit", "DraftPrior", "Z", "draft_prior", "eagle3_drafter", "fit_cycle"]
 
 #: Relative run-to-run spread assumed for a measured throughput when the rows cannot tell it (bench tools
 #: repeated on one server differ by a few percent; a fit's own scatter replaces it when larger).
@@ -54,6 +54,7 @@ CYCLE_BOOKKEEPING_MS = 0.3
 #: bookkeeping at large batch cost far more per row than the drafter's FLOPs (published SGLang tree sweeps grow
 #: about 0.1 ms per row per step), so the roofline figure alone would pin the term too tightly.
 PER_ROW_SD_FLOOR = 0.02
+ENGINE_ROW_MS = 0.03
 
 
 def eagle3_drafter(target: ModelShape, *, draft_vocab: int = 32000) -> ModelShape:
@@ -99,7 +100,7 @@ def draft_prior(drafter: ModelShape | None, gpu: Gpu | None, *, tp: int = 1, con
     figures on an H100.
     """
     if drafter is None or gpu is None:
-        return DraftPrior((0.9, 0.004, 1.2), (0.9, PER_ROW_SD_FLOOR, 1.2),
+        return DraftPrior((0.9, 0.004 + ENGINE_ROW_MS, 1.2), (0.9, 0.004 + ENGINE_ROW_MS, 1.2),
                           "prior: an 8B-class EAGLE-3 drafter on an H100 (about 0.9 ms per step, 1.2 ms per cycle; "
                           "no drafter shape or GPU given), sd = mean")
     launch = DRAFT_KERNELS * KERNEL_US / 1000.0 + (2 * drafter.layers * ALLREDUCE_US / 1000.0 if tp > 1 else 0.0)
@@ -107,9 +108,9 @@ def draft_prior(drafter: ModelShape | None, gpu: Gpu | None, *, tp: int = 1, con
     step = launch + read
     flop_ms = 2.0 * drafter.active_params / tp / (gpu.bf16_tflops * 0.5 * 1e12) * 1000.0
     kv_ms = context * drafter.kv_bytes_per_token / max(1, min(tp, drafter.kv_heads or 1)) / 1e9 / gpu.hbm_tb_s
-    per_row = flop_ms + kv_ms
+    per_row = flop_ms + kv_ms + ENGINE_ROW_MS
     overhead = step + CYCLE_BOOKKEEPING_MS
-    return DraftPrior((step, per_row, overhead), (step, max(2 * per_row, PER_ROW_SD_FLOOR), overhead),
+    return DraftPrior((step, per_row, overhead), (step, per_row, overhead),
                       f"prior from {drafter.name} on {gpu.name} x {tp}: {step:.2f} ms per step "
                       f"({launch:.2f} launch floor + {read:.2f} reading {drafter.always_bytes / 1e9:.2f} GB / {tp}), "
                       f"{per_row * 1000:.2f} us per row, {overhead:.2f} ms per cycle; sd = mean")

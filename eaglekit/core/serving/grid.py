@@ -17,8 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eaglekit.core.serving.cyclefit import Z, CycleFit
-from eaglekit.core.serving.plan import Acceptance, BatchPlan, Cost, StepOption, check_batches, overlaps
+from eaglekit.core.serving.cyclefit import CycleFit, Z
+from eaglekit.core.serving.plan import (
+    Acceptance,
+    BatchPlan,
+    Cost,
+    StepOption,
+    check_batches,
+    overlaps,
+)
 from eaglekit.core.serving.runs import Run, RunSet
 from eaglekit.core.uncertainty import Interval
 
@@ -57,7 +64,12 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
     else:
         cycle = v.ms + extra
         x = fit.features(batch, steps, topk)
-        t_var = (tn * v.ms) ** 2 + (0.0 if v.measured or target_sd is None else target_sd(batch, n if steps else 1) ** 2)
+        if v.measured:
+            t_var = 0.0
+        elif target_sd is not None:
+            t_var = target_sd(batch, n if steps else 1) ** 2
+        else:
+            t_var = (tn * v.ms) ** 2
         var = fit.extra_var(x) + t_var + (noise * cycle) ** 2
         var_log, t_share = var / cycle ** 2, math.sqrt(t_var) / cycle
     tps = batch * L * 1000.0 / cycle
@@ -85,8 +97,8 @@ def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCos
                trees: Sequence[TreeConfig] = (), fits: Callable[[int], tuple[bool, float | None]] | None = None,
                target_sd: Callable[[int, int], float] | None = None) -> tuple[BatchPlan, ...]:
     """Every batch size's chain k = 0 .. ``max_steps`` and the given trees, priced with intervals;
-    ``target_sd(B, n)``: a standard deviation of the target forward beyond its relative scatter (what its
-    terms leave open)."""
+    ``target_sd(B, n)``: the standard deviation (ms) of an unmeasured target forward (its fit's scatter and what
+    its terms leave open); without it, the fit's relative scatter ``fit.target_noise``."""
     check_batches(batches)
     runs = runs or RunSet(())
     dm = dict(draft_measured or {})

@@ -23,12 +23,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from eaglekit.core import safejson
-from eaglekit.core.serving.costmodel import MAX_BATCH, MAX_MS, MIN_MS, CostModel, Point
 from eaglekit.core.errors import InputError
+from eaglekit.core.serving.costmodel import MAX_BATCH, MAX_MS, MIN_MS, CostModel, Point
 from eaglekit.core.serving.plan import Acceptance
 
-__all__ = ["DraftEstimate", "DraftTable", "acceptance_from_json", "check_number", "csv_rows", "acceptance_from_vllm_log", "parse_costs", "parse_draft_costs",
-           "parse_numbers", "parse_sglang_bench"]
+__all__ = [
+    "DraftEstimate",
+    "DraftTable",
+    "acceptance_from_json",
+    "acceptance_from_vllm_log",
+    "check_number",
+    "csv_rows",
+    "parse_costs",
+    "parse_draft_costs",
+    "parse_numbers",
+    "parse_sglang_bench",
+]
 
 
 def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:

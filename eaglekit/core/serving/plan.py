@@ -29,9 +29,27 @@ from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, text_table
 from eaglekit.core.uncertainty import Interval, verdict
 
-__all__ = ["STEPS_HEADERS", "TIE", "Acceptance", "BatchPlan", "Cost", "PlanTable", "StepOption", "accept_length",
-           "best_steps", "constant_acceptance", "overlaps", "check_batches", "expand_schedule", "parse_schedule", "plan_batches", "schedule_dict",
-           "schedule_from_steps", "steps_rows", "stops_paying_at"]
+__all__ = [
+    "STEPS_HEADERS",
+    "TIE",
+    "Acceptance",
+    "BatchPlan",
+    "Cost",
+    "PlanTable",
+    "StepOption",
+    "accept_length",
+    "best_steps",
+    "check_batches",
+    "constant_acceptance",
+    "expand_schedule",
+    "overlaps",
+    "parse_schedule",
+    "plan_batches",
+    "schedule_dict",
+    "schedule_from_steps",
+    "steps_rows",
+    "stops_paying_at",
+]
 
 MAX_PLAN_STEPS = 16
 
