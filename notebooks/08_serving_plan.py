@@ -76,7 +76,7 @@ for name in ("kimi-k25-int4", "kimi-k2-fp8"):
 # Its drafting differs, by design: the account puts all 3.3 ms the measured cycle holds beyond the verify into
 # its 2 draft steps (1.67 ms each), where the plan's fit splits them under its prior into a cost per step and
 # a cost per cycle, so at k = 3 the plan's cycle is about 1 ms shorter. A second speculative run at another k
-# settles the split (the plan names it).
+# settles the split.
 
 # %%
 for g in eaglekit.Account.seed().growing:
@@ -142,7 +142,10 @@ for name, p in (("K2.5 on 8 H20s", plan), ("Llama-3.1-8B on an H100 (the publish
 # The plan's fitted cost model with batch-size and context sliders and its inputs (GPU figures, the fitted
 # fixed cost, factors and per-token cost, the draft line and the per-cycle overhead). It recomputes in the
 # browser, so it works here and in the rendered report alike, with or without a kernel; it shows the point
-# values (the intervals are in the plan above), and says when a batch size does not fit in memory.
+# values (the intervals are in the plan above), measured runs as measured, and says when a batch size does not
+# fit in memory. While its inputs are the plan's, it also gives the plan's choice at each batch size and the
+# plan's schedule, which weigh the intervals: where k = 1 edges ahead of k = 0 by less than the figures can
+# tell, the plan keeps k = 0, and the widget says so.
 
 # %%
 eaglekit.PlanWidget(plan, batch=1)

@@ -83,8 +83,10 @@ function options(p, batch) {
   let base = 0;
   for (let k = 0; k <= p.max_steps; k++) {
     const verify = targetMs(p, batch, k + 1);
-    const L = acceptLength(p.per_step, k);
-    const cycle = verify + k * draft + (k ? overhead : 0);
+    // a measured run's cell as measured (eaglekit.core.serving.grid: its accept length and cycle)
+    const run = (p.measured_cells || []).find((c) => c[0] === batch && c[1] === k);
+    const L = run ? run[2] : acceptLength(p.per_step, k);
+    const cycle = run ? run[3] : verify + k * draft + (k ? overhead : 0);
     const perRequest = L * 1000 / cycle;
     const total = batch * perRequest;
     if (k === 0) base = total;
@@ -174,7 +176,27 @@ function params(model) {
   p.combine = model.get("combine");
   p.per_step = model.get("per_step").map(Number);
   p.batches = model.get("batches").map(Number);
+  p.decode_offsets = (model.get("decode_offsets") || []).map((a) => a.map(Number));
+  p.measured_cells = (model.get("measured_cells") || []).map((a) => a.map(Number));
   return p;
+}
+
+// Whether the controls still hold the plan's own inputs (the batch size aside): then the plan's choices, which
+// weigh its 95% intervals, apply to what the widget shows
+function pristine(p, start) {
+  return CONTROLS.every(([name]) => name === "batch_log2" || p[name] === start[name]);
+}
+
+// What the plan chose at this batch size, beside the point values' best k (only while the controls are the plan's)
+function planWords(p, start, r, choices) {
+  if (!pristine(p, start)) return " Point values for these inputs (the plan's intervals and choices are for its own).";
+  const c = choices.find((x) => Number(x[0]) === r.batch);
+  if (!c) return "";
+  const [, k, verdict, also] = c;
+  const within = also.length ? `; k = ${also.join(", ")} within its 95% interval` : "";
+  if (Number(k) === r.best_steps) return ` The plan: k = ${k} (${verdict}${within}).`;
+  return ` The plan chooses k = ${k} here (${verdict}${within}): ties within the intervals go to fewer steps, ` +
+    `so the schedule does not climb on a difference the figures cannot tell from noise.`;
 }
 
 function render({model, el: root}) {
@@ -197,9 +219,13 @@ function render({model, el: root}) {
   const top = el("div", {class: "top"});
   top.append(controls, side);
   root.replaceChildren(top, chart);
+  const start = params(model);  // the plan's inputs, as the widget was created
+  const choices = model.get("plan_choice") || [];
+  const planSchedule = model.get("plan_schedule") || null;
 
   function update() {
     const p = params(model);
+    if (!pristine(p, start)) p.measured_cells = [];  // measured for the plan's inputs, not for these
     for (const [name, , , , step] of CONTROLS) {
       const off = (p.generic && ["context", "tp", "hbm_tb_s", "tflops", "mem"].includes(name))
         || (p.draft_free && (name.startsWith("draft") || name === "overhead_ms"));
@@ -218,14 +244,22 @@ function render({model, el: root}) {
       : `Batch ${r.batch}: best k = ${r.best_steps}, ${f(b.tokens_per_s, 0)} tok/s (${f(b.speedup, 2)}x no ` +
         `speculation). `;
     const range = planned.length ? `${planned[0]}-${planned[planned.length - 1]}` : "none";
-    summary.textContent = here + `vLLM schedule over the planned batch sizes (${range}) ${sched}; ` +
+    // while the controls hold the plan's inputs, its schedule (which weighs the intervals) is the one shown
+    const own = planSchedule && pristine(p, start);
+    const ks = own ? Object.values(planSchedule).map(Number) : r.schedule.map((s) => s[2]);
+    const stops = own ? (model.get("plan_stops_paying_at") ?? null) : r.stops_paying_at;
+    const theirs = own ? "{" + Object.entries(planSchedule).map(([key, k]) => `"${key}": ${k}`).join(", ") + "}" : sched;
+    const schedWords = theirs !== sched
+      ? `vLLM schedule over the planned batch sizes (${range}): the plan's ${theirs} (by point values alone ${sched}); `
+      : `vLLM schedule over the planned batch sizes (${range}) ${sched}; `;
+    summary.textContent = here + schedWords +
       (!planned.length ? "no planned batch size fits."
-        : r.stops_paying_at === null && r.schedule.every((s) => s[2] > 0)
+        : stops === null && ks.every((k) => k > 0)
           ? `speculation pays at every planned batch size (${range}).`
-        : r.stops_paying_at === null ? "speculation pays where the schedule's k is above 0, the largest planned " +
+        : stops === null ? "speculation pays where the schedule's k is above 0, the largest planned " +
           "batch size included."
-        : `speculation stops paying at batch ${r.stops_paying_at}.`) +
-      (p.draft_free ? " Drafting counted free." : "");
+        : `speculation stops paying at batch ${stops}.`) +
+      (p.draft_free ? " Drafting counted free." : "") + (r.fits ? planWords(p, start, r, choices) : "");
     const head = el("tr");
     for (const h of ["k", "experts/layer", "accept length", "target ms", "cycle ms", "tok/s", "per request", "speedup"]) {
       head.append(el("th", {}, h));

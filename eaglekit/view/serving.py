@@ -24,7 +24,6 @@ from eaglekit.core.serving.plan import (
     best_steps,
     plan_batches,
     schedule_from_steps,
-    stops_paying_at,
 )
 from eaglekit.view.frontend import esm
 
@@ -136,23 +135,37 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
 
     batch = 2 ** round(p["batch_log2"])
     overhead = 0.0 if p["draft_free"] else float(p.get("overhead_ms", 0.0))
-    every = plan_batches((batch,), acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]),
-                         overhead_ms=overhead)[0]
-    opts = [{"steps": o.steps, "accept_length": o.accept_length, "verify_ms": o.verify.ms, "draft_ms": o.draft.ms,
-             "cycle_ms": o.cycle_ms, "per_request_tokens_per_s": o.per_request_tokens_per_s,
-             "tokens_per_s": o.tokens_per_s, "speedup": o.speedup} for o in every.options]
+    cells = {(int(c[0]), int(c[1])): (float(c[2]), float(c[3])) for c in p.get("measured_cells", ())}
+
+    def rows(b: int) -> list[dict[str, Any]]:
+        """Every k at batch ``b``; a measured run's cell as measured (its accept length and cycle)."""
+        every = plan_batches((b,), acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]),
+                             overhead_ms=overhead)[0]
+        out, base = [], 0.0
+        for o in every.options:
+            L, cycle = cells.get((b, o.steps), (o.accept_length, o.cycle_ms))
+            per_request = L * 1000.0 / cycle
+            total = b * per_request
+            base = total if o.steps == 0 else base
+            out.append({"steps": o.steps, "accept_length": L, "verify_ms": o.verify.ms, "draft_ms": o.draft.ms,
+                        "cycle_ms": cycle, "per_request_tokens_per_s": per_request, "tokens_per_s": total,
+                        "speedup": total / base})
+        return out
+
+    opts = rows(batch)
     usable, weights, kv = (float(p.get(k, 0.0)) for k in ("cap_usable_gb", "cap_weights_gb", "cap_kv_gb_per_token"))
 
     def fits(b: int) -> bool:  # eaglekit.core.serving.capacity.Capacity.fits at the control's context
         return usable <= 0 or weights + b * kv * int(p["context"]) <= usable
 
     planned = tuple(b for b in p["batches"] if fits(b))
-    plans = plan_batches(planned, acc, target, None if p["draft_free"] else draft, max_steps=int(p["max_steps"]),
-                         overhead_ms=overhead) if planned else ()
-    ks = [pl.best.steps for pl in plans]
+    ks = [best_steps([o["tokens_per_s"] for o in rows(b)]) for b in planned]
+    stops = None  # the first of a run of k = 0 that lasts to the largest planned size
+    for b, k in zip(planned, ks):
+        stops = None if k else (b if stops is None else stops)
     return {"batch": batch, "options": opts, "best_steps": best_steps([o["tokens_per_s"] for o in opts]),
             "schedule": [list(r) for r in schedule_from_steps(planned, ks)] if planned else [],
-            "stops_paying_at": stops_paying_at(plans) if planned else None,
+            "stops_paying_at": stops,
             "fits": fits(batch),
             "distinct_experts": [None if shape is None else shape.distinct_experts(batch * (k + 1))
                                  for k in range(int(p["max_steps"]) + 1)]}
@@ -179,6 +192,11 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
                per_step=list(plan.acceptance.per_step), max_steps=plan.max_steps, batches=list(plan.batches),
                batch_log2=max(0, min(12, round(math.log2(batch)))))
     f = plan.fit
+    # the plan's own choices (they weigh the intervals the widget cannot recompute), shown while its inputs hold
+    out.update(measured_cells=[[r.batch, r.steps, r.accept_length, r.cycle_ms] for r in plan.runs.runs
+                                if r.chain and r.steps <= plan.max_steps])
+    out.update(plan_choice=[[p.batch, p.best.steps, p.verdict, list(p.overlapping)] for p in plan.plans if p.fits],
+               plan_schedule=dict(plan.schedule), plan_stops_paying_at=plan.stops_paying_at)
     out.update(draft_free=f is None, draft_fixed_ms=0.0 if f is None else f.value[0],
                draft_per_request_ms=0.0 if f is None else f.value[1], overhead_ms=0.0 if f is None else f.value[2])
     return out
@@ -221,6 +239,10 @@ def _widget_class() -> type:
         per_token_ms = t.Float(0.0).tag(sync=True)
         per_request_ms = t.Float(0.0).tag(sync=True)
         decode_offsets = t.List(t.List()).tag(sync=True)
+        plan_choice = t.List(t.List()).tag(sync=True)
+        measured_cells = t.List(t.List()).tag(sync=True)
+        plan_schedule = t.Dict(allow_none=True).tag(sync=True)
+        plan_stops_paying_at = t.Int(None, allow_none=True).tag(sync=True)
         cap_usable_gb = t.Float(0.0).tag(sync=True)
         cap_weights_gb = t.Float(0.0).tag(sync=True)
         cap_kv_gb_per_token = t.Float(0.0).tag(sync=True)

@@ -26,7 +26,8 @@ def test_serving_plan_notebook_shows_the_seed_the_plan_and_the_widget():
     assert "num_speculative_tokens_per_batch_size" in text and "--speculative-num-steps" in text
     assert "do not fit" in text and "at most 109 concurrent requests" in text and "stops paying at batch 1" in text
     assert "the one run that most narrows" in text and "NO-GO" in text and "TOO CLOSE TO CALL" in text
-    assert "<svg" in text and "k=0 1.00x" in text  # the inline chart draws bars even where the best k is 0
+    # the inline chart draws bars even where the best k is 0; 11 batch sizes take their labels on two lines
+    assert "<svg" in text and "<tspan>k=0</tspan>" in text and ">1.00x</tspan>" in text
     assert "Speedup over no speculation at every (batch size, k)" in text  # the fitted grid
     assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs) == 3
     assert sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs) == 1

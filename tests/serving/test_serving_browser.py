@@ -80,9 +80,12 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     summary.wait_for(timeout=20_000)
     first = summary.text_content()
     assert first.startswith("Batch 1: speculation does not pay here (best k = 0,"), first
-    # k = 0 at batch 1-16 and k = 2 at batch 64: speculation has not stopped paying, nor does it pay everywhere
-    assert "planned batch sizes (1-64)" in first and "the largest planned batch size included." in first
-    assert "stops paying" not in first and "pays at every planned batch size" not in first
+    # by point values k = 1 edges ahead at batch 32 and 64, but within the intervals: the plan keeps k = 0 there,
+    # and while the controls hold the plan's inputs the page shows the plan's schedule and says what differs
+    assert "planned batch sizes (1-64): the plan's {\"1-64\": 0} (by point values alone {\"1-16\": 0, " \
+           "\"32-64\": 1})" in first, first
+    assert "speculation stops paying at batch 1." in first and "pays at every planned batch size" not in first
+    assert "The plan: k = 0 (" in first
 
     def set_value(name: str, value: str) -> None:
         box = widget.locator(f'input[name="{name}-value"]')
@@ -90,7 +93,9 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
         box.press("Enter")
 
     set_value("batch_log2", "6")
-    assert summary.text_content().startswith("Batch 64: best k = 2,")
+    at64 = summary.text_content()
+    assert at64.startswith("Batch 64: best k = 1,"), at64
+    assert "The plan chooses k = 0 here (TOO CLOSE TO CALL; k = 1" in at64
     set_value("batch_log2", "11")  # batch 2048: does not fit, and the page never says speculation pays everywhere
     text = summary.text_content()
     assert text.startswith("Batch 2048 does not fit in memory (at most 109 requests at 2048 tokens)"), text
@@ -98,6 +103,10 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     set_value("batch_log2", "6")
     set_value("context", "65536")  # a long context: KV reads hide the verify's extra compute, and fewer fit
     assert summary.text_content().startswith("Batch 64 does not fit in memory (at most 3 requests at 65536 tokens)")
+    assert "the plan's" not in summary.text_content()  # its choices were for 2048 tokens of context
+    set_value("context", "1024")
+    assert "Point values for these inputs" in summary.text_content(), summary.text_content()
+    set_value("context", "65536")
     fixed = widget.locator('input[name="fixed_ms-value"]').input_value()
     assert len(fixed) <= 6, fixed  # the number box shows the value to its step (11.08), not 11.077967...
     assert widget.locator("table.readout tr").count() == 7 and widget.locator("table.readout tr.best").count() == 1

@@ -71,3 +71,18 @@ def test_the_widget_carries_the_forward_s_per_request_and_per_token_terms():
     got = numbers(values)
     assert [o["verify_ms"] for o in got["options"]] == pytest.approx([p.model.ms(64, n) for n in (1, 2, 3)])
     assert values["per_request_ms"] == p.model.per_request_ms
+
+
+def test_the_widget_shows_a_measured_run_as_the_plan_does():
+    """The seed's run at k = 2 (accept length 2.0, 60 tok/s): the widget's point values take the measured cell as
+    the plan does, not the acceptance profile's 2.38 over the modelled cycle."""
+    runs = [(1, 0, None, None, None, 82.0), (1, 2, 1, 3, 2.0, 60.0)]
+    p = eaglekit.plan((0.8, 0.72, 0.66), costs=[(1, 3, 30.0)], measured=runs, target="kimi-k25-int4", gpu="H20",
+                      tp=8, context=2048, batches=(1, 8))
+    values = values_from_plan(p)
+    assert [1, 2, 2.0, pytest.approx(1000 * 2.0 / 60)] in values["measured_cells"]
+    got = numbers(values)["options"]
+    assert got[2]["tokens_per_s"] == pytest.approx(60.0) and got[2]["accept_length"] == 2.0
+    assert got[2]["tokens_per_s"] == pytest.approx(p.plans[0].options[2].tokens_per_s)
+    at8 = numbers({**values, "batch_log2": 3})["options"]
+    assert at8[2]["accept_length"] == pytest.approx(p.plans[1].options[2].accept_length)  # batch 8 was not measured

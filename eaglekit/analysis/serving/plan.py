@@ -309,11 +309,13 @@ class ServingPlan:
     def svg(self) -> str:
         """A small inline chart (no script): the best option's speedup per batch size as bars with their 95%
         intervals, a line at 1x (no speculation); batch sizes that do not fit are labelled so."""
-        w, h, left, bottom, top = 560, 190, 40, 34, 22
+        w, h, left, bottom = 560, 190, 40, 34
         fit = self.fitting
         n = len(self.plans)
         smax = max([1.2] + [p.best.gain.high or p.best.speedup for p in fit])
         bw = (w - left - 10) / n
+        stacked = bw < 64  # "k=2 1.33x" is about 55 px at 11 px: narrower bars take it on two lines
+        top = 34 if stacked else 22
         Y = lambda v: h - bottom - (h - bottom - top) * v / smax
         out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" role="img" '
                'aria-label="speedup of the best draft steps per batch size" style="font:11px sans-serif">']
@@ -330,8 +332,12 @@ class ServingPlan:
             lo, hi = b.gain.low, b.gain.high
             if lo is not None and hi is not None and hi > lo:
                 out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{Y(lo):.1f}" y2="{Y(hi):.1f}" stroke="#222"/>')
-            out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 3:.1f}" text-anchor="middle">k={b.steps} '
-                       f'{b.speedup:.2f}x</text>')
+            if stacked:
+                out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 15:.1f}" text-anchor="middle">'
+                           f'<tspan>k={b.steps}</tspan><tspan x="{cx:.1f}" dy="12">{b.speedup:.2f}x</tspan></text>')
+            else:
+                out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 3:.1f}" text-anchor="middle">k={b.steps} '
+                           f'{b.speedup:.2f}x</text>')
         out.append(f'<line x1="{left}" x2="{w - 10}" y1="{Y(1):.1f}" y2="{Y(1):.1f}" stroke="#a00" '
                    'stroke-dasharray="4 3"/>')
         out.append(f'<text x="{left}" y="{h - 4}">batch size; bars: speedup of the best k over no speculation '
