@@ -54,7 +54,15 @@ CYCLE_BOOKKEEPING_MS = 0.3
 #: bookkeeping at large batch cost far more per row than the drafter's FLOPs (published SGLang tree sweeps grow
 #: about 0.1 ms per row per step), so the roofline figure alone would pin the term too tightly.
 PER_ROW_SD_FLOOR = 0.02
+#: The engine's work per drafted row per step beyond the drafter's FLOPs (draft-extend rows, tree and mask
+#: building, sampling): SGLang's speedup falls from 1.81x at batch 2 to 1.38x at 64 in the EAGLE-3 paper's Table 3
+#: (Llama-3.1-8B, one H100, chain of 3: about 0.03 ms per request per step beyond the roofline), and AngelSlim #163's
+#: tree (4, 4, 16) grows about 0.06 ms per drafted row per step from batch 1 to 64.
 ENGINE_ROW_MS = 0.03
+#: The per-cycle overhead's prior spread, in units of its mean: published cycles hold from about 1 ms beyond the
+#: verify and the steps (vLLM #20780, Llama-3.1-8B) to about 6 ms (SGLang on Qwen3-30B-A3B, SpecForge #339 and
+#: AngelSlim #163: the cycle grows well under 0.5 ms per added step, yet sits 5-7 ms above the decode at 3 steps).
+OVERHEAD_SPREAD = 3.0
 
 
 def eagle3_drafter(target: ModelShape, *, draft_vocab: int = 32000) -> ModelShape:
@@ -96,13 +104,13 @@ def draft_prior(drafter: ModelShape | None, gpu: Gpu | None, *, tp: int = 1, con
     draft-extend over the accepted tokens) + :data:`CYCLE_BOOKKEEPING_MS`. For an 8B-class drafter on an H100
     that is about 0.9 ms per step and 1.2 ms per cycle, the size of what published vLLM and SGLang profiles
     show (about 1 ms per draft step and about 1 ms per cycle beyond the verify). Each term's standard
-    deviation is its mean: the prior says "about this size", not more. Without a drafter or a GPU: the 8B-class
-    figures on an H100.
+    deviation is its mean, the overhead's :data:`OVERHEAD_SPREAD` times its mean: the prior says "about this
+    size", not more. Without a drafter or a GPU: the 8B-class figures on an H100.
     """
     if drafter is None or gpu is None:
-        return DraftPrior((0.9, 0.004 + ENGINE_ROW_MS, 1.2), (0.9, 0.004 + ENGINE_ROW_MS, 1.2),
+        return DraftPrior((0.9, 0.004 + ENGINE_ROW_MS, 1.2), (0.9, 0.004 + ENGINE_ROW_MS, OVERHEAD_SPREAD * 1.2),
                           "prior: an 8B-class EAGLE-3 drafter on an H100 (about 0.9 ms per step, 1.2 ms per cycle; "
-                          "no drafter shape or GPU given), sd = mean")
+                          f"no drafter shape or GPU given), sd = mean ({OVERHEAD_SPREAD:g} x for the overhead)")
     launch = DRAFT_KERNELS * KERNEL_US / 1000.0 + (2 * drafter.layers * ALLREDUCE_US / 1000.0 if tp > 1 else 0.0)
     read = drafter.always_bytes / tp / 1e9 / (gpu.hbm_tb_s * SMALL_READ_EFFICIENCY)
     step = launch + read
@@ -110,10 +118,11 @@ def draft_prior(drafter: ModelShape | None, gpu: Gpu | None, *, tp: int = 1, con
     kv_ms = context * drafter.kv_bytes_per_token / max(1, min(tp, drafter.kv_heads or 1)) / 1e9 / gpu.hbm_tb_s
     per_row = flop_ms + kv_ms + ENGINE_ROW_MS
     overhead = step + CYCLE_BOOKKEEPING_MS
-    return DraftPrior((step, per_row, overhead), (step, per_row, overhead),
+    return DraftPrior((step, per_row, overhead), (step, per_row, OVERHEAD_SPREAD * overhead),
                       f"prior from {drafter.name} on {gpu.name} x {tp}: {step:.2f} ms per step "
                       f"({launch:.2f} launch floor + {read:.2f} reading {drafter.always_bytes / 1e9:.2f} GB / {tp}), "
-                      f"{per_row * 1000:.2f} us per row, {overhead:.2f} ms per cycle; sd = mean")
+                      f"{per_row * 1000:.2f} us per row, {overhead:.2f} ms per cycle; sd = mean "
+                      f"({OVERHEAD_SPREAD:g} x for the overhead)")
 
 
 @dataclass(frozen=True)
