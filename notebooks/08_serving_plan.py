@@ -72,7 +72,8 @@ for name in ("kimi-k25-int4", "kimi-k2-fp8"):
 # ## The account, with the one verify model
 # The throughput account of notebooks 00 and 05 prices the seed's targets on the same verify: the cost model on
 # the seed's 8 GPUs calibrated through the same two forwards, so its verify at k = 3, 5 and 8 is the plan's
-# "target ms" above (page 05's calculator moves along the line through k = 2 and k = 8, within 0.2 ms of it).
+# "target ms" above (page 05's calculator moves along the line through k = 2 and k = 3, within 0.5 ms of it out
+# to k = 8).
 # Its drafting differs, by design: the account puts all 3.3 ms the measured cycle holds beyond the verify into
 # its 2 draft steps (1.67 ms each), where the plan's fit splits them under its prior into a cost per step and
 # a cost per cycle, so at k = 3 the plan's cycle is about 1 ms shorter. A second speculative run at another k

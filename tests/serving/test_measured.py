@@ -259,8 +259,8 @@ def test_custom_gpu_takes_memory_and_the_table_has_it():
 
 def test_page_05s_calculator_and_the_account_price_the_verify_alike():
     """Issue 30: steps 3 and accept length 3.2 gave 91.4 tok/s in the calculator and 73 in the account. The
-    calculator's verify is the line through the account's curve at the measured k and at k = 8: within 0.2 ms
-    of it between, tok/s within 0.5%."""
+    calculator's verify is the line through the account's curve at the measured k and at k + 1: within 0.5 ms
+    of it out to k = 8, tok/s within 0.5%."""
     from eaglekit.view.calculator import Calculator, numbers
 
     account = eaglekit.Account.seed()
@@ -269,7 +269,7 @@ def test_page_05s_calculator_and_the_account_price_the_verify_alike():
     for k in range(1, 9):
         for L in (2.0, 3.2, 3.5):
             got = numbers({**calc.values, "steps": k, "accept_length": min(L, k + 1)})
-            assert got["verify_now_ms"] == pytest.approx(g.verify_ms[k - 1], abs=0.2)
+            assert got["verify_now_ms"] == pytest.approx(g.verify_ms[k - 1], abs=0.5)
             assert got["tokens_per_s"] == pytest.approx(g.tokens_per_s(min(L, k + 1), k), rel=0.005)
     assert round(numbers({**calc.values, "steps": 3, "accept_length": 3.2})["tokens_per_s"]) == 73
 
@@ -339,9 +339,9 @@ def test_the_plan_and_the_account_price_the_seeds_verify_alike(tmp_path):
     grows = account.growing[0]
     assert [o.verify.ms for o in p.plans[0].options[1:]] == pytest.approx(list(grows.verify_ms), rel=1e-9)
     line = account.growing_scenario
-    for k in (2, 8):
-        assert 30.0 + (k - 2) * line.verify_growth_ms == pytest.approx(grows.verify_ms[k - 1], abs=0.03)
-    assert max(abs(30.0 + (k - 2) * line.verify_growth_ms - grows.verify_ms[k - 1]) for k in range(1, 9)) < 0.2
+    for k in (2, 3):
+        assert 30.0 + (k - 2) * line.verify_growth_ms == pytest.approx(grows.verify_ms[k - 1], abs=0.006)
+    assert max(abs(30.0 + (k - 2) * line.verify_growth_ms - grows.verify_ms[k - 1]) for k in range(1, 9)) < 0.5
 
 
 def test_a_run_whose_accept_length_disagrees_with_the_acceptance_given_is_named():

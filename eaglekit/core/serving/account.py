@@ -83,7 +83,7 @@ class GrowingVerify:
     (:mod:`eaglekit.core.serving.costmodel`: bytes of the distinct experts the tokens route to, compute per token,
     what the measured verify holds beyond them) calibrated to the deployment's decode step (1 / baseline tok/s)
     and its verify (exact at the measured k). The calculator's verify growth is the line through the measured k
-    and the last (:attr:`slope_ms`, anchored at k). ``targets`` pairs each target tok/s with the steps the
+    and k + 1 (:attr:`slope_ms`, anchored at k). ``targets`` pairs each target tok/s with the steps the
     constant-verify arithmetic asks for (None: none); ``expected`` pairs each expected accept length with the
     steps it is priced at.
     """
@@ -102,9 +102,10 @@ class GrowingVerify:
 
     @property
     def slope_ms(self) -> float:
-        """The verify's mean growth per drafted token from the measured k to the last (what the calculator takes)."""
+        """What the verify grows from the measured k to k + 1 (what the calculator takes): its line meets the curve
+        at both, the next step the deployment would try, and drifts from it by under 1% out to k = 8."""
         k = self.measured_steps
-        return (self.verify_ms[-1] - self.verify_ms[k - 1]) / (len(self.verify_ms) - k)
+        return self.verify_ms[k] - self.verify_ms[k - 1]
 
     def ceiling_tps(self, k: int) -> float:
         """Every draft accepted: k + 1 tokens per cycle."""
@@ -246,7 +247,7 @@ class Account:
                                    context=context)
             # one verify model for every page: the cost model calibrated through the measured decode and verify,
             # the curve the plan prices (its k + 1 tokens); the calculator's verify growth is the line through the
-            # measured k and the top, so it meets the curve there and differs by under 1% between
+            # measured k and k + 1, so it meets the curve there and drifts from it by under 1% out to the top
             verify = tuple(float(verify_ms) if j == k else model.ms(1, j + 1) for j in range(1, top + 1))
             growing.append(GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
                                          tuple((r.target_tps, r.min_steps) for r in ts),
