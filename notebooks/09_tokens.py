@@ -34,7 +34,7 @@ DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 TRAINED = None  # None: the trained world inside DEMO (trained on first use, then cached)
 STEPS = 4  # draft steps K per cycle
 MAX_NEW_TOKENS = 24
-DRAFTER = "k25-warm"  # the team's drafter: K2's, fine-tuned on a few raw K2.5 samples
+DRAFTER = "k25-warm"  # the warm start of notebook 06: K2's drafter fine-tuned on a few raw K2.5 samples
 TORCH_THREADS = 1  # the demo's models are tiny: one thread is fastest (None: torch's default)
 
 # %%

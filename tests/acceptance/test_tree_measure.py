@@ -67,6 +67,19 @@ def test_json_trees_keys(grid):
     assert "Tree drafts" in str(grid) and "<table" in grid._repr_html_()
 
 
+def test_a_tree_at_the_ceiling_the_run_allows_is_marked(grid):
+    """Every cycle accepting all its steps is the most a run of these lengths can show: such rows tie with any
+    deeper or wider tree, and the table says so instead of printing a zero-width interval as a finding."""
+    for t in grid.trees:
+        assert t.accept_length <= t.ceiling + 1e-9
+        assert t.at_ceiling == (t.accept_length >= t.ceiling - 1e-9)
+        assert t.to_json()["ceiling_accept_length"] == t.ceiling
+    capped = [t for t in grid.trees if t.at_ceiling]
+    text = str(grid)
+    assert ("^ at the ceiling the run's lengths allow" in text) == bool(capped)
+    assert all(f"{t.accept_length:.3f} ^" in text for t in capped)
+
+
 def test_temperature_gives_the_engines_sampling_figure(trained, k2):
     r = measure_trees(trained.drafter("k2"), trees="3:1:4,3:4:12", target=k2, prompts=trained.prompts("k2"),
                       max_new_tokens=16, steps=3, temperature=0.7, progress=False)
@@ -138,3 +151,20 @@ def test_cli_trees_json_and_refusals(capsys, trained):
                        (["--tree-attention", "ancestors"], "does nothing"),
                        (["--tree-grid", "3:1:4", "--topk", "2"], "not both")]:
         assert says in _error(capsys, "acceptance", d, "--hidden-states", dump, *args)
+
+
+def test_the_ceiling_is_the_fewest_cycles_the_lengths_allow():
+    """36 tokens per prompt at 4 steps: 8 cycles at the fewest (7 of 5 tokens and one of 1), so 4.5 is the most
+    any tree can show; a prompt whose drafts all match sits there, one whose last depth misses twice need not."""
+    from eaglekit.analysis.acceptance.measure import SampleStats
+    from eaglekit.analysis.acceptance.trees import summarise_tree
+
+    G, K = 36, 4
+    full = SampleStats(np.full(G, K), G, np.full(K, G), np.full(K, G))
+    config = tree_config(4, 4, 16)
+    capped = summarise_tree(config, [(full, np.zeros(G, bool))] * 3)
+    assert capped.ceiling == pytest.approx(4.5) and capped.accept_length == pytest.approx(4.5) and capped.at_ceiling
+    short = np.full(G, K)
+    short[[0, 2]] = 1  # the first two cycles take two tokens each: 36 = 2 x 2 + 6 x 5 + 2, nine cycles
+    open_ = summarise_tree(config, [(SampleStats(short, G, np.full(K, G), np.full(K, G)), np.zeros(G, bool))])
+    assert open_.ceiling == pytest.approx(4.5) and open_.accept_length == pytest.approx(4.0) and not open_.at_ceiling

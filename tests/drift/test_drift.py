@@ -412,16 +412,17 @@ def test_the_demo_worlds_drafter_fits_its_targets_and_the_map_names_the_embeddin
 
 def test_drift_names_the_engine_releases_check_names_and_the_same_layers(trained):
     """Page 07 said "SGLang aux id 0: output of layer 0" while `check` on page 00 said SGLang since #25454 feeds
-    [-1, 0, 1]: drift now lists every reading check lists, by the same name, with the same layers."""
+    [-1, 0, 1] (now "[embeddings, 0, 1]"): drift lists every reading check lists, by the same name, with the same
+    layers."""
     import re
 
     from eaglekit.analysis.compat.check import check
 
     r = drift(trained.target_weights("k2"), trained.target_weights("k25"), drafter=trained.drafter("k2"), full=True,
               progress=False)
-    said = {m.group(1): [int(x) for x in m.group(2).split(", ")] for f in
+    said = {m.group(1): [-1 if x == "embeddings" else int(x) for x in m.group(2).split(", ")] for f in
             check(trained.drafter("k2"), target=trained.target_weights("k2")).findings
-            for m in [re.match(r"(.+?) feeds the outputs of layers \[([-\d, ]+)\]", f.message)] if m}
+            for m in [re.match(r"(.+?) feeds the outputs of layers \[([-\w, ]+)\]", f.message)] if m}
     fed: dict[str, list[int]] = {}
     for f in r.feeds:
         fed.setdefault(f.engine, []).append(f.layer)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -80,10 +81,10 @@ def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_
     summary.wait_for(timeout=20_000)
     first = summary.text_content()
     assert first.startswith("Batch 1: speculation does not pay here (best k = 0,"), first
-    # by point values k = 1 edges ahead at batch 32 and 64, but within the intervals: the plan keeps k = 0 there,
+    # by point values k = 1 edges ahead at batch 64, but within the intervals: the plan keeps k = 0 there,
     # and while the controls hold the plan's inputs the page shows the plan's schedule and says what differs
-    assert "planned batch sizes (1-64): the plan's {\"1-64\": 0} (by point values alone {\"1-16\": 0, " \
-           "\"32-64\": 1})" in first, first
+    shown = re.search(r"planned batch sizes \(1-64\): the plan's (\{[^}]*\}) \(by point values alone (\{[^}]*\})\)", first)
+    assert shown and shown.group(1) == '{"1-64": 0}' and shown.group(2).endswith('"64-64": 1}'), first
     assert "speculation stops paying at batch 1." in first and "pays at every planned batch size" not in first
     assert "The plan: k = 0 (" in first
 

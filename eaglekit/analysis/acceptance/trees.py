@@ -67,17 +67,27 @@ class TreeResult:
     left_first_child: float
     expected_accept_length: float | None = None
     expected_per_depth_acceptance: tuple[float | None, ...] | None = None
+    #: the most the run's lengths allow: every cycle accepting all ``steps`` drafts (generated tokens over
+    #: the fewest cycles, each prompt's last cycle cut short by its length)
+    ceiling: float = field(default=float("nan"), compare=False)
 
     @property
     def config(self) -> TreeConfig:
         return TreeConfig(self.steps, self.topk, self.draft_tokens)
+
+    @property
+    def at_ceiling(self) -> bool:
+        """Whether the accept length is the most the run's lengths allow: longer continuations would be needed
+        to tell this configuration from a deeper or wider one."""
+        return bool(np.isfinite(self.ceiling)) and self.accept_length >= self.ceiling - 1e-9
 
     def to_json(self) -> dict[str, Any]:
         out = {"steps": self.steps, "topk": self.topk, "draft_tokens": self.draft_tokens,
                **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
                "generated_tokens": self.generated_tokens, "cycles": self.cycles,
                "per_depth_acceptance": list(self.per_depth_acceptance),
-               "mean_accepted_depth": self.mean_accepted_depth, "left_first_child": self.left_first_child}
+               "mean_accepted_depth": self.mean_accepted_depth, "left_first_child": self.left_first_child,
+               "ceiling_accept_length": self.ceiling, "at_ceiling": self.at_ceiling}
         if self.expected_accept_length is not None:
             out["expected_accept_length"] = self.expected_accept_length
             out["expected_per_depth_acceptance"] = list(self.expected_per_depth_acceptance or ())
@@ -102,6 +112,7 @@ def summarise_tree(config: TreeConfig, stats: Sequence[tuple[SampleStats, np.nda
     left = sum(int(np.asarray(lf)[x].sum()) for (_, lf), x in zip(stats, starts))
     positions = sum(s.generated for s in samples)
     depth_sum = sum(float(np.minimum(s.matches, config.steps).sum()) for s in samples)
+    fewest = sum(-(-s.generated // (config.steps + 1)) for s in samples if s.generated)
     interval = main["interval"] or Interval(main["accept_length"], None, None, "no interval")
     return TreeResult(
         steps=config.steps, topk=config.topk, draft_tokens=config.draft_tokens, accept_length=main["accept_length"],
@@ -110,7 +121,8 @@ def summarise_tree(config: TreeConfig, stats: Sequence[tuple[SampleStats, np.nda
         mean_accepted_depth=depth_sum / positions if positions else float("nan"),
         left_first_child=left / cycles if cycles else float("nan"),
         expected_accept_length=main["expected_accept_length"],
-        expected_per_depth_acceptance=main["expected_acceptance"])
+        expected_per_depth_acceptance=main["expected_acceptance"],
+        ceiling=positions / fewest if fewest else float("nan"))
 
 
 @dataclass(frozen=True)
@@ -145,7 +157,7 @@ class TreeAcceptance:
         rows = []
         for t in self.trees:
             i = t.interval
-            row = [str(t.steps), str(t.topk), str(t.draft_tokens), f"{t.accept_length:.3f}",
+            row = [str(t.steps), str(t.topk), str(t.draft_tokens), f"{t.accept_length:.3f}" + (" ^" if t.at_ceiling else ""),
                    f"{i.low:.3f}-{i.high:.3f}" if i.has_interval else "-", f"{t.mean_accepted_depth:.3f}",
                    f"{t.left_first_child:.1%}",
                    " ".join("-" if c is None else f"{c:.2f}" for c in t.per_depth_acceptance)]
@@ -160,8 +172,10 @@ class TreeAcceptance:
         return getattr(self.result, "result", self.result)
 
     def _title(self) -> str:
+        capped = ("; ^ at the ceiling the run's lengths allow (every cycle accepting all its steps): longer "
+                  "continuations would tell these apart") if any(t.at_ceiling for t in self.trees) else ""
         return (f"Tree drafts ({self.attention} attention; chain K = {self.chain.steps}: "
-                f"{self.chain.accept_length:.3f}; vLLM convention, bonus token in, prefill token out)")
+                f"{self.chain.accept_length:.3f}; vLLM convention, bonus token in, prefill token out{capped})")
 
     def __str__(self) -> str:
         return str(self.result) + "\n\n" + text_table(self._headers(), self._rows(), title=self._title())

@@ -20,25 +20,41 @@ and (when the drafter saves embed_tokens) sampled embedding rows of both sides, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
-from eaglekit.core.configs.config import DrafterConfig, TargetConfig, normalize_config, normalize_target, target_fit
-from eaglekit.core.configs.aux_view import SETTLE, AuxEngineView, EngineReading
-from eaglekit.core.configs.engine_readings import capture_range, parse_engine
-from eaglekit.core.configs.layers import ENGINES, READER_NAMES, check_engine, default_aux_layers
 from eaglekit.core.checkpoint.names import find, normalize_name
-from eaglekit.core.render import ansi, html_badge, html_table, use_colour
-from eaglekit.io.inventory import Inventory
-from eaglekit.core.tokens.vocab import check_vocab_map
-from eaglekit.io.reader import opened
-from eaglekit.io.drafter import embedding_of, open_target, read_maps, read_rows
-from eaglekit.core.redact import location_label
+from eaglekit.core.configs.aux_view import (
+    SETTLE,
+    AuxEngineView,
+    EngineReading,
+    layer_names,
+)
+from eaglekit.core.configs.config import (
+    DrafterConfig,
+    TargetConfig,
+    normalize_config,
+    normalize_target,
+    target_fit,
+)
+from eaglekit.core.configs.engine_readings import capture_range, parse_engine
+from eaglekit.core.configs.layers import (
+    ENGINES,
+    READER_NAMES,
+    check_engine,
+    default_aux_layers,
+)
 from eaglekit.core.errors import EaglekitError
+from eaglekit.core.redact import location_label
+from eaglekit.core.render import ansi, html_badge, html_table, use_colour
 from eaglekit.core.tokens.diff import diff_tokenizers
+from eaglekit.core.tokens.vocab import check_vocab_map
+from eaglekit.io.drafter import embedding_of, open_target, read_maps, read_rows
+from eaglekit.io.inventory import Inventory
+from eaglekit.io.reader import opened
 from eaglekit.io.tokens.tokenizer import drafter_claims, read_tokenizer
 
 Severity = Literal["error", "warning", "ok", "info"]
@@ -421,14 +437,14 @@ def _aux(cfg: DrafterConfig, aux: AuxEngineView, tgt, fits: bool, per_engine: Se
             add("aux layers", "error", f"{e.name} cannot capture aux ids {ids} of a {L}-layer target: fc would get "
                 f"fewer hidden states than it reads.", fix, e.key)
         elif e.as_trained == "yes":
-            add("aux layers", "ok", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}, "
+            add("aux layers", "ok", f"{e.name} feeds the outputs of layers {layer_names(e.outputs_of)} from ids {ids}, "
                 f"as {training.name} did.", "", e.key)
         elif e.as_trained == "ambiguous":
-            add("aux layers", "warning", f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
+            add("aux layers", "warning", f"{e.name} feeds the outputs of layers {layer_names(e.outputs_of)} from ids {ids}; "
                 f"{training.name} used {training.describe()}: the config does not say which, so whether this is "
                 f"as trained is ambiguous.", f"{SETTLE} Then, {_writes_fix(e, aux).replace('For ', 'for ', 1)}", e.key)
         elif training.in_range is not False and e.as_trained == "no":
-            add("aux layers", per_engine, f"{e.name} feeds the outputs of layers {list(e.outputs_of)} from ids {ids}; "
+            add("aux layers", per_engine, f"{e.name} feeds the outputs of layers {layer_names(e.outputs_of)} from ids {ids}; "
                 f"{training.name} used {training.describe()}{guessed}. An off-by-one here costs acceptance silently.",
                 _writes_fix(e, aux), e.key)
     for note in aux.notes:
@@ -444,7 +460,7 @@ def _writes_fix(e: EngineReading, aux: AuxEngineView) -> str:
             return (f"No ids {e.name} can capture select the trained layers; retrain, or serve with another engine "
                     "release.")
         return f"For {e.name} write eagle_aux_hidden_state_layer_ids = {list(w)} ({export})."
-    parts = [f"if trained on the outputs of {list(o)}: " + (f"eagle_aux_hidden_state_layer_ids = {list(w)}" if w
+    parts = [f"if trained on the outputs of {layer_names(o)}: " + (f"eagle_aux_hidden_state_layer_ids = {list(w)}" if w
                                                               else "no ids it can capture")
              for o, w in e.writes]
     return f"For {e.name} write, " + "; ".join(parts) + "."

@@ -33,19 +33,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from eaglekit.core.configs.config import DrafterConfig, normalize_config, require_llama_attention
-from eaglekit.core.errors import ConfigError, InputError, VocabMapError
-from eaglekit.core.configs.engine_readings import LAST_KNOWN_OLD, ids_selecting, parse_engine
-from eaglekit.core.configs.layers import READER_CONVENTION, check_engine
+from eaglekit.core.checkpoint.header import encode_header
 from eaglekit.core.checkpoint.names import normalize_name
+from eaglekit.core.checkpoint.tensors import to_torch, torch_dtype
+from eaglekit.core.configs.aux_view import layer_names
+from eaglekit.core.configs.config import (
+    DrafterConfig,
+    normalize_config,
+    require_llama_attention,
+)
+from eaglekit.core.configs.engine_readings import (
+    LAST_KNOWN_OLD,
+    ids_selecting,
+    parse_engine,
+)
+from eaglekit.core.configs.layers import READER_CONVENTION, check_engine
+from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.render import format_bytes, kv_html, kv_text
 from eaglekit.core.safejson import loads
-from eaglekit.io.reader import opened, open_checkpoint
-from eaglekit.io.tokens.vocabmap import read_map_file
-from eaglekit.io.drafter import embedding_of, lm_head_of, open_target, read_map, target_rows
 from eaglekit.core.tokens.vocab import check_vocab_map, target_ids
-from eaglekit.core.checkpoint.header import encode_header
-from eaglekit.core.checkpoint.tensors import to_torch, torch_dtype
+from eaglekit.io.drafter import (
+    embedding_of,
+    lm_head_of,
+    open_target,
+    read_map,
+    target_rows,
+)
+from eaglekit.io.reader import open_checkpoint, opened
+from eaglekit.io.tokens.vocabmap import read_map_file
 
 ExportFormat = Literal["specforge", "speculators"]
 FORMATS: tuple[ExportFormat, ...] = ("specforge", "speculators")
@@ -311,7 +326,7 @@ def _aux_ids(cfg: DrafterConfig, engine: str | None,
         raise InputError(f"No aux ids make {newest.name} feed the outputs of layers {list(trained)}, the tensors "
                          f"{cfg.source} was trained on; export for another engine or release (--engine "
                          f"{'sglang==' + LAST_KNOWN_OLD['sglang'] if newest.engine == 'sglang' else 'sglang'}).")
-    parts.append(f"Written so that {newest.name} ({newest.releases}) feeds the outputs of layers {list(trained)}.")
+    parts.append(f"Written so that {newest.name} ({newest.releases}) feeds the outputs of layers {layer_names(trained)}.")
     for r in older:
         theirs = ids_selecting(r.rule, trained, None)
         if theirs != ids:

@@ -17,16 +17,24 @@ from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
+from eaglekit.analysis.compat.check import tokenizer_finding
+from eaglekit.core.checkpoint.names import normalize_name, role
 from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configs.diff import ConfigDiff, diff_configs
 from eaglekit.core.redact import location_label, visible
-from eaglekit.io.inventory import Inventory
-from eaglekit.core.checkpoint.names import normalize_name, role
-from eaglekit.core.render import ansi, html_badge, html_table, kv_html, kv_text, text_table, use_colour
+from eaglekit.core.render import (
+    ansi,
+    html_badge,
+    html_table,
+    kv_html,
+    kv_text,
+    text_table,
+    use_colour,
+)
 from eaglekit.core.tokens.vocab import check_vocab_map, compare_vocab_maps
 from eaglekit.io.drafter import read_maps
+from eaglekit.io.inventory import Inventory
 from eaglekit.io.reader import load_config, opened
-from eaglekit.analysis.compat.check import tokenizer_finding
 
 Verdict = Literal["compatible", "compatible-after-remap", "incompatible"]
 Status = Literal["match", "shape-mismatch", "dtype-mismatch", "only-a", "only-b", "expected-absent"]

@@ -18,12 +18,31 @@ from dataclasses import dataclass
 from html import escape
 from typing import Literal
 
-from eaglekit.core.configs.engine_readings import (RELEASES, SGLANG_RELEASES, EngineChoice, Family, Release, Rule,
-                                           capturable, capture_range, ids_selecting, outputs_selected,
-                                           parse_engine, target_family)
+from eaglekit.core.configs.engine_readings import (
+    RELEASES,
+    SGLANG_RELEASES,
+    EngineChoice,
+    Family,
+    Release,
+    Rule,
+    capturable,
+    capture_range,
+    ids_selecting,
+    outputs_selected,
+    parse_engine,
+    target_family,
+)
+from eaglekit.core.configs.layers import (
+    ENGINES,
+    READER_CONVENTION,
+    READER_NAMES,
+    _check_num_layers,
+    _convention_of,
+    default_aux_layers,
+    outputs_read,
+    parse_aux_layer_ids,
+)
 from eaglekit.core.errors import InputError
-from eaglekit.core.configs.layers import (ENGINES, READER_CONVENTION, READER_NAMES, _check_num_layers, _convention_of,
-                                  default_aux_layers, outputs_read, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, text_table
 
 #: What acceptance's --aux-convention calls each meaning of a list of ids.
@@ -80,7 +99,7 @@ class TrainingReading:
         """The meanings in words: "the outputs of [2, 30, 58] (a, or b) or of [1, 29, 57] (c)"."""
         if not self.candidates:
             return "unknown tensors"
-        parts = [f"{_layers(c.outputs_of)} ({' or '.join(c.how)})" for c in self.candidates]
+        parts = [f"{layer_names(c.outputs_of)} ({' or '.join(c.how)})" for c in self.candidates]
         return "the outputs of " + " or of ".join(parts)
 
     def to_json(self) -> dict:
@@ -188,13 +207,13 @@ class AuxEngineView:
             return f"Aux layers: {ids}; target layer count unknown, so the tensors are not resolved"
         who = self.training.name.removeprefix("training").strip(" ()") or self.training.name
         if self.training.settled:
-            parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {_layers(self.training.outputs_of)}"
+            parts = [f"Aux layers: {ids}; trained ({who}) on the outputs of layers {layer_names(self.training.outputs_of)}"
                      + (" if the target runs Llama-style model code (on a DeepSeek-family target such as Kimi-K2 "
                         "this is AMBIGUOUS: give the target's architecture)" if self._assumes_llama else "")]
         else:
             parts = [f"Aux layers: {ids}; training AMBIGUOUS ({who}): {self.training.describe()}"]
         for e in self.engines:
-            parts.append(f"{e.name} feeds {_layers(e.outputs_of)}: {_verdict(e)}")
+            parts.append(f"{e.name} feeds {layer_names(e.outputs_of)}: {_verdict(e)}")
         return "; ".join(parts)
 
     def to_json(self) -> dict:
@@ -208,12 +227,12 @@ class AuxEngineView:
         t = self.training
         rows = [[t.name if t.name.startswith("training") else f"{t.name} (trained)", "-",
                  _show(self.ids) if self.ids is not None else "(default)",
-                 "?" if not t.candidates else " or ".join(_layers(c.outputs_of) for c in t.candidates),
+                 "?" if not t.candidates else " or ".join(layer_names(c.outputs_of) for c in t.candidates),
                  "?" if t.in_range is None else ("yes" if t.in_range else "NO"), "-", "-"]]
         for e in self.engines:
             rows.append([f"{e.name} ({e.releases})", e.rule,
                          _show(e.ids) + (" (default)" if e.from_default else ""),
-                         "?" if e.outputs_of is None else _layers(e.outputs_of),
+                         "?" if e.outputs_of is None else layer_names(e.outputs_of),
                          "?" if e.in_range is None else ("yes" if e.in_range else "NO"),
                          {"yes": "yes", "no": "NO", "ambiguous": "AMBIGUOUS", "unknown": "?"}[e.as_trained],
                          "-" if e.as_trained == "yes" else _writes(e)])
@@ -395,7 +414,7 @@ def _engine_notes(choice: EngineChoice, mine: list[EngineReading], training: Tra
         writes = {e.name: e.write for e in mine}
         if len(set(writes.values())) > 1:
             notes.append("No one id list makes " + " and ".join(writes) + " feed the trained tensors "
-                         f"(outputs of {_layers(training.outputs_of)}): write "
+                         f"(outputs of {layer_names(training.outputs_of)}): write "
                          + "; ".join(f"{_show(w) if w else 'nothing works'} for {n}" for n, w in writes.items()) + ".")
     return notes
 
@@ -417,15 +436,16 @@ def _verdict(e: EngineReading) -> str:
 def _writes(e: EngineReading) -> str:
     if len(e.writes) == 1:
         return _show(e.writes[0][1])
-    return "; ".join(f"if trained on {_layers(o)}: {_show(w) if w else 'none works'}" for o, w in e.writes)
+    return "; ".join(f"if trained on {layer_names(o)}: {_show(w) if w else 'none works'}" for o, w in e.writes)
 
 
 def _show(ids) -> str:
     return "?" if ids is None else "[" + ", ".join(map(str, ids)) + "]"
 
 
-def _layers(outs) -> str:
+def layer_names(outs) -> str:
+    """Layer indices as the pages print them: ``[embeddings, 0, 1]`` (-1 is the embedding output)."""
     return "[" + ", ".join("embeddings" if i == -1 else str(i) for i in outs) + "]"
 
 
-__all__ = ["AuxEngineView", "EngineReading", "TrainingCandidate", "TrainingReading", "aux_engine_view", "SETTLE"]
+__all__ = ["AuxEngineView", "EngineReading", "TrainingCandidate", "TrainingReading", "aux_engine_view", "layer_names", "SETTLE"]
