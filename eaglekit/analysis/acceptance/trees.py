@@ -172,8 +172,8 @@ class TreeAcceptance:
         return getattr(self.result, "result", self.result)
 
     def _title(self) -> str:
-        capped = ("; ^ at the ceiling the run's lengths allow (every cycle accepting all its steps): longer "
-                  "continuations would tell these apart") if any(t.at_ceiling for t in self.trees) else ""
+        capped = ("; ^ at the ceiling the run's lengths allow (as few cycles as if every cycle accepted all its "
+                  "steps): longer continuations would tell these apart") if any(t.at_ceiling for t in self.trees) else ""
         return (f"Tree drafts ({self.attention} attention; chain K = {self.chain.steps}: "
                 f"{self.chain.accept_length:.3f}; vLLM convention, bonus token in, prefill token out{capped})")
 
