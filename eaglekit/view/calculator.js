@@ -229,7 +229,17 @@ function render({model, el: root}) {
   const mode = el("div", {class: "row mode"});
   for (const [value, label] of [["accept_length", "accept length"], ["alpha", "alpha"]]) {
     const b = el("button", {type: "button", "data-mode": value}, label);
-    b.addEventListener("click", () => { model.set("mode", value); model.save_changes(); update(); });
+    b.addEventListener("click", () => {
+      // the other input takes the value that keeps the scenario where it is (accept length 2.0 at k = 2 is
+      // alpha 0.618), not whatever it held before
+      const p = params(model);
+      if (value !== p.mode) {
+        const r = compute(p);
+        if (value === "alpha") model.set("alpha", Math.min(Math.max(r.alpha, 0), 0.99));
+        else model.set("accept_length", r.accept_length);
+      }
+      model.set("mode", value); model.save_changes(); update();
+    });
     mode.append(b);
   }
   const unbounded = el("input", {type: "checkbox", name: "unbounded"});

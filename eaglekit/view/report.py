@@ -479,10 +479,11 @@ def _index(pages: list[RenderedNotebook]) -> str:
     items = "\n".join(f'<li><a href="{escape(p.html_path.name)}">{escape(p.title)}</a> '
                       f"<small>({escape(p.name)}.ipynb{figures(p)}{single(p)})</small></li>" for p in pages)
     return ("<!doctype html><html><head><meta charset='utf-8'><title>eaglekit report</title>"
-            "<style>body{font-family:system-ui,sans-serif;max-width:48em;margin:2em auto}</style></head>"
+            "<style>body{font-family:system-ui,sans-serif;max-width:48em;margin:2em auto}"
+            "ul.pages{list-style:none;padding-left:0}ul.pages li{margin:.4em 0}</style></head>"
             "<body><h1>eaglekit report</h1><p>" + INDEX_STORY + "</p>"
             "<p><b>Two forms.</b> The pages linked by title are the <b>folder form</b>: they share one copy of "
             "plotly.js and of the widget front end in <code>assets/</code>, so keep this folder together when you "
             f"move it. The <b>single file</b> links (in <code>{SINGLE}/</code>) are self-contained pages, each with "
             "everything inlined: send one of those when you share a single page.</p>"
-            f"<ol>{items}</ol></body></html>\n")
+            f'<ul class="pages">{items}</ul></body></html>\n')  # the titles carry their numbers

@@ -219,6 +219,25 @@ def test_enter_commits_a_typed_value_even_where_the_notebook_takes_enter(chromiu
     page.close()
 
 
+def test_switching_between_accept_length_and_alpha_keeps_the_scenario(chromium):
+    """The alpha toggle showed whatever alpha the widget held before (page review): switching now carries the
+    equivalent value across, so the throughput does not jump when the reader changes how they state acceptance."""
+    page, calc = _bare_calculator(chromium)
+    before = _row(calc, "throughput")
+    calc.locator('button[data-mode="alpha"]').click()
+    assert _row(calc, "throughput") == before
+    assert calc.locator('input[name="alpha-value"]').input_value() == "0.62"  # accept length 2.0 at k = 2
+    box = calc.locator('input[name="alpha-value"]')
+    box.fill("0.8")
+    box.press("Enter")
+    moved = _row(calc, "throughput")
+    assert moved != before
+    calc.locator('button[data-mode="accept_length"]').click()
+    assert _row(calc, "throughput") == moved
+    assert calc.locator('input[name="accept_length-value"]').input_value() == "2.44"  # 1 + 0.8 + 0.64
+    page.close()
+
+
 def test_a_typed_value_out_of_range_is_clamped_with_a_note(chromium):
     page, calc = _bare_calculator(chromium)
     note = calc.locator(".input-note")
