@@ -71,7 +71,7 @@ def drift_map(report: DriftReport, *, measure: DriftMeasure = "relative"):
 def drafter_view(report: DriftReport):
     """The drafter's view as bars with error bars: whole target, embedding, draft lm_head rows and each
     layer whose output feeds it (one bar per layer; its hover names the engine releases that feed it), by
-    ``1 - cosine`` on a log axis."""
+    ``1 - cosine`` from zero (on a log axis where the figures span more than :data:`LOG_SPREAD`)."""
     import plotly.graph_objects as go
 
     figs = [report.whole, report.embedding, report.draft_lm_head]
@@ -93,10 +93,18 @@ def drafter_view(report: DriftReport):
     fig = go.Figure(go.Bar(x=[n for n, _ in pairs], y=y, error_y={"type": "data", "array": hi, "arrayminus": lo},
                            text=[hover[i] for i in keep], hovertemplate="%{x}: 1 − cosine %{y:.4g}<br>%{text}"
                            "<extra></extra>", textposition="none", marker_color="#175cd3"))
+    # bars are lengths from zero: a log axis (no zero) would cut them at an arbitrary floor, so it is used only
+    # where the figures span more than a factor of 10 and a linear one would flatten the small ones to nothing
+    spread = max(y) / min(y) if y else 1.0
+    axis = ({"type": "log", "title": {"text": "1 − cosine (log scale)"}} if spread > LOG_SPREAD else
+            {"type": "linear", "rangemode": "tozero", "title": {"text": "1 − cosine"}})
     fig.update_layout(title={"text": "Where the drafter looks: 1 − cosine (bars: interval)"},
-                      yaxis={"type": "log", "title": {"text": "1 − cosine"}}, height=380,
-                      margin={"l": 70, "r": 20, "t": 60, "b": 110})
+                      yaxis=axis, height=380, margin={"l": 70, "r": 20, "t": 60, "b": 110})
     return fig
+
+
+#: The ratio of the largest bar to the smallest past which the drafter's view takes a log axis.
+LOG_SPREAD = 10.0
 
 
 def drift_page(report: DriftReport) -> str:

@@ -285,7 +285,10 @@ def test_moved_rows_decoded_and_figures_render(pair, full_report, tmp_path, caps
     assert fig.data[0].z.shape == (6, 61)  # attention, dense mlp, shared, routed, router, norms x 61 layers
     assert list(fig.layout.xaxis.tickvals) == list(range(0, 61, 4))  # at most 20 ticks, whole layers
     assert len(fig.layout.shapes) == len(full_report.feeds)  # the layers feeding the drafter, marked
-    bars = drafter_view(full_report).data[0]
+    view = drafter_view(full_report)
+    bars = view.data[0]
+    spread = max(bars.y) / min(bars.y)
+    assert view.layout.yaxis.type == ("log" if spread > 10 else "linear")  # bars from zero unless they span decades
     assert list(bars.x)[:3] == ["whole target", "embedding", "lm_head (draft rows)"]
     fed = sorted({f.layer for f in full_report.feeds})
     assert list(bars.x)[3:] == [f"layer {k} output" for k in fed]  # one bar per layer, however many engines feed it
@@ -427,3 +430,23 @@ def test_drift_names_the_engine_releases_check_names_and_the_same_layers(trained
     for f in r.feeds:
         fed.setdefault(f.engine, []).append(f.layer)
     assert fed == said and set(fed) == {"SGLang before #25454", "SGLang since #25454", "vLLM"}
+
+
+def test_the_drafter_view_draws_bars_from_zero_unless_they_span_decades():
+    """Page review: on a log axis the bars started at an arbitrary floor, so 0.045 looked a tenth of 0.1."""
+    from types import SimpleNamespace
+
+    from eaglekit.core.uncertainty import Interval
+    from eaglekit.view.drift_figures import drafter_view
+
+    def fig(c):
+        return SimpleNamespace(cosine=Interval(c, c - 0.001, c + 0.001, "test"))
+
+    def report(cosines):
+        whole, emb, head = (fig(c) for c in cosines)
+        return SimpleNamespace(whole=whole, embedding=emb, draft_lm_head=head, feeds=())
+
+    near = drafter_view(report((0.955, 0.95, 0.9)))
+    assert near.layout.yaxis.type == "linear" and near.layout.yaxis.rangemode == "tozero"
+    far = drafter_view(report((0.9999, 0.95, 0.5)))
+    assert far.layout.yaxis.type == "log" and "log scale" in far.layout.yaxis.title.text
