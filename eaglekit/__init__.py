@@ -40,6 +40,7 @@ _EXPORTS = {
     "Scenario": "core.speedup.specmath", "estimate": "core.speedup.specmath", "AcceptanceMetrics": "core.speedup.specmath",
     "Account": "core.serving.account",
     "Interval": "core.uncertainty", "verdict": "core.uncertainty", "bootstrap_ratio": "core.uncertainty",
+    "bootstrap_difference": "core.uncertainty", "accept_length_gain": "analysis.acceptance.measure",
     "plan": "analysis.serving.plan", "ServingPlan": "analysis.serving.plan",
     "PlanWidget": "view.serving", "plan_throughput_figure": "view.serving", "plan_steps_figure": "view.serving",
     "plan_grid_figure": "view.serving",
@@ -108,7 +109,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.core.configs.diff import diff_configs
     from eaglekit.core.speedup.specmath import AcceptanceMetrics, estimate, Scenario
     from eaglekit.core.serving.account import Account
-    from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
+    from eaglekit.core.uncertainty import Interval, bootstrap_difference, bootstrap_ratio, verdict
+    from eaglekit.analysis.acceptance.measure import accept_length_gain
     from eaglekit.analysis.serving.plan import ServingPlan, plan
     from eaglekit.view.serving import PlanWidget, plan_grid_figure, plan_steps_figure, plan_throughput_figure
     from eaglekit.analysis.compat.pair import compat, CompatReport

@@ -124,11 +124,13 @@ eaglekit.export(world.drafter(DRAFTER), work / "remapped", vocab_map=recommended
                 progress=False)
 measured = {name: eaglekit.measure_with_template(path, target=think, prompts=tokens.prompts(),
                                                  template=tokens.template("k25-think"), steps=STEPS,
-                                                 max_new_tokens=MAX_NEW_TOKENS, progress=False).accept_length
+                                                 max_new_tokens=MAX_NEW_TOKENS, progress=False)
             for name, path in (("original", world.drafter(DRAFTER)), ("re-mapped", work / "remapped"))}
-gain = round(measured["re-mapped"], 2) - round(measured["original"], 2)  # as printed: the difference of the shown figures
-print(f"accept length under the new template: original {measured['original']:.2f}, re-mapped {measured['re-mapped']:.2f} "
-      f"({gain:+.2f}): re-mapping alone {'helps' if gain > 0.05 else 'does not help'}.")
+gain = eaglekit.accept_length_gain(measured["original"], measured["re-mapped"])  # same prompts: a paired bootstrap
+says = {"GO": "helps", "NO-GO": "hurts", "TOO CLOSE TO CALL": "is too close to call"}[eaglekit.verdict(gain, 0.0)]
+print(f"accept length under the new template: original {measured['original'].interval.text(2)}, re-mapped "
+      f"{measured['re-mapped'].interval.text(2)}; the gain {gain.value:+.2f} ({gain.low:+.2f} to {gain.high:+.2f}, "
+      f"{gain.method}): re-mapping alone {says}.")
 
 # %% [markdown]
 # ## What this says

@@ -246,3 +246,20 @@ def test_remote_drafter_through_the_hub(trained, k2, k2_result, tmp_path):
         r = measure_acceptance("hf://demo-lab/tiny-eagle3", target=k2, prompts=trained.prompts("k2"),
                                max_new_tokens=32, steps=4, endpoint=server.endpoint, progress=False)
     assert r.accept_length == k2_result.accept_length and r.drafter == "hf://demo-lab/tiny-eagle3"
+
+
+def test_a_gain_between_two_results_on_the_same_prompts_is_paired(k2_result):
+    from dataclasses import replace
+
+    from eaglekit.analysis.acceptance.measure import accept_length_gain
+    from eaglekit.core.uncertainty import verdict
+
+    none = accept_length_gain(k2_result, k2_result)
+    assert none.value == 0 and verdict(none, 0.0) == "TOO CLOSE TO CALL"
+    fewer_cycles = replace(k2_result, prompt_counts=tuple((t, max(c - 1, 1)) for t, c in k2_result.prompt_counts))
+    gain = accept_length_gain(k2_result, fewer_cycles)
+    assert gain.low > 0 and verdict(gain, 0.0) == "GO" and "paired bootstrap" in gain.method
+    with pytest.raises(InputError, match="same prompts at the same K"):
+        accept_length_gain(k2_result, replace(k2_result, prompt_counts=k2_result.prompt_counts[:-1]))
+    with pytest.raises(InputError, match="no per-prompt counts"):
+        accept_length_gain(replace(k2_result, prompt_counts=()), k2_result)

@@ -60,3 +60,22 @@ def test_a_close_call_is_printed_with_the_digits_that_show_it():
     assert digits_for(close, 1.8948) == 3          # "1.89-1.94 against 1.89" does not show the straddle
     assert close.text(3) == "1.920 (1.893-1.940)"
     assert digits_for(Interval(1.97, 1.96, 1.99), 1.88) == 2
+
+
+def test_a_paired_difference_is_narrower_than_the_two_intervals_side_by_side():
+    """Two drafters on the same prompts: the prompts' own spread (some are easy for both) cancels."""
+    from eaglekit.core.uncertainty import bootstrap_difference, bootstrap_ratio
+
+    easy_hard = [(40, 10), (40, 20), (40, 8), (40, 25), (40, 12), (40, 18)] * 4
+    better = [(t, max(c - 1, 1)) for t, c in easy_hard]
+    d = bootstrap_difference(easy_hard, better)
+    a, b = bootstrap_ratio(*zip(*easy_hard)), bootstrap_ratio(*zip(*better))
+    assert d.value == pytest.approx(b.value - a.value)
+    assert d.low > 0 and verdict(d, 0.0) == "GO"  # a small, consistent gain is told apart from nothing
+    assert a.high > b.low  # though the two intervals overlap
+    assert "paired bootstrap over 24 prompts" in d.method
+    same = bootstrap_difference(easy_hard, easy_hard)
+    assert same.value == 0 and same.low == same.high == 0
+    with pytest.raises(InputError, match="the same prompts on both sides"):
+        bootstrap_difference(easy_hard, better[:-1])
+    assert not bootstrap_difference([(4, 2)], [(6, 2)]).has_interval

@@ -380,6 +380,23 @@ class AcceptanceResult:
                 + "</div>")
 
 
+def accept_length_gain(before: AcceptanceResult, after: AcceptanceResult, *, seed: int = 0) -> Interval:
+    """``after``'s accept length minus ``before``'s, measured on the same prompts at the same K (a re-mapped drafter
+    against the original, a fine-tune against its start): a paired bootstrap over the prompts, so a gain reads
+    against its own noise. :func:`~eaglekit.core.uncertainty.verdict` against 0 says whether it helps."""
+    from eaglekit.core.uncertainty import bootstrap_difference
+
+    for name, r in (("before", before), ("after", after)):
+        if not r.prompt_counts:
+            raise InputError(f"the {name} result holds no per-prompt counts (read from a file or another tool): "
+                             "measure both with eaglekit acceptance to compare them prompt by prompt")
+    if len(before.prompt_counts) != len(after.prompt_counts) or before.steps != after.steps:
+        raise InputError(f"the two results were measured on {len(before.prompt_counts)} and "
+                         f"{len(after.prompt_counts)} prompts at K = {before.steps} and {after.steps}: a paired "
+                         "comparison needs the same prompts at the same K")
+    return bootstrap_difference(before.prompt_counts, after.prompt_counts, seed=seed)
+
+
 def _null_nan(value):
     if isinstance(value, float) and value != value:
         return None
