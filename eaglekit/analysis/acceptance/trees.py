@@ -157,7 +157,8 @@ class TreeAcceptance:
         rows = []
         for t in self.trees:
             i = t.interval
-            row = [str(t.steps), str(t.topk), str(t.draft_tokens), f"{t.accept_length:.3f}" + (" ^" if t.at_ceiling else ""),
+            length = f"{t.accept_length:.3f}" + (" ^" if t.at_ceiling else "")
+            row = [str(t.steps), str(t.topk), str(t.draft_tokens), length,
                    f"{i.low:.3f}-{i.high:.3f}" if i.has_interval else "-", f"{t.mean_accepted_depth:.3f}",
                    f"{t.left_first_child:.1%}",
                    " ".join("-" if c is None else f"{c:.2f}" for c in t.per_depth_acceptance)]
@@ -172,8 +173,10 @@ class TreeAcceptance:
         return getattr(self.result, "result", self.result)
 
     def _title(self) -> str:
-        capped = ("; ^ at the ceiling the run's lengths allow (as few cycles as if every cycle accepted all its "
-                  "steps): longer continuations would tell these apart") if any(t.at_ceiling for t in self.trees) else ""
+        capped = ""
+        if any(t.at_ceiling for t in self.trees):
+            capped = ("; ^ at the ceiling the run's lengths allow (as few cycles as if every cycle accepted all its "
+                      "steps): longer continuations would tell these apart")
         return (f"Tree drafts ({self.attention} attention; chain K = {self.chain.steps}: "
                 f"{self.chain.accept_length:.3f}; vLLM convention, bonus token in, prefill token out{capped})")
 

@@ -50,10 +50,6 @@ ALLREDUCE_US = 25.0
 SMALL_READ_EFFICIENCY = 0.6
 #: Sampling, accepted-token bookkeeping and mask building per cycle, beyond one drafter pass (ms).
 CYCLE_BOOKKEEPING_MS = 0.3
-#: The least spread the prior allows the per-row draft cost (ms per row per step): engines' tree drafting and
-#: bookkeeping at large batch cost far more per row than the drafter's FLOPs (published SGLang tree sweeps grow
-#: about 0.1 ms per row per step), so the roofline figure alone would pin the term too tightly.
-PER_ROW_SD_FLOOR = 0.02
 #: The engine's work per drafted row per step beyond the drafter's FLOPs (draft-extend rows, tree and mask
 #: building, sampling): SGLang's speedup falls from 1.81x at batch 2 to 1.38x at 64 in the EAGLE-3 paper's Table 3
 #: (Llama-3.1-8B, one H100, chain of 3: about 0.03 ms per request per step beyond the roofline), and AngelSlim #163's
@@ -100,8 +96,8 @@ def draft_prior(drafter: ModelShape | None, gpu: Gpu | None, *, tp: int = 1, con
 
     Latency floor per step: :data:`DRAFT_KERNELS` x :data:`KERNEL_US` (+ two all-reduces per layer under TP) + the
     drafter's bytes per GPU read at :data:`SMALL_READ_EFFICIENCY` of the bandwidth. Per row: its FLOPs at half the
-    dense bf16 rate and its KV cache over the context. Overhead per cycle: one more drafter pass (the
-    draft-extend over the accepted tokens) + :data:`CYCLE_BOOKKEEPING_MS`. For an 8B-class drafter on an H100
+    dense bf16 rate, its KV cache over the context and :data:`ENGINE_ROW_MS`. Overhead per cycle: one more drafter
+    pass (the draft-extend over the accepted tokens) + :data:`CYCLE_BOOKKEEPING_MS`. For an 8B-class drafter on an H100
     that is about 0.9 ms per step and 1.2 ms per cycle, the size of what published vLLM and SGLang profiles
     show (about 1 ms per draft step and about 1 ms per cycle beyond the verify). Each term's standard
     deviation is its mean, the overhead's :data:`OVERHEAD_SPREAD` times its mean: the prior says "about this
