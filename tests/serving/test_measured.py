@@ -297,6 +297,11 @@ def test_a_verify_is_anchored_to_the_decode_measured_at_its_batch_size():
         assert decode.ms < verifies[0] < verifies[1] < verifies[2]
         model_inc = p.model.ms(bp.batch, 4) - p.model.ms(bp.batch, 1)
         assert verifies[2] == pytest.approx(decode.ms + model_inc, rel=1e-6)
+    # the fit's residuals are the terms' own (the anchoring does not hide how far the terms miss)
+    rows = {r["row"]: r for r in p.target_fit_json()["rows"]}
+    one = rows["forward at batch 1, 1 token(s)"]
+    assert one["residual"] == pytest.approx(one["predicted_ms"] / one["ms"] - 1) and one["residual"] < -0.3
+    assert [b for b, _ in p.model.misfit] == [1, 4, 8, 16, 32, 64] and p.to_json()["cost_model"]["decode_offsets"]
 
 
 def test_the_verify_interval_is_capped_by_a_decode_of_as_many_requests():

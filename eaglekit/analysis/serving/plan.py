@@ -203,7 +203,7 @@ class ServingPlan:
         """The target forward's terms, the rows that set them and each row's residual."""
         m = self.model
         rows = [{"row": f"forward at batch {b}, {n} token(s)", "ms": ms, "predicted_ms": m.terms_ms(b, n),
-                 "residual": m.ms(b, n) / ms - 1} for (b, n), ms in sorted(self.measured.items())]
+                 "residual": m.terms_ms(b, n) / ms - 1} for (b, n), ms in sorted(self.measured.items())]
         labels = [r["row"] for r in rows]
         terms = [{"term": name, "value": value, "rows": labels if value else []}
                  for name, value in (("fixed_ms", m.fixed_ms), ("memory_factor", m.mem),
