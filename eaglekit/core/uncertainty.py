@@ -143,6 +143,8 @@ def bootstrap_difference(before: Sequence[tuple[float, float]], after: Sequence[
                          f"unit, got {len(a)} and {len(b)}.")
     if not (0 < level < 1):
         raise InputError(f"a confidence level is between 0 and 1, got {level!r}.")
+    if not (np.isfinite(a).all() and np.isfinite(b).all()) or (a < 0).any() or (b < 0).any():
+        raise InputError("bootstrap_difference: every count must be a finite number >= 0.")
     if a[:, 1].sum() <= 0 or b[:, 1].sum() <= 0:
         raise InputError("bootstrap_difference: a side's denominators sum to zero; nothing was counted.")
     value = float(b[:, 0].sum() / b[:, 1].sum() - a[:, 0].sum() / a[:, 1].sum())

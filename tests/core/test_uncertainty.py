@@ -79,3 +79,6 @@ def test_a_paired_difference_is_narrower_than_the_two_intervals_side_by_side():
     with pytest.raises(InputError, match="the same prompts on both sides"):
         bootstrap_difference(easy_hard, better[:-1])
     assert not bootstrap_difference([(4, 2)], [(6, 2)]).has_interval
+    for bad in ([(4, float("nan")), (4, 2)], [(4, -1), (4, 2)], [(float("inf"), 2), (4, 2)]):
+        with pytest.raises(InputError, match="finite number >= 0"):
+            bootstrap_difference(bad, [(4, 2), (4, 2)])
