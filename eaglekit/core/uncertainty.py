@@ -107,24 +107,18 @@ def bootstrap_ratio(numerators: Sequence[float], denominators: Sequence[float], 
     den = np.asarray(denominators, dtype=float)
     if num.shape != den.shape or num.ndim != 1:
         raise InputError("bootstrap_ratio needs two equally long lists, one entry per unit.")
-    if not (0 < level < 1):
-        raise InputError(f"a confidence level is between 0 and 1, got {level!r}.")
+    _check_level(level)
     total = den.sum()
     if total <= 0:
         raise InputError("bootstrap_ratio: the denominators sum to zero; nothing was counted.")
     value = float(num.sum() / total)
     n = len(num)
     if n < 2:
-        return Interval(value, None, None, f"one {unit[:-1] if unit.endswith('s') else unit}: no interval")
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, n, size=(resamples, n))
+        return _no_interval(value, unit)
+    picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
     d = den[picks].sum(axis=1)
     ratios = np.where(d > 0, num[picks].sum(axis=1) / np.where(d > 0, d, 1), np.nan)
-    ratios = ratios[np.isfinite(ratios)]
-    tail = (1 - level) / 2
-    low, high = (float(x) for x in np.quantile(ratios, [tail, 1 - tail]))
-    return Interval(value, min(low, value), max(high, value),
-                    f"bootstrap over {n} {unit}, {round(level * 100)}%")
+    return _percentile(value, ratios[np.isfinite(ratios)], level, f"bootstrap over {n} {unit}")
 
 
 def bootstrap_difference(before: Sequence[tuple[float, float]], after: Sequence[tuple[float, float]], *,
@@ -141,8 +135,7 @@ def bootstrap_difference(before: Sequence[tuple[float, float]], after: Sequence[
     if a.ndim != 2 or a.shape != b.shape or a.shape[1] != 2:
         raise InputError(f"bootstrap_difference needs the same {unit} on both sides: one (count, cycles) pair per "
                          f"unit, got {len(a)} and {len(b)}.")
-    if not (0 < level < 1):
-        raise InputError(f"a confidence level is between 0 and 1, got {level!r}.")
+    _check_level(level)
     if not (np.isfinite(a).all() and np.isfinite(b).all()) or (a < 0).any() or (b < 0).any():
         raise InputError("bootstrap_difference: every count must be a finite number >= 0.")
     if a[:, 1].sum() <= 0 or b[:, 1].sum() <= 0:
@@ -150,15 +143,30 @@ def bootstrap_difference(before: Sequence[tuple[float, float]], after: Sequence[
     value = float(b[:, 0].sum() / b[:, 1].sum() - a[:, 0].sum() / a[:, 1].sum())
     n = len(a)
     if n < 2:
-        return Interval(value, None, None, f"one {unit[:-1] if unit.endswith('s') else unit}: no interval")
+        return _no_interval(value, unit)
     picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
     da, db = a[picks, 1].sum(axis=1), b[picks, 1].sum(axis=1)
     ok = (da > 0) & (db > 0)
     diffs = b[picks, 0].sum(axis=1)[ok] / db[ok] - a[picks, 0].sum(axis=1)[ok] / da[ok]
+    return _percentile(value, diffs, level, f"paired bootstrap over {n} {unit}")
+
+
+def _check_level(level: float) -> None:
+    if not (0 < level < 1):
+        raise InputError(f"a confidence level is between 0 and 1, got {level!r}.")
+
+
+def _no_interval(value: float, unit: str) -> Interval:
+    return Interval(value, None, None, f"one {unit[:-1] if unit.endswith('s') else unit}: no interval")
+
+
+def _percentile(value: float, resampled: Any, level: float, how: str) -> Interval:
+    """The percentile interval of bootstrap resamples around ``value`` (which it always holds)."""
+    import numpy as np
+
     tail = (1 - level) / 2
-    low, high = (float(x) for x in np.quantile(diffs, [tail, 1 - tail]))
-    return Interval(value, min(low, value), max(high, value),
-                    f"paired bootstrap over {n} {unit}, {round(level * 100)}%")
+    low, high = (float(x) for x in np.quantile(resampled, [tail, 1 - tail]))
+    return Interval(value, min(low, value), max(high, value), f"{how}, {round(level * 100)}%")
 
 
 def digits_for(estimate: Interval, threshold: float, *, least: int = 2, most: int = 4) -> int:

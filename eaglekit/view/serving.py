@@ -24,6 +24,7 @@ from eaglekit.core.serving.plan import (
     best_steps,
     plan_batches,
     schedule_from_steps,
+    stops_paying_from,
 )
 from eaglekit.view.frontend import esm
 
@@ -160,12 +161,9 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
 
     planned = tuple(b for b in p["batches"] if fits(b))
     ks = [best_steps([o["tokens_per_s"] for o in rows(b)]) for b in planned]
-    stops = None  # the first of a run of k = 0 that lasts to the largest planned size
-    for b, k in zip(planned, ks):
-        stops = None if k else (b if stops is None else stops)
     return {"batch": batch, "options": opts, "best_steps": best_steps([o["tokens_per_s"] for o in opts]),
             "schedule": [list(r) for r in schedule_from_steps(planned, ks)] if planned else [],
-            "stops_paying_at": stops,
+            "stops_paying_at": stops_paying_from(planned, ks),
             "fits": fits(batch),
             "distinct_experts": [None if shape is None else shape.distinct_experts(batch * (k + 1))
                                  for k in range(int(p["max_steps"]) + 1)]}

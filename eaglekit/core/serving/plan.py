@@ -49,6 +49,7 @@ __all__ = [
     "schedule_from_steps",
     "steps_rows",
     "stops_paying_at",
+    "stops_paying_from",
 ]
 
 MAX_PLAN_STEPS = 16
@@ -317,11 +318,17 @@ def check_batches(batches: Sequence[int]) -> None:
 def stops_paying_at(plans: Sequence[BatchPlan]) -> int | None:
     """The smallest planned batch size (of those that fit in memory) from which the best k is 0 at every larger
     planned size too, or None: a plan whose best k is 0 at batch 1 and 2 at batch 64 has not stopped paying."""
+    fitting = [p for p in plans if p.fits]
+    return stops_paying_from([p.batch for p in fitting], [p.best.steps for p in fitting])
+
+
+def stops_paying_from(batches: Sequence[int], steps: Sequence[int]) -> int | None:
+    """The first of the batch sizes from which every best k (``steps``, one per batch size) is 0, or None."""
     stop = None
-    for p in reversed([p for p in plans if p.fits]):
-        if p.best.steps != 0:
+    for b, k in zip(reversed(batches), reversed(steps)):
+        if k != 0:
             break
-        stop = p.batch
+        stop = b
     return stop
 
 
