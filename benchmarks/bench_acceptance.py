@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from eaglekit.analysis.acceptance.measure import match_lengths
-from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.draft import DraftModel
 
 
 def random_drafter(*, hidden, heads, head_dim, inter, vocab, draft_vocab, n_aux=3, seed=0, scale=None):

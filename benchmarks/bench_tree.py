@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_acceptance import random_drafter  # noqa: E402
 
 import eaglekit  # noqa: E402
-from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention  # noqa: E402
+from eaglekit.analysis.draft import DraftModel, trained_convention  # noqa: E402
 from eaglekit.analysis.acceptance.target import read_prompts  # noqa: E402
 from eaglekit.analysis.acceptance.tree import parse_tree_grid, tree_sample_stats  # noqa: E402
 

@@ -54,7 +54,7 @@ _EXPORTS = {
     "DriftReport": "analysis.drift.report",
     "hidden_drift": "analysis.drift.hidden", "HiddenDrift": "analysis.drift.hidden",
     "measure_acceptance": "analysis.acceptance.measure", "AcceptanceResult": "analysis.acceptance.measure",
-    "DraftModel": "analysis.acceptance.draft_model",
+    "DraftModel": "analysis.draft",
     "load_target_model": "analysis.acceptance.target", "dump_hidden_states": "analysis.acceptance.target",
     "conclude_acceptance": "analysis.acceptance.conclusion", "compare_readings": "analysis.acceptance.conclusion",
     "measure_dump": "analysis.acceptance.dumps", "DumpAcceptance": "analysis.acceptance.dump_result",
@@ -123,7 +123,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.drift.report import DriftReport
     from eaglekit.analysis.drift.hidden import hidden_drift, HiddenDrift
     from eaglekit.analysis.acceptance.measure import AcceptanceResult, measure_acceptance
-    from eaglekit.analysis.acceptance.draft_model import DraftModel
+    from eaglekit.analysis.draft import DraftModel
     from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
     from eaglekit.analysis.acceptance.conclusion import compare_readings, conclude_acceptance
     from eaglekit.analysis.acceptance.dumps import measure_dump

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None, timeout: float | None = None) -> list[int]:
     """output_hidden_states indices a drafter reads under either aux convention."""
-    from eaglekit.analysis.acceptance.draft_model import hidden_state_indices
+    from eaglekit.analysis.draft import hidden_state_indices
     from eaglekit.core.configs.layers import default_aux_layers
     from eaglekit.core.configs.config import normalize_config
     from eaglekit.io.reader import load_config

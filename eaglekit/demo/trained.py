@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.draft import DraftModel
 from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model, quiet_loading
 from eaglekit.analysis.compat.export import export
 from eaglekit.core.render import html_table

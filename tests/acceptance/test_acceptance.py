@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from eaglekit.analysis.acceptance.measure import SampleStats, measure_acceptance, simulate_cycles, summarise
-from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.draft import DraftModel
 from eaglekit.analysis.acceptance.target import dump_hidden_states, load_target_model
 from eaglekit.core.errors import InputError, NotFoundError, VocabMapError
 

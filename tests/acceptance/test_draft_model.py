@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eaglekit.analysis.acceptance.draft_model import DraftModel, hidden_state_indices
+from eaglekit.analysis.draft import DraftModel, hidden_state_indices
 from eaglekit.analysis.acceptance.measure import match_lengths
 from eaglekit.core.errors import ConfigError, InputError
 
@@ -180,8 +180,8 @@ def test_refusals(tmp_path):
     mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "hidden_size": H, "intermediate_size": I,
            "num_attention_heads": HEADS, "vocab_size": V, "draft_vocab_size": N, "kv_lora_rank": 16,
            "qk_nope_head_dim": 8, "qk_rope_head_dim": 8}
-    with pytest.raises(ConfigError, match="MLA drafter"):
-        DraftModel.from_tensors(mla, t)
+    with pytest.raises(ConfigError, match=r"lacks midlayer\.self_attn\.kv_a_proj_with_mqa\.weight.*mla attention"):
+        DraftModel.from_tensors(mla, t)  # an MLA config over Llama tensors: the MLA tensors it lacks are named
     model = DraftModel.from_tensors(cfg, t)
     with pytest.raises(InputError, match="hidden-size mismatch"):
         model.project(torch.randn(3, 5, HT + 1))

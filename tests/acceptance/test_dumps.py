@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.draft import DraftModel
 from eaglekit.analysis.acceptance.dumps import measure_dump
 from eaglekit.analysis.acceptance.measure import measure_acceptance
 from eaglekit.analysis.acceptance.target import load_target_model

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention
+from eaglekit.analysis.draft import DraftModel, trained_convention
 from eaglekit.analysis.acceptance.target import load_target_model, read_prompts
 from eaglekit.analysis.acceptance.tree import TreeConfig, first_pass, grow_trees, select_nodes
 from eaglekit.analysis.acceptance.trees import measure_trees

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.draft import DraftModel
 from eaglekit.analysis.acceptance.tree import TreeConfig, first_pass, grow_trees, tree_sample_stats, verify_greedy
 from test_draft_model import HT, N, V, _layer_ref, _rms, make_drafter
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from eaglekit.analysis.acceptance.draft_model import (
+from eaglekit.analysis.draft import (
     DraftModel,
     hidden_state_indices,
     trained_convention,
@@ -160,7 +160,7 @@ def _modelopt_layers(model, head) -> str:
     if not L:
         return f". Model-Optimizer's writer stores {_MODELOPT_RULE}; the target head does not say L."
     stored = list(modelopt_indices(L))
-    convention = trained_convention(model.config)
+    convention = trained_convention(model.config, model.layout)
     try:
         wanted = f"{list(model.aux_indices(convention, L))} ({convention} of its aux ids)"
     except InputError:

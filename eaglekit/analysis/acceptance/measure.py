@@ -18,7 +18,7 @@ The convention (vLLM's "mean acceptance length"; docs/acceptance.md):
   (:func:`expected_cycles`), so the two compare (at T -> 0 they are equal).
 
 Drafting runs all positions of a sequence at once (one pass per chain step, the training-time-test
-mask; :meth:`~eaglekit.analysis.acceptance.draft_model.DraftModel.draft`).
+mask; :meth:`~eaglekit.analysis.draft.DraftModel.draft`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from eaglekit.core.configs.layers import AuxConvention, other_convention
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
 from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
-from eaglekit.analysis.acceptance.draft_model import DraftModel, trained_convention
+from eaglekit.analysis.draft import DraftModel, trained_convention
 from eaglekit.analysis.acceptance.notes import (collapse_note, embeddings_note, generation_limit_note,
                                                 unknown_tokens_note)
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
@@ -463,7 +463,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                        keep_samples: bool = False, trust_remote_code: bool = False,
                        on_sample=None) -> AcceptanceResult:
-    """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.acceptance.draft_model.DraftModel`)
+    """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.draft.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
     prompts), or against a hidden-state dump folder ``hidden_states``; exactly one of the two.
@@ -516,7 +516,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                 emb = _local_target(m.target, Path(dump.path))
             model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
     _check_fit(model, hidden=hidden, vocab=vocab, target=tname)
-    primary = aux_convention or trained_convention(model.config)
+    primary = aux_convention or trained_convention(model.config, model.layout)
     conventions = (primary, other_convention(primary))
     indices = {c: model.aux_indices(c, num_layers) for c in conventions}
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from eaglekit.analysis.acceptance.draft_model import DraftModel
+from eaglekit.analysis.draft import DraftModel
 from eaglekit.analysis.acceptance.measure import measure_acceptance
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts, template_variables
 from eaglekit.core.errors import InputError

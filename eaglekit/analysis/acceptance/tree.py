@@ -24,7 +24,7 @@ Attention of a frontier node's pass (``attention``):
   re-selection slot ``j`` holds another lineage's earlier entries, so from level 3 on the drafter can
   draft other tokens.
 
-With ``topk = 1`` both are the chain of :meth:`~eaglekit.analysis.acceptance.draft_model.DraftModel.draft`,
+With ``topk = 1`` both are the chain of :meth:`~eaglekit.analysis.draft.frame.DraftModel.draft`,
 computed with the same operations in the same order, so the figures are the chain's exactly.
 """
 
@@ -155,14 +155,11 @@ def _layout(topk: int, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(level), torch.cat(rank)
 
 
-def _top_children(model, logits: torch.Tensor, k: int):
-    """The k best draft rows of each row of logits (R, N): target ids (R, k) and log p (R, k). Ranked on
-    the logits themselves (the order of log_softmax without its rounding ties); k = 1 is the chain's argmax."""
-    if k == 1:
-        idx = logits.argmax(-1, keepdim=True)
-    else:
-        idx = torch.topk(logits, k, dim=-1).indices
-    logp = torch.log_softmax(logits.float(), -1).gather(-1, idx)
+def _top_children(model, out: torch.Tensor, k: int):
+    """The k best draft rows of each head input ``norm(g)`` (R, H): target ids (R, k) and log p (R, k). Ranked
+    on the logits themselves (the order of log_softmax without its rounding ties); k = 1 is the chain's argmax.
+    A head too large to keep is streamed (the drafter's :class:`~eaglekit.analysis.draft.head.DraftHead`)."""
+    idx, logp = model.head.top(out, k)
     return model.draft_to_target[idx], logp
 
 
@@ -172,8 +169,8 @@ class _FirstPass:
 
     h: torch.Tensor        # (n, H) the bases' features
     g: torch.Tensor        # (n, H) the pass's pre-norm output: level-1 nodes' entry hidden state
-    logits: torch.Tensor   # (n, N)
-    k1: torch.Tensor       # (nh, T, hd) prefix keys
+    out: torch.Tensor      # (n, H) the head's input norm(g)
+    k1: torch.Tensor       # (nh, T, dq) prefix keys
     v1: torch.Tensor
     pos: torch.Tensor      # (n,) base positions
 
@@ -183,8 +180,8 @@ def first_pass(model, h: torch.Tensor, next_ids: torch.Tensor, *, start: int = 0
     """Chain step 1 from bases start..T-1 (the same operations as :meth:`DraftModel.chain`)."""
     q, k1, v1, hb, _, pos = model.prefix(h, next_ids, start=start)
     attn = model.attend(q, k1, v1, pos, [], [])
-    g, logits = model._finish(hb, attn)
-    return _FirstPass(hb, g, logits, k1, v1, pos)
+    g, out = model.finish(hb, attn)
+    return _FirstPass(hb, g, out, k1, v1, pos)
 
 
 @torch.no_grad()
@@ -197,7 +194,7 @@ def grow_trees(model, fp: _FirstPass, *, topk: int, steps: int, attention: TreeA
     pos0 = fp.pos[sl]
     n, k = pos0.shape[0], topk
     H = fp.g.shape[1]
-    tok1, lp1 = _top_children(model, fp.logits[sl], k)                         # (n, k)
+    tok1, lp1 = _top_children(model, fp.out[sl], k)                         # (n, k)
     tokens, scores = [tok1], [lp1]
     parents = [torch.full((n, k), -1, dtype=torch.int64, device=tok1.device)]
     ftok, fscore = tok1, lp1                                                   # the frontier (n, k)
@@ -209,14 +206,13 @@ def grow_trees(model, fp: _FirstPass, *, topk: int, steps: int, attention: TreeA
     rows_pos_base = pos0.repeat_interleave(k)
     for L in range(2, steps + 1):
         rows_h = fh.reshape(n * k, H)
-        q, kL, vL = model._qkv(rows_h, ftok.reshape(n * k), rows_pos_base + (L - 1))
-        kL, vL = model._expand(kL), model._expand(vL)                          # (nh, n*k, hd)
+        q, kL, vL = model.entries(rows_h, ftok.reshape(n * k), rows_pos_base + (L - 1))  # (nh, n*k, d)
         tree_k.append(kL)
         tree_v.append(vL)
         own_k, own_v = _own_entries(tree_k, tree_v, anc, n, k)
         attn = model.attend(q, fp.k1, fp.v1, rows_pos_base, own_k, own_v, rows_per_base=k)
-        g, logits = model._finish(rows_h, attn)                               # (n*k, H), (n*k, N)
-        ctok, clp = _top_children(model, logits, k)                           # (n*k, k)
+        g, out = model.finish(rows_h, attn)                                   # (n*k, H) each
+        ctok, clp = _top_children(model, out, k)                              # (n*k, k)
         cu = fscore[:, :, None] + clp.view(n, k, k)                            # (n, k, k)
         lo, _ = level_bounds(k, L)
         tokens.append(ctok.view(n, k * k))
@@ -363,7 +359,7 @@ def tree_sample_stats(model, aux, input_ids, target_ids, prompt_len: int | None,
 def _grow_all(model, fp: _FirstPass, k: int, steps: int, attention: TreeAttention) -> TreePool:
     """Every base's pool for one top-k, grown in chunks of bases that bound the logits held at once."""
     n = fp.pos.shape[0]
-    chunk = max(1, LOGIT_BUDGET // max(1, model.lm_head.shape[0] * k))
+    chunk = max(1, LOGIT_BUDGET // max(1, model.draft_rows * k))
     parts = [grow_trees(model, fp, topk=k, steps=steps, attention=attention, bases=slice(c0, min(n, c0 + chunk)))
              for c0 in range(0, n, chunk)]
     if len(parts) == 1:
