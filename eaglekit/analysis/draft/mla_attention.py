@@ -11,7 +11,8 @@ layer input of width 2H) and SpecForge's ``DeepseekV3ForCausalLMEagle3`` (docs/a
   rotary key shared by every head; ``kv_b_proj(kv_a_layernorm(latent))`` = per head ``qk_nope_head_dim``
   key dimensions then ``v_head_dim`` value dimensions;
 * rotary on the rope dimensions only, DeepSeek's interleaved pairs (``rope_interleave``, default true);
-  a ``qk_rope_head_dim`` of 0 is NoPE MLA (no rotary part at all);
+  a ``qk_rope_head_dim`` of 0, or ``mla_use_nope: true`` (Kimi-K3, Kimi-Linear: the 64 rope slots are kept
+  but never turned; TensorRT-LLM's K3 MLA), is NoPE MLA, scaled by ``qk ** -0.5`` alone;
 * softmax scale ``(qk_nope_head_dim + qk_rope_head_dim) ** -0.5``, times ``yarn_get_mscale(factor,
   mscale_all_dim) ** 2`` when the rotary scaling is YaRN with ``mscale_all_dim`` (YaRN acts twice: here
   and on the rotary tables, :mod:`.rope`);
@@ -97,8 +98,10 @@ class MLAAttention:
         self.rank = rank
         self.eps = config.rms_norm_eps or 1e-6
         self.interleaved = config.raw.get("rope_interleave", True) is not False
-        self.rotary = Rotary(config, self.rope, weights.device) if self.rope else None
-        self.scale = qk ** -0.5 * softmax_mscale(config.rope_scaling) ** 2
+        #: Kimi-K3's ``mla_use_nope``: the rope dimensions are there but never turned, no YaRN factor on the scale
+        self.nope_only = config.raw.get("mla_use_nope") is True
+        self.rotary = Rotary(config, self.rope, weights.device) if self.rope and not self.nope_only else None
+        self.scale = qk ** -0.5 * (1.0 if self.nope_only else softmax_mscale(config.rope_scaling) ** 2)
 
     def entries(self, x: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Layer input x (T, 2H) at positions ``pos`` -> q, k (nh, T, nope + rope), v (nh, T, v_head_dim)."""
@@ -112,8 +115,8 @@ class MLAAttention:
         latent, k_rot = ckv[:, :self.rank], ckv[:, self.rank:]
         kv = (rms_norm(latent, self.kv_a_norm, self.eps) @ self.kv_b.T).reshape(T, nh, -1).transpose(0, 1)
         k_nope, v = kv[..., :self.nope], kv[..., self.nope:]                # (nh, T, nope), (nh, T, v)
-        if not self.rope:
-            return q, k_nope, v
+        if self.rotary is None:  # NoPE: the rope slots pass through unturned
+            return q, torch.cat([k_nope, k_rot[None].expand(nh, T, self.rope)], -1), v
         q_nope, q_rot = q[..., :self.nope], q[..., self.nope:]
         if self.interleaved:
             q_rot, k_rot = pairs_to_halves(q_rot), pairs_to_halves(k_rot)

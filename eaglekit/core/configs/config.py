@@ -388,7 +388,7 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
                      "num_attention_heads (no grouped-query attention)")
     mla = {k: raw[k] for k in MLA_KEYS if k in raw} if fmt == "mla" else {}
     for k, v in mla.items():
-        if v is not None:
+        if v is not None and not (k == "qk_rope_head_dim" and v == 0):  # 0: NoPE MLA (no rotary part)
             r._check(k, v, "int")
     mla_dim = (mla.get("qk_nope_head_dim") or 0) + (mla.get("qk_rope_head_dim") or 0)
     if mla_dim:
