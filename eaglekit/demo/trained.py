@@ -27,6 +27,10 @@ tokens for others, so K2.5's draft vocabulary differs from K2's (a warm start ne
   runs on fresh K2.5 samples (:data:`CURVE_BATCH` a step, none seen twice), from scratch and from the
   warm start, with a checkpoint at each step of :data:`CURVE_CHECKPOINTS`, saved as SpecForge saves them
   (the drafter and a ``training_state.pt`` with ``epoch`` and ``global_step``): the accept-length curve;
+* ``drafters/k25-mla``: the public-drafter stand-in: an MLA EAGLE-3 drafter (Kimi's kind: DeepSeek MLA
+  attention, a full-vocabulary head, no d2t/t2d) trained on k25 with plenty of samples, saved as
+  TorchSpec's vLLM export is (``layers.0.*``, model_type ``kimi_k2``, aux ids shifted to vLLM's count:
+  [1, 2, 3] = inputs of layers 1-3 = outputs of layers 0-2);
 * ``drafters/random``: untrained;
 * ``broken/<fault>``: copies of ``drafters/k2`` with one planted fault each (:mod:`eaglekit.demo.broken`);
 * ``prompts-k2.jsonl``, ``prompts-k25.jsonl``: held-out prompts in each language (token ids), and
@@ -55,7 +59,7 @@ from eaglekit.demo.broken import build_broken
 from eaglekit.demo.build import built_once
 from eaglekit.demo.targets import write_target_forms
 
-TRAINED_VERSION = 5  # bump whenever training or the saved layout changes: caches are keyed on it
+TRAINED_VERSION = 6  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Kimi-K2-shaped MoE target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 EXPERTS, TOP_K, MOE_INTER, Q_LORA, KV_LORA = 4, 2, 32, 32, 32
@@ -218,6 +222,48 @@ def _drafter_init(seed: int) -> dict[str, Any]:
             "norm.weight": ones(HIDDEN), "lm_head.weight": w(COMMON, HIDDEN)}
 
 
+MLA_DIMS = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 16}
+
+
+def _mla_init(seed: int) -> dict[str, Any]:
+    """An MLA EAGLE-3 layer (q_a/q_b, kv_a with the shared rotary key, kv_b, o) and a full-vocabulary head."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+
+    def w(*shape):
+        return (torch.randn(*shape, generator=g) / shape[-1] ** 0.5).requires_grad_()
+
+    def ones(n):
+        return torch.ones(n).requires_grad_()
+
+    p, a, m = "midlayer.", "midlayer.self_attn.", MLA_DIMS
+    qk = m["qk_nope_head_dim"] + m["qk_rope_head_dim"]
+    return {"fc.weight": w(HIDDEN, len(AUX_IDS) * HIDDEN),
+            a + "q_a_proj.weight": w(m["q_lora_rank"], 2 * HIDDEN), a + "q_a_layernorm.weight": ones(m["q_lora_rank"]),
+            a + "q_b_proj.weight": w(HEADS * qk, m["q_lora_rank"]),
+            a + "kv_a_proj_with_mqa.weight": w(m["kv_lora_rank"] + m["qk_rope_head_dim"], 2 * HIDDEN),
+            a + "kv_a_layernorm.weight": ones(m["kv_lora_rank"]),
+            a + "kv_b_proj.weight": w(HEADS * (m["qk_nope_head_dim"] + m["v_head_dim"]), m["kv_lora_rank"]),
+            a + "o_proj.weight": w(HIDDEN, HEADS * m["v_head_dim"]),
+            p + "mlp.gate_proj.weight": w(INTER, HIDDEN), p + "mlp.up_proj.weight": w(INTER, HIDDEN),
+            p + "mlp.down_proj.weight": w(HIDDEN, INTER), p + "hidden_norm.weight": ones(HIDDEN),
+            p + "input_layernorm.weight": ones(HIDDEN), p + "post_attention_layernorm.weight": ones(HIDDEN),
+            "norm.weight": ones(HIDDEN), "lm_head.weight": w(VOCAB, HIDDEN)}
+
+
+def mla_drafter_config() -> dict[str, Any]:
+    """The MLA drafter's config, as TorchSpec's ``convert_to_hf.py --vllm`` writes a Kimi drafter: vLLM's
+    architecture name, model_type kimi_k2, a full vocabulary, the aux ids shifted by one (inputs)."""
+    return {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "hidden_size": HIDDEN,
+            "intermediate_size": INTER, "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
+            "vocab_size": VOCAB, "draft_vocab_size": VOCAB, "num_hidden_layers": 1, **MLA_DIMS,
+            "rope_theta": 10000.0, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+            "torch_dtype": "bfloat16", "eaglekit_demo": LABEL,
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [i + 1 for i in AUX_IDS], "use_aux_hidden_state": True,
+                             "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True}}
+
+
 def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
     layer = {"hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS,
              "num_key_value_heads": HEADS, "head_dim": HIDDEN // HEADS, "vocab_size": VOCAB, "rms_norm_eps": 1e-6,
@@ -234,7 +280,8 @@ def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
 
 
 def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, labels, *, steps: int, lr: float,
-                   seed: int, ttt: int = CHAIN_STEPS, batches=None, on_step=None) -> dict[str, Any]:
+                   seed: int, ttt: int = CHAIN_STEPS, batches=None, on_step=None,
+                   config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Training-time test: K chain steps over every position at once, cross-entropy against the target's
     argmax mapped to draft rows (tokens outside the draft vocabulary are skipped).
 
@@ -249,7 +296,7 @@ def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, 
     T = aux.shape[2]
     for step in range(1, steps + 1):
         loss = torch.zeros(())
-        model = DraftModel.from_tensors(drafter_config(), {**tensors, "d2t": d2t}, embed=embed)
+        model = DraftModel.from_tensors(config or drafter_config(), {**tensors, "d2t": d2t}, embed=embed)
         picks = batches[step - 1] if batches is not None else torch.randint(0, len(aux), (4,), generator=g).tolist()
         for i in picks:
             h = model.project(aux[i])
@@ -269,6 +316,7 @@ def _train_drafter(tensors: dict[str, Any], embed, d2t, t2d_index, tokens, aux, 
 
 def _save_drafter(folder: Path, tensors: dict[str, Any], d2t, t2d, *, layout: str = "specforge",
                   config: dict[str, Any] | None = None) -> None:
+    """(``d2t`` None: a full-vocabulary drafter, saved without a map.)"""
     """Save as published drafters are: bf16 weights (trained in float32), int64 d2t, bool t2d."""
     import torch
     from safetensors.torch import save_file
@@ -276,8 +324,9 @@ def _save_drafter(folder: Path, tensors: dict[str, Any], d2t, t2d, *, layout: st
     folder.mkdir(parents=True, exist_ok=True)
     out = {(k.replace("midlayer.", "layers.0.") if layout == "speculators" else k):
            v.detach().to(torch.bfloat16).contiguous() for k, v in tensors.items()}
-    out["d2t"] = torch.as_tensor(d2t, dtype=torch.int64)
-    out["t2d"] = torch.as_tensor(t2d, dtype=torch.bool)
+    if d2t is not None:
+        out["d2t"] = torch.as_tensor(d2t, dtype=torch.int64)
+        out["t2d"] = torch.as_tensor(t2d, dtype=torch.bool)
     save_file(out, str(folder / "model.safetensors"), metadata={"format": "pt", "eaglekit_demo": LABEL})
     (folder / "config.json").write_text(json.dumps(config or drafter_config(layout=layout), indent=2) + "\n")
 
@@ -387,6 +436,9 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         bar.update()
         warm = train(_warm_start(root), k25, common25, k25_few, FEW_STEPS, 4)
         _save_drafter(drafters / "k25-warm", warm, *vocab_arrays(common25))
+        every = np.arange(VOCAB)          # a full-vocabulary head: draft row i is target id i
+        mla = train(_mla_init(9), k25, every, k25_data[:256], 300, 9, config=mla_drafter_config())
+        _save_drafter(drafters / "k25-mla", mla, None, None, layout="speculators", config=mla_drafter_config())
         fresh = sample_language(rng, gram["k25"], common25, CURVE_POOL, SEQ)
         curves = _curve_runs(root, train, k25, common25, fresh)
         bar.update()
@@ -419,6 +471,9 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
                      "k25-scratch": f"trained from scratch on k25 with {FEW_SAMPLES} samples (k25's draft vocabulary)",
                      "k25-warm": f"k2's drafter exported onto k25-scratch's vocabulary map, fine-tuned on the same "
                                  f"{FEW_SAMPLES} k25 samples",
+                     "k25-mla": "the public-drafter stand-in: an MLA EAGLE-3 drafter (full vocabulary, no d2t/t2d) "
+                                "trained on k25 with 256 samples, saved as TorchSpec's vLLM export (layers.0.*, "
+                                "kimi_k2, aux ids [1, 2, 3], inputs)",
                      "random": "untrained (random weights)"},
         "curves": curves, "curve_batch": CURVE_BATCH,
         "broken": broken, "target_weights": weights, "hidden_states": dumps,
