@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "hostile"))  # bounded_cli
 
 
 @pytest.fixture(autouse=True, scope="module")

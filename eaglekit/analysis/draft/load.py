@@ -103,7 +103,9 @@ def check_layout(config: DrafterConfig, names: set[str], *, where: str) -> Layou
     p = LAYER_PREFIX[layout]
     attention = attention_family(config, names, p)
     mlp = mlp_family(config, names, p)
-    needed = [p + n for n in FRAME_TENSORS] + list(attention.tensors(config, p))
+    # the MLA query projections are the attention's own check: which of q_a/q_b or q_proj depends on q_lora_rank
+    needed = [p + n for n in FRAME_TENSORS] + [n for n in attention.tensors(config, p)
+                                               if attention.family != "mla" or ".q_" not in n]
     if mlp.family == "dense":
         needed += list(mlp.tensors(config, p))
     missing = [n for n in needed if n not in names]
