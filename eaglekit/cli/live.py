@@ -22,6 +22,7 @@ import os
 from eaglekit.cli.common import add_json_option, add_timeout_option, emit, engine_spec, number, temperature, whole
 
 TOKEN_ENV = "EAGLEKIT_METRICS_TOKEN"
+_MAX_OFFLINE = 64 * 1024 * 1024
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give a URL or --log FILE, not both.")
     if log is None and args.url is None:
         raise InputError("give the engine's URL (http://HOST:PORT) or --log FILE.")
+    loaded = _load_offline(args)  # a bad file is refused before a window is spent
     if log is not None:
         reading = read_live_log(log, steps=args.steps)
     else:
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             reading = replace(reading, steps=args.steps)
     if args.batch is not None:
         reading = replace(reading, running_requests=float(args.batch))
-    offline = _offline(args, reading.steps)
+    offline = loaded if loaded is not None else _measure_offline(args, reading.steps)
     if offline is None:
         emit(reading, args)
         return 0
@@ -91,23 +93,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _offline(args: argparse.Namespace, steps: int | None):
+def _load_offline(args: argparse.Namespace):
+    """``--offline RESULT.json``, read and checked (its accept length, interval and steps)."""
+    from eaglekit.analysis.live.compare import offline_at
     from eaglekit.core import safejson
     from eaglekit.core.errors import InputError
 
-    measure = args.target is not None or args.prompts is not None
-    if args.offline is not None and measure:
+    if args.offline is None:
+        return None
+    if args.target is not None or args.prompts is not None:
         raise InputError("give --offline RESULT.json or --target with --prompts (to measure it), not both.")
-    if args.offline is not None:
-        try:
-            with open(args.offline, "rb") as f:
-                data = f.read(64 * 1024 * 1024 + 1)
-        except OSError as e:
-            raise InputError(f"cannot read {args.offline}: {e.strerror or e}.") from e
-        if len(data) > 64 * 1024 * 1024:
-            raise InputError(f"{args.offline} is larger than 64 MiB; expected an `eaglekit acceptance --json` result.")
-        return safejson.loads(data, what=args.offline, error=InputError)
-    if not measure:
+    try:
+        with open(args.offline, "rb") as f:
+            data = f.read(_MAX_OFFLINE + 1)
+    except OSError as e:
+        raise InputError(f"cannot read {args.offline}: {e.strerror or e}.") from e
+    if len(data) > _MAX_OFFLINE:
+        raise InputError(f"{args.offline} is larger than 64 MiB; expected an `eaglekit acceptance --json` result.")
+    offline = safejson.loads(data, what=args.offline, error=InputError)
+    offline_at(offline, None, what=args.offline)
+    return offline
+
+
+def _measure_offline(args: argparse.Namespace, steps: int | None):
+    """The offline figure measured now (``--drafter --target --prompts``) at the served steps; None without them."""
+    from eaglekit.core.errors import InputError
+
+    if args.target is None and args.prompts is None:
         return None
     if args.drafter is None or args.target is None or args.prompts is None:
         raise InputError("measuring the offline figure needs --drafter, --target and --prompts together.")
