@@ -23,7 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["MetricsReplayServer", "VllmCounters", "sglang_metrics_text", "vllm_counters", "vllm_metrics_text"]
+from eaglekit.core.errors import InputError
+
+__all__ = ["MetricsReplayServer", "VllmCounters", "replay_pages", "serve_metrics_replay", "sglang_metrics_text",
+           "vllm_counters", "vllm_metrics_text"]
 
 _CREATED = 1.7e9  # the _created timestamp prometheus_client writes beside every counter
 
@@ -100,6 +103,46 @@ def vllm_counters(per_step: Sequence[float], *, scrapes: int, drafts_per_scrape:
         pos = block(n)
         out.append(VllmCounters(n, n * k, sum(pos), pos, n + sum(pos) + 3 * i, running))
     return out
+
+
+def replay_pages(per_step: Sequence[float], *, seed: int = 0, drafts_per_scrape: int = 1500,
+                 model: str = "demo/k25-warm") -> Callable[[int], str]:
+    """An endless replay: the page of the i-th scrape of a vLLM server serving a drafter whose step j is accepted
+    (given steps 1..j-1) with probability ``per_step[j]``. Each scrape adds a few more or fewer drafts than
+    ``drafts_per_scrape`` and samples each draft's accepted count (seeded: the same seed replays the same pages),
+    so successive windows differ as a live server's do."""
+    import numpy as np
+
+    if not per_step or any(not 0 <= a <= 1 for a in per_step):
+        raise InputError("per_step: one acceptance in [0, 1] per draft step")
+    rng = np.random.default_rng(seed)
+    k = len(per_step)
+    pages: list[VllmCounters] = [VllmCounters(20_000, 20_000 * k, 0, (0,) * k, 40_000, 8)]
+    lock = threading.Lock()
+
+    def page(i: int) -> str:
+        with lock:
+            while len(pages) <= i:
+                prev = pages[-1]
+                n = int(drafts_per_scrape * rng.uniform(0.8, 1.2))
+                reached = np.ones(n, dtype=bool)
+                pos = []
+                for a in per_step:
+                    reached &= rng.random(n) < a
+                    pos.append(int(reached.sum()))
+                acc = sum(pos)
+                pages.append(VllmCounters(prev.drafts + n, prev.draft_tokens + n * k, prev.accepted + acc,
+                                          tuple(p + q for p, q in zip(prev.per_position, pos)),
+                                          prev.generation_tokens + n + acc, int(rng.integers(6, 11))))
+            return vllm_metrics_text(pages[i], model=model)
+    return page
+
+
+def serve_metrics_replay(per_step: Sequence[float], *, seed: int = 0, drafts_per_scrape: int = 1500,
+                         model: str = "demo/k25-warm") -> MetricsReplayServer:
+    """A started :class:`MetricsReplayServer` replaying :func:`replay_pages` (stop it with ``.stop()``)."""
+    return MetricsReplayServer(replay_pages(per_step, seed=seed, drafts_per_scrape=drafts_per_scrape,
+                                            model=model)).start()
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -146,7 +146,10 @@ def compare_live(live: LiveReading, offline: Mapping[str, Any], *, aux_view=None
     """The live reading beside an ``eaglekit acceptance --json`` result ``offline``.
 
     ``aux_view``: the drafter's :class:`~eaglekit.core.configs.aux_view.AuxEngineView` for the served ``engine``
-    (``"vllm"``, ``"sglang==0.5.9"``), if known; ``temperature``: the served requests' temperature, if known."""
+    (``"vllm"``, ``"sglang==0.5.9"``), if known; ``temperature``: the served requests' temperature, if known.
+    ``offline`` may be the ``AcceptanceResult`` itself."""
+    if hasattr(offline, "to_json"):
+        offline = offline.to_json()
     off, at = offline_at(offline, live.steps)
     k_off = int(offline["steps"])
     gap = _gap(off, live.accept_length)
