@@ -27,7 +27,7 @@
 # (both figures carry intervals), and which of the known causes can be checked from here?
 #
 # **On the demo** the engine is a loopback server replaying a vLLM `/metrics` page whose counters move on at every
-# scrape: the drafter of notebook 06 (the warm start on K2.5) served with its **first** draft step accepted 15%
+# scrape: the drafter of notebook 06 (the warm start on K2.5) served with its **first** draft step accepted 30%
 # less often than offline measures it, as happens when the engine feeds the drafter something it was not trained
 # on (another chat template, aux layers read under another convention). Point `URL` at a real engine instead.
 
@@ -41,7 +41,7 @@ STEPS = 3  # the served draft steps (the demo drafters were trained for 3)
 PROMPTS = 24  # offline prompts (intervals narrow as 1 / sqrt(n))
 MAX_NEW_TOKENS = 24
 DRAFTER = "k25-warm"
-SERVED_FIRST_STEP = 0.85  # the demo engine's first-step acceptance, relative to offline
+SERVED_FIRST_STEP = 0.7  # the demo engine's first-step acceptance, relative to offline
 WINDOW = 0.5  # seconds per live window (a real engine: 10 to 60)
 READINGS = 5
 TORCH_THREADS = 1
