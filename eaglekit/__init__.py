@@ -8,7 +8,8 @@ import-linter on every ``make test``; docs/architecture.md draws it):
 ``eaglekit.view``      plotly figures, the calculator widget, rendered report pages
 ``eaglekit.demo``      the synthetic demo world and its loopback Hub and file servers
 ``eaglekit.analysis``  one room per feature: compat/ (compat, check, export), similarity/, drift/,
-                       acceptance/, search, investigation
+                       acceptance/, serving/, live/ (an engine's counters read live), search,
+                       investigation
 ``eaglekit.io``        locations, byte sources (local, Hub, HTTP, SSH), the reader, inventories,
                        what rooms read about a drafter (drafter.py), hidden-state dumps (dumps/)
 ``eaglekit.core``      pure: headers, configs, vocabulary maps, layer ids, speculative maths

@@ -73,6 +73,7 @@ def test_a_counter_that_went_down_is_a_restart():
     (lambda t: "<html>{oops}</html>", "not Prometheus text"),
     (lambda t: "up 1\n", "neither vLLM's nor SGLang's"),
     (lambda t: 'vllm:num_requests_running{model_name="m"} 1.0\n', "serves no speculative decoding"),
+    (lambda t: "\n".join(l for l in t.splitlines() if "num_drafts" not in l and "per_pos" not in l), "V0 engine"),
 ])
 def test_broken_pages_are_refused_with_a_reason(edit, message):
     with pytest.raises(InputError, match=message):

@@ -171,6 +171,10 @@ def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics")
     elif "verify_calls" in counters:
         engine = "sglang"
         missing = [_SGLANG[k] for k in ("generation_tokens", "requests") if k not in counters]
+    elif "accepted" in counters or "draft_tokens" in counters:
+        raise InputError(f"{what}: vLLM counters without vllm:spec_decode_num_drafts_total: the V0 engine's metrics "
+                         "(no drafts counted, so no accept length per draft); eaglekit reads the V1 engine's "
+                         "(vLLM 0.8 and later, VLLM_USE_V1=1).")
     elif "vllm" in seen_prefix:
         raise InputError(f"{what}: a vLLM server without vllm:spec_decode_* counters: it serves no speculative "
                          "decoding (start it with --speculative-config).")
