@@ -50,6 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "--target and --prompts, measured offline at the served steps")
     p.add_argument("--target", default=None, metavar="T", help="the target, to measure the offline figure (with --prompts)")
     p.add_argument("--prompts", default=None, metavar="P", help="prompts JSONL, to measure the offline figure")
+    p.add_argument("--max-new-tokens", type=whole(1, 65_536, "a number of tokens"), default=64, metavar="N",
+                   help="with --target and --prompts: tokens generated per prompt offline (default 64)")
     p.add_argument("--engine", type=engine_spec, default=None, metavar="E[==V]",
                    help="the served engine release (vllm==0.10.2, sglang==0.5.9): checks how it reads the aux ids")
     p.add_argument("--temperature", type=temperature, default=None, metavar="T",
@@ -126,7 +128,8 @@ def _measure_offline(args: argparse.Namespace, steps: int | None):
     from eaglekit.analysis.acceptance.measure import measure_acceptance  # torch: only when measuring
 
     result = measure_acceptance(args.drafter, target=args.target, prompts=args.prompts, steps=steps or 5,
-                                temperature=args.temperature or 0.0, timeout=args.timeout)
+                                max_new_tokens=args.max_new_tokens, temperature=args.temperature or 0.0,
+                                timeout=args.timeout)
     return json.loads(json.dumps(result.to_json()))
 
 

@@ -106,3 +106,20 @@ def test_the_cli_compares_with_an_offline_result(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "accept_length must be a number" in err[0]
         assert len(s.log) == 2  # refused before a scrape
+
+
+def test_the_cli_measures_the_offline_figure_and_reads_the_aux_ids(trained, capsys):
+    """--drafter --target --prompts: the offline figure measured at the served steps (3), beside the live one;
+    --engine: the drafter's aux ids as that release reads them (from its config.json)."""
+    from eaglekit.demo.prompts import measurement_prompts
+
+    prompts = measurement_prompts(trained, "k25", 12)
+    with LiveHostile() as s:
+        assert main(["live", s.url("vllm"), "--window", "0.05", "--drafter", str(trained.drafter("k25-warm")),
+                     "--target", str(trained.target("k25")), "--prompts", str(prompts), "--max-new-tokens", "16",
+                     "--engine", "vllm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["offline_steps"] == 3 and out["compared_at_steps"] == 3
+    assert out["offline_accept_length_low"] <= out["offline_accept_length"] <= out["offline_accept_length_high"]
+    aux = next(c for c in out["causes"] if c["name"] == "aux layer ids as the engine reads them")
+    assert aux["status"] in ("fine", "suspect") and "feeds the outputs of layers" in aux["detail"]

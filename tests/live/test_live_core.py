@@ -127,3 +127,13 @@ def test_a_reading_renders_as_text_html_and_json():
     assert "2.66 (" in str(r) and "per-step (conditional)" in str(r)
     assert "<table" in r._repr_html_() and "0.710" in r._repr_html_()
     assert r.to_json()["per_step_acceptance"] == [355 / 500, 265 / 355, 210 / 265]
+
+
+def test_sglangs_speculative_config_gives_the_served_steps():
+    info = ('# TYPE sglang:speculative_config_info gauge\nsglang:speculative_config_info{model_name="m",'
+            'spec_algorithm="EAGLE3",spec_num_steps="3",spec_eagle_topk="1",spec_num_draft_tokens="4"} 1.0\n')
+    before = parse_metrics(sglang_metrics_text(**SGLANG_BEFORE) + info)
+    after = parse_metrics(sglang_metrics_text(**SGLANG_AFTER) + info)
+    r = difference(before, after, 8.0)
+    assert r.steps == 3 and r.draft_tokens == 800 * 3 and r.spec_config["spec_algorithm"] == "EAGLE3"
+    assert r.acceptance_rate == (2440 - 40 - 800) / (800 * 3)
