@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 
 from eaglekit.cli.common import add_json_option, add_timeout_option, emit, engine_spec, number, temperature, whole
 
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     log = args.log
     if log is None and args.url is not None and not args.url.lower().startswith(("http://", "https://")):
+        if not os.path.exists(args.url) and re.match(r"^[\w.-]+:\d+(/|$)", args.url):
+            raise InputError(f"{args.url}: give the engine's address with its scheme, http://{args.url}")
         log = args.url
     elif log is not None and args.url is not None:
         raise InputError("give a URL or --log FILE, not both.")

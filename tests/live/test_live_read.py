@@ -73,3 +73,12 @@ def test_the_cli_reads_an_sglang_log(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["engine"] == "sglang" and out["accept_length"] == 2.5 and out["steps"] == 3
     assert read_live_log(log).accept_length.value == 2.5
+
+
+def test_an_address_without_its_scheme_is_named(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["live", "localhost:8000"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "http://localhost:8000" in err[0]
+    assert main(["live", "nowhere.log"]) == 2
+    assert "not a file" in capsys.readouterr().err

@@ -82,11 +82,12 @@ class LiveComparison:
                 f"{self.gap.text()} -> {self.verdict} ({self.meaning})")
 
     def __str__(self) -> str:
-        return text_table(("cause", "status", "detail"), self._rows(), title=self.headline())
+        return f"{self.live}\n\n" + text_table(("cause", "status", "detail"), self._rows(), title=self.headline())
 
     def _repr_html_(self) -> str:
         return (f"<p><b>{escape(self.headline())}</b></p>"
-                + html_table(("cause", "status", "detail"), self._rows(), caption="Known causes of a gap"))
+                + html_table(("cause", "status", "detail"), self._rows(), caption="Known causes of a gap")
+                + "<details><summary>the live reading</summary>" + self.live._repr_html_() + "</details>")
 
 
 def _number(rec: Mapping, key: str, what: str, *, low: float = -math.inf, high: float = math.inf,
