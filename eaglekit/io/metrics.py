@@ -48,7 +48,7 @@ class MetricsClient:
 
     def __init__(self, url: str, *, timeout: float | None = None, token: str | None = None,
                  max_bytes: int = MAX_METRICS_BYTES) -> None:
-        import httpx  # only when scraping
+        import httpx  # loaded when a server is scraped: start-up stays fast
 
         self.url = metrics_url(url)
         self.shown = redact_url(self.url)
