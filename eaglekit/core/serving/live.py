@@ -95,7 +95,7 @@ class Snapshot:
 
 
 def _families(text: str, what: str):
-    from prometheus_client.parser import text_string_to_metric_families  # loaded when a page is parsed: start-up stays fast
+    from prometheus_client.parser import text_string_to_metric_families  # loaded on use: start-up stays fast
 
     families = samples = 0
     try:
