@@ -8,7 +8,8 @@ import-linter on every ``make test``; docs/architecture.md draws it):
 ``eaglekit.view``      plotly figures, the calculator widget, rendered report pages
 ``eaglekit.demo``      the synthetic demo world and its loopback Hub and file servers
 ``eaglekit.analysis``  one room per feature: compat/ (compat, check, export), similarity/, drift/,
-                       acceptance/, search, investigation
+                       acceptance/, serving/, live/ (an engine's counters read live), search,
+                       investigation
 ``eaglekit.io``        locations, byte sources (local, Hub, HTTP, SSH), the reader, inventories,
                        what rooms read about a drafter (drafter.py), hidden-state dumps (dumps/)
 ``eaglekit.core``      pure: headers, configs, vocabulary maps, layer ids, speculative maths
@@ -81,6 +82,11 @@ _EXPORTS = {
     "vocab_coverage": "analysis.acceptance.coverage", "traffic_tokens": "analysis.acceptance.coverage",
     "write_vocab_map": "analysis.acceptance.coverage",
     "build_token_demo": "demo.tokens",
+    "read_live": "analysis.live.read", "read_live_log": "analysis.live.read", "read_live_series": "analysis.live.read",
+    "LiveSeries": "analysis.live.read", "LiveReading": "core.serving.live", "parse_metrics": "core.serving.live",
+    "compare_live": "analysis.live.compare", "LiveComparison": "analysis.live.compare",
+    "LiveWidget": "view.live", "live_readings_figure": "view.live",
+    "serve_metrics_replay": "demo.metricsserver", "MetricsReplayServer": "demo.metricsserver",
 }
 
 __all__ = ["EaglekitError", "__version__", *_EXPORTS]
@@ -156,3 +162,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.analysis.acceptance.templates import compare_templates, measure_with_template, TemplateComparison
     from eaglekit.analysis.acceptance.coverage import traffic_tokens, vocab_coverage, write_vocab_map
     from eaglekit.demo.tokens import build_token_demo
+    from eaglekit.analysis.live.read import LiveSeries, read_live, read_live_log, read_live_series
+    from eaglekit.core.serving.live import LiveReading, parse_metrics
+    from eaglekit.analysis.live.compare import compare_live, LiveComparison
+    from eaglekit.view.live import live_readings_figure, LiveWidget
+    from eaglekit.demo.metricsserver import MetricsReplayServer, serve_metrics_replay

@@ -16,6 +16,8 @@ The plan's ``--measured RUNS`` reads them from:
   (else the ``max_concurrent_requests`` the run reached),
   and with speculation ``spec_decode_acceptance_length`` (1 + accepted / drafts), ``spec_decode_num_drafts``,
   ``spec_decode_draft_tokens``; steps = draft tokens / drafts; several objects when ``--append-result``);
+- ``eaglekit live --json`` (``kind: eaglekit-live``: ``batch`` the engine's running requests, ``steps``,
+  ``accept_length``, ``generation_tokens_per_s`` over the window: the live reading as one measured run);
 - SGLang ``python -m sglang.bench_one_batch --result-filename`` lines (``batch_size``,
   ``median_decode_latency`` in seconds): baseline rows, ``batch_size / median_decode_latency`` tok/s.
 
@@ -200,6 +202,12 @@ def _from_record(rec: Any, where: str, what: str) -> list[Run]:
         return [make_run(b, steps, rec.get("topk"), rec.get("num_draft_tokens"),
                          rec.get("acc_length") if steps else None, speed * b, where=where,
                          source=f"{what} (bench_speculative.py)")]
+    if rec.get("kind") == "eaglekit-live":  # eaglekit live --json: the engine's own counters over a window
+        if rec.get("steps") is None or rec.get("batch") is None:
+            raise InputError(f"{where}: a live reading without the served steps or the concurrency: read it again "
+                             "with `eaglekit live ... --steps K --batch N --json`")
+        return [make_run(rec.get("batch"), rec.get("steps"), 1, None, rec.get("accept_length"),
+                         rec.get("generation_tokens_per_s"), where=where, source=f"{what} (eaglekit live)")]
     if "median_decode_latency" in rec:  # SGLang bench_one_batch
         b = _count(rec.get("batch_size"), where, "batch_size", 1, _MAX_BATCH)
         sec = _rate(rec.get("median_decode_latency"), where, "median_decode_latency", 1e-7, 1e4)
