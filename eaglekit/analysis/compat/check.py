@@ -66,12 +66,28 @@ _COLOUR = {"error": "red", "warning": "yellow", "ok": "green", "info": "grey"}
 EAGLE1_ARCHITECTURES = ("LlamaForCausalLMEagle", "EagleLlamaForCausalLM", "EagleDeepSeekMTPModel")
 #: Architecture names each engine maps to its EAGLE-3 model code (from the engines' model registries:
 #: SGLang llama_eagle3.py, vLLM's registry and its speculators-config translation). Derived: check
-#: your engine version.
+#: your engine version. MLA drafters: vLLM's ``vllm/model_executor/models/registry.py``
+#: ``_SPECULATIVE_DECODING_MODELS`` maps both ``Eagle3DeepseekV2ForCausalLM`` and
+#: ``Eagle3DeepseekV3ForCausalLM`` to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM``; SGLang's
+#: ``python/sglang/srt/models/deepseek_eagle3.py`` registers ``EntryClass = [Eagle3DeepseekV2ForCausalLM,
+#: Eagle3DeepseekV3ForCausalLM]`` and ``kimi_k25_eagle3.py`` (PR #24826, kimi-k2.5-eagle3-mla)
+#: ``Eagle3DeepseekV2ForCausalLM``. ``DeepseekV3ForCausalLMEagle3`` is SpecForge's training class (PR #640),
+#: registered by neither engine. The first release of each engine carrying the MLA names could not be pinned
+#: from the sources read (both are on the engines' main branches).
 ENGINE_ARCHITECTURES: dict[str, tuple[str, ...]] = {
-    "sglang": ("LlamaForCausalLMEagle3", "DeepseekV3ForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"),
+    "sglang": ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"),
     "vllm": ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3DraftModel",
              "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM",
              "Eagle3Qwen3vlForCausalLM", "LlamaForCausalLM"),
+}
+#: The architecture name each engine loads an MLA drafter under (the first of its MLA names).
+MLA_ENGINE_ARCHITECTURE = "Eagle3DeepseekV2ForCausalLM"
+#: What each engine's MLA drafter code builds: one dense MLP of ``intermediate_size`` (vLLM deepseek_eagle3.py
+#: "Always uses MLP (not MoE)"; SGLang deepseek_eagle3.py "Always uses dense MLP (no MoE)" and
+#: kimi_k25_eagle3.py ``DeepseekV2MLP``); SGLang's kimi_k25_eagle3.py also refuses a null q_lora_rank.
+ENGINE_MLA_NOTES = {
+    "vllm": "vLLM's deepseek_eagle3.py (Eagle3DeepseekV2ForCausalLM) builds a dense MLP only",
+    "sglang": "SGLang's deepseek_eagle3.py / kimi_k25_eagle3.py build a dense MLP only",
 }
 #: How to ask each engine for the EAGLE-3 method (not EAGLE).
 LAUNCH = {"sglang": "--speculative-algorithm EAGLE3", "vllm": '--speculative-config \'{"method": "eagle3", ...}\''}
@@ -273,13 +289,34 @@ def _config(config, inventory, name, engines, add) -> DrafterConfig | None:
     return normalize_config(config, source=f"{name} config.json")
 
 
+def engine_loads(cfg: DrafterConfig, engine: str) -> tuple[bool, str]:
+    """(whether ``engine`` ("sglang" or "vllm") loads this drafter, why in words): its architecture name
+    must be one the engine registers, and an MLA drafter must have the dense MLP the engine builds."""
+    arch = cfg.architecture or "(none)"
+    if arch not in ENGINE_ARCHITECTURES[engine]:
+        return False, (f"{READER_NAMES[engine]} does not load architecture {arch} as an EAGLE-3 drafter (it expects "
+                       f"one of {', '.join(ENGINE_ARCHITECTURES[engine])})")
+    if cfg.moe:
+        return False, (f"{READER_NAMES[engine]} registers {arch}, but {ENGINE_MLA_NOTES[engine]}: this drafter's MoE "
+                       f"MLP (use_moe, {cfg.moe['n_routed_experts']} experts) has no place there, its router and "
+                       "expert tensors would not load")
+    if engine == "sglang" and cfg.attention == "mla" and cfg.mla.get("q_lora_rank") is None:
+        return True, (f"SGLang loads {arch} through deepseek_eagle3.py (kimi_k25_eagle3.py refuses a null "
+                      "q_lora_rank)")
+    return True, f"{READER_NAMES[engine]} loads architecture {arch} as an EAGLE-3 drafter"
+
+
 def _architecture(cfg: DrafterConfig, engines, per_engine: Severity, add) -> None:
     arch = cfg.architecture or "(none)"
     for e in dict.fromkeys(parse_engine(spec).engine for spec in engines):
-        if arch in ENGINE_ARCHITECTURES[e]:
-            add("architecture", "ok", f"{READER_NAMES[e]} loads architecture {arch} as an EAGLE-3 drafter.", "", e)
+        loads, why = engine_loads(cfg, e)
+        if loads:
+            add("architecture", "ok", why + ".", "", e)
+        elif cfg.moe and arch in ENGINE_ARCHITECTURES[e]:
+            add("architecture", per_engine, why + ".", "Serve a dense-MLP MLA drafter, or measure this one with "
+                "eaglekit acceptance only: no engine release eaglekit knows of serves a MoE EAGLE-3 drafter.", e)
         else:
-            want = ENGINE_ARCHITECTURES[e][0]
+            want = MLA_ENGINE_ARCHITECTURE if cfg.attention == "mla" else ENGINE_ARCHITECTURES[e][0]
             fix = (f"Export it for {READER_NAMES[e]}: eaglekit export DRAFTER --out DIR --format "
                    f"{'specforge' if e == 'sglang' else 'speculators'}" if cfg.format in ("speculators", "specforge")
                    else f"Set architectures to [\"{want}\"].")
@@ -572,4 +609,4 @@ def tokenizer_finding(drafter_location, target, *, endpoint=None, timeout=None, 
                    "Compare with eaglekit tokenizer-diff and measure with eaglekit acceptance --compare-templates.")
 
 
-__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings"]
+__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings", "engine_loads"]
