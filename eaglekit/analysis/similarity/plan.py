@@ -11,6 +11,13 @@ Tensors of two inventories are paired by normalised name (:mod:`eaglekit.core.ch
 * ``lm_head.weight``: rows paired by target token ``i + d2t[i]`` (:func:`eaglekit.core.tokens.vocab.align_rows`),
   over the shared draft vocabulary; a side without d2t predicts the full vocabulary (row i = token i).
 
+Families built differently on the two sides are not compared tensor by tensor but named in
+``incomparable`` (:class:`~eaglekit.analysis.similarity.report.Incomparable`): the attention of a Llama drafter
+(q/k/v_proj) against an MLA drafter's (q_a/kv_a/kv_b projections; their o_proj too, whose columns are
+heads x head_dim in one and heads x v_head_dim in the other), a MoE MLP against a dense one, and routed
+experts stored fused (TorchSpec) against per expert. Everything else both have (fc, norms, lm_head, a
+dense MLP of the same width, the vocabulary map) is compared.
+
 Every part gets a grid of at most ``grid`` cells by even splits (the first ``n % g`` cells one longer,
 as ``numpy.array_split``). :func:`blocks` cuts a job into row blocks that are one byte range per side.
 """
@@ -19,15 +26,16 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from eaglekit.core.errors import InputError
 from eaglekit.io.inventory import Inventory, TensorEntry
-from eaglekit.core.checkpoint.names import normalized
-from eaglekit.analysis.similarity.report import LmHeadAlignment, Mismatch
+from eaglekit.core.checkpoint.names import (attention_kind, attention_words, expert_layout, family, mlp_kind, mlp_words,
+                                            normalized)
+from eaglekit.analysis.similarity.report import Incomparable, LmHeadAlignment, Mismatch
 from eaglekit.core.checkpoint.tensors import NUMPY_DTYPES
 from eaglekit.core.tokens.vocab import align_rows
 
@@ -84,6 +92,7 @@ class ComparisonPlan:
     only_b: list[str]
     mismatched: list[Mismatch]
     alignment: LmHeadAlignment | None
+    incomparable: list[Incomparable] = field(default_factory=list)
 
 
 def select(inv_a: Inventory, inv_b: Inventory, patterns: list[str] | None) -> list[str]:
@@ -106,7 +115,10 @@ def plan(inv_a: Inventory, inv_b: Inventory, *, keys: list[str], grid: tuple[int
     na, nb = normalized(inv_a.names), normalized(inv_b.names)
     aux = (aux_layer_ids(inv_a.config), aux_layer_ids(inv_b.config))
     out = ComparisonPlan([], [], [], [], [], None)
+    skip = _incomparable(na, nb, keys, out)
     for key in keys:
+        if key in skip:
+            continue
         if key not in nb or key not in na:
             (out.only_a if key in na else out.only_b).append(key)
             continue
@@ -132,6 +144,32 @@ def plan(inv_a: Inventory, inv_b: Inventory, *, keys: list[str], grid: tuple[int
     return out
 
 
+def _incomparable(na: dict[str, str], nb: dict[str, str], keys: list[str], out: ComparisonPlan) -> set[str]:
+    """Families built differently on the two sides: recorded in ``out.incomparable``; their keys returned."""
+    skip: set[str] = set()
+    checks = (
+        ("attention", attention_kind(na), attention_kind(nb), attention_words,
+         lambda k: family(k) == "attention"),
+        ("mlp", mlp_kind(na), mlp_kind(nb), mlp_words, lambda k: family(k) == "mlp"),
+    )
+    for fam, ka, kb, words, member in checks:
+        if ka and kb and ka != kb:
+            mine = {k for k in keys if member(k)}
+            out.incomparable.append(Incomparable(
+                fam, f"{fam} not comparable: {ka} vs {kb} (A: {words(ka)}; B: {words(kb)})",
+                tuple(sorted(k for k in mine if k in na)), tuple(sorted(k for k in mine if k in nb))))
+            skip |= mine
+    la, lb = expert_layout(na), expert_layout(nb)
+    if la and lb and la != lb and not skip & {k for k in keys if family(k) == "mlp"}:
+        mine = {k for k in keys if k.startswith("midlayer.mlp.experts.")}
+        out.incomparable.append(Incomparable(
+            "experts", f"routed experts not comparable tensor by tensor: stored {la} in A, {lb} in B (TorchSpec's "
+            "fused experts.gate_up_proj / down_proj against per-expert gate/up/down_proj)",
+            tuple(sorted(k for k in mine if k in na)), tuple(sorted(k for k in mine if k in nb))))
+        skip |= mine
+    return skip
+
+
 def _plan_lm_head(out: ComparisonPlan, key: str, ta: TensorEntry, tb: TensorEntry, d2t, grid) -> None:
 
     (ra, wa), (rb, wb) = matrix_shape(ta.shape), matrix_shape(tb.shape)
@@ -148,13 +186,14 @@ def _plan_lm_head(out: ComparisonPlan, key: str, ta: TensorEntry, tb: TensorEntr
             out.mismatched.append(Mismatch(key, f"shape {list(ta.shape)} vs {list(tb.shape)} and no d2t to pair "
                                                  "rows by token"))
             return
-        out.alignment = LmHeadAlignment(ra, ra, rb, "row index")
+        out.alignment = LmHeadAlignment(ra, ra, rb, "row index", full_a=True, full_b=True)
         out.jobs.append(Job(key, ta, tb, ra, wa, _parts(key, ra, wa, grid, (None, None))))
         return
     # A side without d2t predicts the full vocabulary: its row i is target token i.
     rows_a, rows_b = align_rows(d2t[0] if d2t[0] is not None else np.zeros(ra, np.int64),
                                 d2t[1] if d2t[1] is not None else np.zeros(rb, np.int64))  # (K,), (K,)
-    out.alignment = LmHeadAlignment(int(rows_a.size), ra, rb, "target token")
+    out.alignment = LmHeadAlignment(int(rows_a.size), ra, rb, "target token", full_a=d2t[0] is None,
+                                    full_b=d2t[1] is None)
     if rows_a.size == 0:
         out.mismatched.append(Mismatch(key, "the two draft vocabularies share no target token"))
         return
