@@ -112,3 +112,65 @@ def test_check_names_the_mla_architecture_and_refuses_moe_per_engine(tmp_path):
     arch = r.by_check("architecture")
     assert arch[0].severity == "error" and "MoE MLP" in arch[0].message and "dense MLP only" in arch[0].message
     assert [f.severity for f in r.by_check("vocab map")] == ["ok"]  # full vocabulary: no map needed
+
+
+def _check(folder):
+    with open_checkpoint(folder) as ck:
+        inv = ck.inventory
+    return check_drafter(inv, inv.config, (None, None))
+
+
+def test_check_accepts_matching_mla_layers_in_every_shape(tmp_path):
+    for name, cfg, kw in (("lora", mla_config(draft_vocab=VOCAB), {}),
+                          ("nolora", mla_config(q_lora=None, draft_vocab=VOCAB), {}),
+                          ("moe", mla_config(moe=True, draft_vocab=VOCAB), {}),
+                          ("split", mla_config(moe=True, draft_vocab=VOCAB), {"fused_experts": False}),
+                          ("vllm", mla_config(draft_vocab=VOCAB), {"layout": "layers.0"})):
+        r = _check(write_drafter(tmp_path / name, cfg, seed=8, **kw))
+        layer = r.by_check("mla layer")
+        assert [f.severity for f in layer] == ["ok"], (name, [f.message for f in layer])
+
+
+def test_check_names_the_tensor_and_the_config_key(tmp_path):
+    def errors(name, claimed, written=None, **kw):
+        """Errors for a checkpoint written from ``written`` (default: the base config) read with ``claimed``."""
+        folder = write_drafter(tmp_path / name, written or mla_config(draft_vocab=VOCAB), seed=9, **kw)
+        (folder / "config.json").write_text(json.dumps(claimed))
+        return [f.message for f in _check(folder).by_check("mla layer") if f.severity == "error"]
+
+    # kv_b_proj written for kv_lora_rank 8, read with a config that says 6.
+    wrong = errors("kv", {**mla_config(draft_vocab=VOCAB), "kv_lora_rank": 6})
+    assert any(m.startswith("midlayer.self_attn.kv_b_proj.weight is [32, 8], but the config gives [32, 6] "
+                            "(num_attention_heads x (qk_nope_head_dim + v_head_dim), kv_lora_rank)") for m in wrong), wrong
+    # q_lora_rank null on a checkpoint with q_a_proj, and the reverse.
+    folder = write_drafter(tmp_path / "lora", mla_config(draft_vocab=VOCAB), seed=9)
+    (folder / "config.json").write_text(json.dumps(mla_config(q_lora=None, draft_vocab=VOCAB)))
+    msgs = [f.message for f in _check(folder).by_check("mla layer")]
+    assert any("q_a_proj.weight is in the checkpoint but q_lora_rank is null" in m for m in msgs)
+    assert any("midlayer.self_attn.q_proj.weight is missing" in m for m in msgs)
+    folder = write_drafter(tmp_path / "nolora", mla_config(q_lora=None, draft_vocab=VOCAB), seed=9)
+    (folder / "config.json").write_text(json.dumps(mla_config(draft_vocab=VOCAB)))
+    msgs = [f.message for f in _check(folder).by_check("mla layer")]
+    assert any("q_proj.weight is in the checkpoint but q_lora_rank is 16" in m for m in msgs)
+    # A router of the wrong width, and a missing shared expert.
+    moe = mla_config(moe=True, draft_vocab=VOCAB)
+    msgs = errors("router", {**moe, "n_routed_experts": 2, "num_experts_per_tok": 2}, moe)
+    assert any(m.startswith("midlayer.mlp.gate.weight is [4, 32], but the config gives [2, 32] (n_routed_experts")
+               for m in msgs), msgs
+    msgs = errors("noshared", {**moe, "n_shared_experts": 2}, moe)
+    assert any("shared_experts.gate_proj.weight is [12, 32], but the config gives [24, 32]" in m for m in msgs)
+    # Experts on a config without use_moe.
+    msgs = errors("dense", {k: v for k, v in moe.items() if k != "use_moe"}, moe)
+    assert any("mlp.gate.weight is in the checkpoint but the config builds a dense MLP" in m for m in msgs), msgs
+
+
+def test_check_a_missing_per_expert_tensor(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = write_drafter(tmp_path / "split", mla_config(moe=True, draft_vocab=VOCAB), seed=10, fused_experts=False)
+    tensors = load_file(str(folder / "model.safetensors"))
+    del tensors["midlayer.mlp.experts.3.down_proj.weight"]
+    save_file(tensors, str(folder / "model.safetensors"))
+    msgs = [f.message for f in _check(folder).by_check("mla layer")]
+    assert msgs == ["midlayer.mlp.experts.3.down_proj.weight is missing: the config (hidden_size, "
+                    "moe_intermediate_size) says the layer has it."]

@@ -41,6 +41,7 @@ from eaglekit.core.configs.config import (
     target_fit,
 )
 from eaglekit.core.configs.engine_readings import capture_range, parse_engine
+from eaglekit.core.configs.mla_shapes import mla_layer_problems
 from eaglekit.core.configs.layers import (
     ENGINES,
     READER_NAMES,
@@ -259,6 +260,7 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     _embedding(cfg, tensors, embed, tgt, add)
     _vocab_map(cfg, maps, name, add)
     _fc(cfg, tensors, add)
+    _mla_layer(cfg, tensors, add)
     fits = _target(cfg, tgt, add)
     aux = cfg.aux_view(tgt.num_hidden_layers if tgt is not None and fits else None, engines=engines,
                        architecture=tgt.architecture if tgt is not None else None)
@@ -433,6 +435,21 @@ def _fc(cfg: DrafterConfig, tensors, add) -> None:
     elif "input_norm.weight" in tensors and not cfg.norm_before_fc:
         add("fc", "warning", "input_norm.weight is saved but the config does not set norm_before_fc: engines "
             "would skip it.", "Set norm_before_fc true in config.json.")
+
+
+def _mla_layer(cfg: DrafterConfig, tensors, add) -> None:
+    """An MLA drafter's attention and MLP tensors against its config (core/configs/mla_shapes.py): each wrong
+    shape, missing tensor or tensor the config rules out is one error naming the tensor and the config keys."""
+    if cfg.attention != "mla":
+        return
+    problems = mla_layer_problems(cfg, {n: tuple(t.shape) for n, t in tensors.items()})
+    for p in problems:
+        add("mla layer", "error", p + ".", "Use the config the checkpoint was trained with (its MLA ranks, heads, "
+            "use_moe and expert sizes), or the checkpoint that matches this config.")
+    if not problems:
+        mlp = f"MoE MLP of {cfg.moe['n_routed_experts']} experts" if cfg.moe else "dense MLP"
+        add("mla layer", "ok", f"MLA attention (q_lora_rank {cfg.mla['q_lora_rank']}, kv_lora_rank "
+            f"{cfg.mla['kv_lora_rank']}) and {mlp} match the config.")
 
 
 def _target(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> bool:
