@@ -18,18 +18,19 @@ side) into the first projections only:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
-from eaglekit.core.checkpoint.names import expert_layout
 from eaglekit.core.configs.config import DrafterConfig
 
 A, M = "midlayer.self_attn.", "midlayer.mlp."
+_PER_EXPERT = re.compile(r"^midlayer\.mlp\.experts\.\d+\.")
 
 
 def mla_layer_shapes(cfg: DrafterConfig, names: Iterable[str] = ()) -> dict[str, tuple[tuple[int, ...], str]]:
     """Normalised tensor name -> (expected shape, the config keys that set it) for an MLA drafter's attention
-    and MLP (empty for a Llama drafter). ``names``: the checkpoint's tensor names, which decide whether a MoE
-    drafter's experts are expected fused or per expert (fused when there are none)."""
+    and MLP (empty for a Llama drafter). ``names``: the checkpoint's normalised tensor names (``midlayer.``),
+    which decide whether a MoE drafter's experts are expected fused or per expert (fused when there are none)."""
     if cfg.attention != "mla":
         return {}
     m, h, heads = cfg.mla, cfg.hidden_size, cfg.num_attention_heads
@@ -58,7 +59,7 @@ def mla_layer_shapes(cfg: DrafterConfig, names: Iterable[str] = ()) -> dict[str,
     e, mi, shared = cfg.moe["n_routed_experts"], cfg.moe["moe_intermediate_size"], cfg.moe["n_shared_experts"]
     out[M + "gate.weight"] = ((e, h), "n_routed_experts, hidden_size")
     out[M + "gate.e_score_correction_bias"] = ((e,), "n_routed_experts")
-    if expert_layout(names) == "per-expert":
+    if any(_PER_EXPERT.match(n) for n in names):
         for k in range(e):
             out[M + f"experts.{k}.gate_proj.weight"] = ((mi, h), "moe_intermediate_size, hidden_size")
             out[M + f"experts.{k}.up_proj.weight"] = ((mi, h), "moe_intermediate_size, hidden_size")
