@@ -174,3 +174,23 @@ def test_check_a_missing_per_expert_tensor(tmp_path):
     msgs = [f.message for f in _check(folder).by_check("mla layer")]
     assert msgs == ["midlayer.mlp.experts.3.down_proj.weight is missing: the config (hidden_size, "
                     "moe_intermediate_size) says the layer has it."]
+
+
+def test_yarn_positions_count_against_the_targets_context(tmp_path):
+    from mlafixtures import H
+
+    target = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 8, "hidden_size": H,
+              "vocab_size": VOCAB, "max_position_embeddings": 262144}
+    yarn = {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096, "mscale": 1.0,
+            "mscale_all_dim": 1.0, "beta_fast": 1.0, "beta_slow": 1.0}
+    cfg = {k: v for k, v in mla_config(draft_vocab=VOCAB, rope_scaling=yarn).items() if k != "max_position_embeddings"}
+    with open_checkpoint(write_drafter(tmp_path / "yarn", cfg, seed=11)) as ck:
+        inv = ck.inventory
+    r = check_drafter(inv, inv.config, (None, None), target=target)
+    assert not any("positions" in f.message for f in r.by_check("rope")), [f.message for f in r.by_check("rope")]
+    plain = {k: v for k, v in cfg.items() if k != "rope_scaling"}  # DeepseekV3Config's 4096 positions, no YaRN
+    r = check_drafter(inv, plain, (None, None), target=target)
+    assert any("the drafter covers 4,096 positions, the target 262,144" in f.message for f in r.by_check("rope"))
+    short = {**cfg, "rope_scaling": {**yarn, "factor": 32.0}}
+    r = check_drafter(inv, short, (None, None), target=target)
+    assert any("131,072 positions (YaRN: 4,096 x 32)" in f.message for f in r.by_check("rope"))

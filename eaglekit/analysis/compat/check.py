@@ -380,7 +380,8 @@ def _vocab_map(cfg: DrafterConfig, maps, name: str, add) -> None:
     d2t, t2d = maps
     full = cfg.draft_vocab_size == cfg.vocab_size
     if d2t is None and t2d is None and full:
-        add("vocab map", "ok", "no d2t/t2d: the draft vocabulary is the full target vocabulary.")
+        add("vocab map", "ok", "full vocabulary: no d2t/t2d, every target token can be drafted (lm_head row i "
+            "drafts token i).")
         return
     c = check_vocab_map(d2t, t2d, vocab_size=cfg.vocab_size, draft_vocab_size=cfg.draft_vocab_size, name=name)
     if c.valid:
@@ -544,9 +545,17 @@ def _rope(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> None:
     if tgt.rope_type and cfg.rope_type and tgt.rope_type != cfg.rope_type:
         add("rope", "warning", f"rope type {cfg.rope_type} differs from the target's {tgt.rope_type}.",
             "Long contexts position tokens differently from training: use the target's rope settings.")
-    if tgt.max_position_embeddings and cfg.max_position_embeddings \
-            and cfg.max_position_embeddings < tgt.max_position_embeddings:
-        add("rope", "warning", f"the drafter covers {cfg.max_position_embeddings:,} positions, the target "
+    covered, how = cfg.max_position_embeddings, ""
+    scaling = cfg.rope_scaling or {}
+    factor, original = scaling.get("factor"), scaling.get("original_max_position_embeddings")
+    if cfg.rope_type == "yarn" and isinstance(factor, (int, float)) and isinstance(original, int):
+        # YaRN stretches the original context by its factor (vLLM's DeepSeek YaRN rotary cache covers
+        # original_max_position_embeddings x factor whatever max_position_embeddings says).
+        yarn = int(original * factor)
+        if covered is None or yarn > covered:
+            covered, how = yarn, f" (YaRN: {original:,} x {factor:g})"
+    if tgt.max_position_embeddings and covered and covered < tgt.max_position_embeddings:
+        add("rope", "warning", f"the drafter covers {covered:,} positions{how}, the target "
             f"{tgt.max_position_embeddings:,}: past that the drafter's rotary cache ends.",
             "Raise max_position_embeddings to the target's (the weights do not depend on it).")
 
