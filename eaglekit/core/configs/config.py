@@ -645,7 +645,7 @@ def _rope(r: _Reader, layer: str, table: Mapping[str, Any], whose: str, llama: b
                   table["rope_theta"] if llama else None, whose)
     scaling = r.get("rope_scaling", [layer + "rope_scaling"], "dict", None, whose)
     kind_paths = [layer + "rope_parameters.rope_type", layer + "rope_scaling.rope_type", layer + "rope_scaling.type"]
-    rope_type = r.get("rope_type", kind_paths, "str", "default" if llama else None, whose)
+    rope_type = r.get("rope_type", kind_paths, "str", "default" if llama or theta is not None else None, whose)
     if scaling is None and rope_type not in (None, "default"):
         scaling = {k: v for k, v in params.items() if k != "rope_theta"}  # the same settings, rope_scaling's spelling
         r.sources["rope_scaling"] = layer + "rope_parameters"

@@ -505,6 +505,8 @@ def _cross_format(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context) -> 
         ga, gb = getattr(cfg_a, group), getattr(cfg_b, group)
         for key in [*ga, *(k for k in gb if k not in ga)]:
             va, vb = ga.get(key, ABSENT), gb.get(key, ABSENT)
+            if key in MLA_FLAGS and (va is ABSENT or vb is ABSENT):
+                continue  # flags of an MLA layer against a Llama one: the format row says the layers differ
             if not _equal(va, vb):
                 out.append(Difference(key, va, vb, *_classify_keys([key], va, vb)))
     left_a, only_a = _leftovers(cfg_a)
