@@ -48,6 +48,7 @@ def test_moe_vs_dense_mlp_is_not_taken(tmp_path):
     # The engines' MLA drafter code builds a dense MLP: the MoE drafter loads in neither.
     assert "vLLM" in r.engines["moe"]["vllm"] and "MoE" in r.engines["moe"]["vllm"]
     assert r.engines["dense"]["vllm"].startswith("vLLM loads architecture Eagle3DeepseekV2ForCausalLM")
+    assert "vLLM 0.18.0 or newer" in r.engines["dense"]["vllm"]
 
 
 def test_two_moe_drafters_fused_and_per_expert_layouts(tmp_path):

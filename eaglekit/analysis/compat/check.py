@@ -73,14 +73,18 @@ EAGLE1_ARCHITECTURES = ("LlamaForCausalLMEagle", "EagleLlamaForCausalLM", "Eagle
 #: ``python/sglang/srt/models/deepseek_eagle3.py`` registers ``EntryClass = [Eagle3DeepseekV2ForCausalLM,
 #: Eagle3DeepseekV3ForCausalLM]`` and ``kimi_k25_eagle3.py`` (PR #24826, kimi-k2.5-eagle3-mla)
 #: ``Eagle3DeepseekV2ForCausalLM``. ``DeepseekV3ForCausalLMEagle3`` is SpecForge's training class (PR #640),
-#: registered by neither engine. The first release of each engine carrying the MLA names could not be pinned
-#: from the sources read (both are on the engines' main branches).
+#: registered by neither engine. Releases (:data:`ENGINE_MLA_SINCE`): the lightseekorg/kimi-k2.5-eagle3-mla
+#: model card asks for vLLM 0.18.0 or newer (and said SGLang did not support it yet); SGLang's first release
+#: with PR #24826 could not be pinned from the sources read.
 ENGINE_ARCHITECTURES: dict[str, tuple[str, ...]] = {
     "sglang": ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"),
     "vllm": ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3DraftModel",
              "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM",
              "Eagle3Qwen3vlForCausalLM", "LlamaForCausalLM"),
 }
+#: Since which release each engine loads MLA drafters, as far as the sources read say.
+ENGINE_MLA_SINCE = {"vllm": "vLLM 0.18.0 or newer (the kimi-k2.5-eagle3-mla model card's requirement)",
+                    "sglang": "SGLang releases with PR #24826 (first release not pinned)"}
 #: The architecture name each engine loads an MLA drafter under (the first of its MLA names).
 MLA_ENGINE_ARCHITECTURE = "Eagle3DeepseekV2ForCausalLM"
 #: What each engine's MLA drafter code builds: one dense MLP of ``intermediate_size`` (vLLM deepseek_eagle3.py
@@ -304,8 +308,9 @@ def engine_loads(cfg: DrafterConfig, engine: str) -> tuple[bool, str]:
                        "expert tensors would not load")
     if engine == "sglang" and cfg.attention == "mla" and cfg.mla.get("q_lora_rank") is None:
         return True, (f"SGLang loads {arch} through deepseek_eagle3.py (kimi_k25_eagle3.py refuses a null "
-                      "q_lora_rank)")
-    return True, f"{READER_NAMES[engine]} loads architecture {arch} as an EAGLE-3 drafter"
+                      f"q_lora_rank); {ENGINE_MLA_SINCE['sglang']}")
+    since = f" ({ENGINE_MLA_SINCE[engine]})" if cfg.attention == "mla" else ""
+    return True, f"{READER_NAMES[engine]} loads architecture {arch} as an EAGLE-3 drafter{since}"
 
 
 def _architecture(cfg: DrafterConfig, engines, per_engine: Severity, add) -> None:
