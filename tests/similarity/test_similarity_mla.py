@@ -55,3 +55,14 @@ def test_full_vocabulary_lm_heads_pair_by_token(tmp_path):
     assert both.lm_head_alignment.full_a and both.lm_head_alignment.full_b
     assert both["lm_head.weight"].cosine == pytest.approx(1.0)
     assert r.to_json()["lm_head_alignment"]["full_vocabulary_a"] is True
+
+
+def test_mla_first_projections_split_into_embedding_and_hidden_halves(tmp_path):
+    a = write_drafter(tmp_path / "a", mla_config(), seed=4)
+    b = write_drafter(tmp_path / "b", mla_config(), seed=4)
+    r = similarity(a, b, grid=(2, 2), progress=False)
+    names = set(r.names)
+    for proj in ("q_a_proj", "kv_a_proj_with_mqa"):
+        assert {f"midlayer.self_attn.{proj}.weight[embed]", f"midlayer.self_attn.{proj}.weight[hidden]"} <= names
+    assert "midlayer.self_attn.kv_b_proj.weight" in names  # reads the latent, not the EAGLE-3 input: whole
+    assert not r.incomparable

@@ -7,7 +7,8 @@ Tensors of two inventories are paired by normalised name (:mod:`eaglekit.core.ch
 
 * ``fc.weight`` [H, 3*Ht]: three column blocks, one per auxiliary hidden state (low/mid/high), labelled
   with the aux layer ids of the config (``eagle_config.eagle_aux_hidden_state_layer_ids`` or top level);
-* ``q/k/v_proj`` [heads*hd, 2H]: the half reading the normed embedding and the half reading the hidden;
+* ``q/k/v_proj`` [heads*hd, 2H] (and MLA's ``q_a_proj`` / ``kv_a_proj_with_mqa``): the half reading the normed
+  embedding and the half reading the hidden;
 * ``lm_head.weight``: rows paired by target token ``i + d2t[i]`` (:func:`eaglekit.core.tokens.vocab.align_rows`),
   over the shared draft vocabulary; a side without d2t predicts the full vocabulary (row i = token i).
 
@@ -41,6 +42,9 @@ from eaglekit.core.tokens.vocab import align_rows
 
 FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 QKV = tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkv")
+#: Every projection that reads the EAGLE-3 input [norm(embedding), norm(hidden)] (2H wide): Llama's q/k/v and
+#: MLA's first projections (q_a_proj, or q_proj when q_lora_rank is null, and kv_a_proj_with_mqa).
+FIRST_PROJECTIONS = QKV + ("midlayer.self_attn.q_a_proj.weight", "midlayer.self_attn.kv_a_proj_with_mqa.weight")
 
 
 def split_edges(n: int, parts: int) -> np.ndarray:
@@ -202,7 +206,8 @@ def _plan_lm_head(out: ComparisonPlan, key: str, ta: TensorEntry, tb: TensorEntr
 
 
 def _parts(key: str, rows: int, width: int, grid: tuple[int, int], aux) -> tuple[Part, ...]:
-    """fc.weight -> low/mid/high column blocks; q/k/v -> embed/hidden halves; otherwise the whole."""
+    """fc.weight -> low/mid/high column blocks; q/k/v and MLA's first projections -> embed/hidden halves;
+    otherwise the whole."""
     if key == "fc.weight" and width % 3 == 0 and width >= 3:
         known = [ids for ids in aux if ids is not None and len(ids) == 3]  # A's and/or B's aux layer ids
         labels = []
@@ -210,7 +215,7 @@ def _parts(key: str, rows: int, width: int, grid: tuple[int, int], aux) -> tuple
             layers = sorted({ids[i] for ids in known}, key=[ids[i] for ids in known].index)
             labels.append(pos + (f": aux layer {' vs '.join(map(str, layers))}" if layers else ""))
         spans = [(i * width // 3, (i + 1) * width // 3) for i in range(3)]
-    elif key in QKV and width % 2 == 0 and width >= 2:
+    elif key in FIRST_PROJECTIONS and width % 2 == 0 and width >= 2:
         labels, spans = ["embed", "hidden"], [(0, width // 2), (width // 2, width)]
     else:
         labels, spans = [None], [(0, width)]
