@@ -21,7 +21,7 @@ import numpy as np
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.analysis.acceptance.templates import as_template, render_prompts
 from eaglekit.core.configs.config import normalize_config
-from eaglekit.core.tokens.coverage import FULL_VOCABULARY, Coverage, check_steps, coverage
+from eaglekit.core.tokens.coverage import FULL_VOCABULARY, Coverage, check_steps, coverage, reduced_vocabulary
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.tokens.vocab import check_vocab_map, unreadable_d2t
 from eaglekit.io.drafter import read_map
@@ -51,7 +51,7 @@ def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None =
             notes.append(f"the drafter has no d2t: engines read draft id i as target id i (ids 0.."
                          f"{cfg.draft_vocab_size - 1}); coverage counted for that reading")
     else:
-        notes.append(f"d2t/t2d map: {len(d2t):,} of {cfg.vocab_size:,} target tokens can be drafted")
+        notes.append(reduced_vocabulary(len(d2t), cfg.vocab_size))
         bad = unreadable_d2t(d2t, vocab_size=cfg.vocab_size)
         if bad:
             raise VocabMapError(f"{label}: {bad}; coverage needs a d2t an engine could read.")

@@ -27,6 +27,13 @@ from eaglekit.core.tokens.vocab import build_vocab_map, compare_vocab_maps, targ
 #: How a full-vocabulary drafter's map reads (draft_vocab_size = vocab_size, no d2t/t2d).
 FULL_VOCABULARY = ("full vocabulary: no d2t/t2d, every target token can be drafted (coverage is complete on any "
                    "traffic; the recommended map is the full vocabulary too, nothing to change)")
+
+
+def reduced_vocabulary(draft_vocab_size: int, vocab_size: int) -> str:
+    """How a reduced draft vocabulary reads, in words."""
+    return f"reduced: {draft_vocab_size:,} of {vocab_size:,} target tokens through d2t/t2d"
+
+
 #: Positions shown by the by-position table (all are in ``by_position``).
 SHOWN_POSITIONS = 32
 
@@ -183,7 +190,7 @@ class Coverage:
             return self.vocabulary
         if self.full_vocabulary:
             return FULL_VOCABULARY
-        return f"reduced: {self.draft_vocab_size:,} of {self.vocab_size:,} target tokens through d2t/t2d"
+        return reduced_vocabulary(self.draft_vocab_size, self.vocab_size)
 
     def _pairs(self) -> list[tuple[str, Any]]:
         pct = lambda x: "-" if x is None else f"{x:.1%}"
@@ -198,7 +205,7 @@ class Coverage:
                 ("rows only shifted", f"{self.rows_shifted} of {self.draft_vocab_size} (same token, another row: "
                                       "the map is sorted by target id)"),
                 ("most frequent missing ids", ", ".join(f"{i} ({n}x)" for i, n in self.top_missing[:10]) or "-"),
-                ("cap", self.cap_sentence), *(("note", n) for n in self.notes)]
+                ("cap", self.cap_sentence), *(("note", n) for n in self.notes if n != self.vocabulary_words)]
 
     def _rows(self) -> list[list[str]]:
         pct = lambda x: "-" if x is None else f"{x:.1%}"
