@@ -31,7 +31,7 @@ import numpy as np
 from eaglekit.analysis.compat.check import engine_loads, tokenizer_finding
 from eaglekit.core.checkpoint.names import (attention_kind, attention_words, expert_layout, family, mlp_kind,
                                             mlp_words, normalize_name, role)
-from eaglekit.core.configs.layers import ENGINES, READER_NAMES
+from eaglekit.core.configs.layers import ENGINES
 from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configs.diff import ConfigDiff, diff_configs
 from eaglekit.core.redact import location_label, visible
