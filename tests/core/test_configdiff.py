@@ -304,3 +304,14 @@ def test_target_moe_keys_are_known():
     d = diff_configs(k2, other)
     assert {x.path: x.cls for x in d} == {"n_routed_experts": "shape", "num_experts_per_tok": "behaviour",
                                          "first_k_dense_replace": "behaviour"}
+
+
+def test_an_explicit_mla_or_moe_default_is_metadata():
+    moe = _fixture("torchspec_kimi_k25_eagle3_moe")
+    bare = {k: v for k, v in moe.items() if k not in ("n_group", "topk_group")}
+    spelled = {**bare, "rope_interleave": True, "topk_method": "noaux_tc", "n_group": 8, "topk_group": 4}
+    d = diff_configs(bare, spelled)
+    rows = {x.path: x for x in d}
+    assert {x.cls for x in d} == {"metadata"}, d.render_text(colour=False)
+    assert "same effective mla.rope_interleave" in rows["rope_interleave"].reason
+    assert "same effective moe.n_group" in rows["n_group"].reason
