@@ -27,3 +27,17 @@ def test_llama_drafters_have_no_mla_shapes():
     llama = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 64, "intermediate_size": 128,
              "num_attention_heads": 2, "vocab_size": 100, "draft_vocab_size": 50}
     assert mla_layer_shapes(normalize_config(llama)) == {}
+
+
+def test_router_bias_follows_the_topk_method():
+    raw = json.loads(FIXTURE.read_text())
+    greedy = normalize_config({**raw, "topk_method": "greedy", "scoring_func": "softmax"})
+    assert "midlayer.mlp.gate.e_score_correction_bias" not in mla_layer_shapes(greedy)
+    cfg = normalize_config(raw)
+    shapes = {name: shape for name, (shape, _) in mla_layer_shapes(cfg).items()}
+    assert mla_layer_problems(cfg, {**shapes, "midlayer.mlp.gate.bias": (384,)}) == []  # SpecForge's folded centering
+    assert mla_layer_problems(cfg, {**shapes, "midlayer.mlp.gate.bias": (7,)}) == [
+        "midlayer.mlp.gate.bias is [7], but the config gives [384] (n_routed_experts)"]
+    assert mla_layer_problems(cfg, {**shapes, "midlayer.mlp.router.weight": (384, 7168)}) == [
+        "midlayer.mlp.router.weight is in the checkpoint but use_moe is true: the MLP is a router, routed experts "
+        "and shared experts"]

@@ -10,7 +10,8 @@ side) into the first projections only:
 * ``kv_a_proj_with_mqa`` [kv_lora_rank + rope, 2H], ``kv_a_layernorm`` [kv_lora_rank], ``kv_b_proj``
   [heads x (nope + v), kv_lora_rank], ``o_proj`` [H, heads x v];
 * a dense MLP ``gate_proj`` / ``up_proj`` [I, H], ``down_proj`` [H, I]; or TorchSpec's MoE: router
-  ``mlp.gate.weight`` [E, H] and ``mlp.gate.e_score_correction_bias`` [E], routed experts fused
+  ``mlp.gate.weight`` [E, H] and, for ``noaux_tc`` selection, ``mlp.gate.e_score_correction_bias`` [E] (SpecForge's
+  MoE router may also carry ``mlp.gate.bias`` [E], its folded input centering), routed experts fused
   (``mlp.experts.gate_up_proj`` [E, H, 2 x moe_I], ``mlp.experts.down_proj`` [E, moe_I, H], stored input-major)
   or per expert (``mlp.experts.{i}.{gate,up}_proj.weight`` [moe_I, H], ``down_proj`` [H, moe_I]), and shared
   experts ``mlp.shared_experts.{gate,up}_proj.weight`` [moe_I x n_shared, H], ``down_proj`` [H, moe_I x n_shared].
@@ -58,7 +59,8 @@ def mla_layer_shapes(cfg: DrafterConfig, names: Iterable[str] = ()) -> dict[str,
         return out
     e, mi, shared = cfg.moe["n_routed_experts"], cfg.moe["moe_intermediate_size"], cfg.moe["n_shared_experts"]
     out[M + "gate.weight"] = ((e, h), "n_routed_experts, hidden_size")
-    out[M + "gate.e_score_correction_bias"] = ((e,), "n_routed_experts")
+    if cfg.moe["topk_method"] == "noaux_tc":  # the bias only noaux_tc selection adds to the scores
+        out[M + "gate.e_score_correction_bias"] = ((e,), "n_routed_experts; topk_method noaux_tc")
     if any(_PER_EXPERT.match(n) for n in names):
         for k in range(e):
             out[M + f"experts.{k}.gate_proj.weight"] = ((mi, h), "moe_intermediate_size, hidden_size")
@@ -87,9 +89,14 @@ def mla_layer_problems(cfg: DrafterConfig, shapes: Mapping[str, tuple[int, ...]]
             out.append(f"{name} is missing: the config ({keys}) says the layer has it")
         elif tuple(got) != shape:
             out.append(f"{name} is {list(got)}, but the config gives {list(shape)} ({keys})")
-    extra = sorted(n for n in shapes if n.startswith((A, M)) and n not in want)
+    optional = {M + "gate.bias": (cfg.moe.get("n_routed_experts"),)} if cfg.moe else {}  # SpecForge's folded centering
+    extra = sorted(n for n in shapes if n.startswith((A, M)) and n not in want
+                   and not (n in optional and tuple(shapes[n]) == optional[n]))
     for name in extra:
         part = name.split(".")[2]
+        if name in optional:
+            out.append(f"{name} is {list(shapes[name])}, but the config gives {list(optional[name])} (n_routed_experts)")
+            continue
         if part.startswith("q_a_") or part == "q_b_proj":
             why = "q_lora_rank is null, which means a plain q_proj"
         elif part == "q_proj":
