@@ -102,10 +102,13 @@ def test_mla_keeps_its_ranks():
     c = normalize_config(K2_MLA)
     assert c.format == "mla" and c.architecture == "Eagle3DeepseekV2ForCausalLM"
     assert dict(c.mla) == {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-                           "qk_rope_head_dim": 64, "v_head_dim": 128}
+                           "qk_rope_head_dim": 64, "v_head_dim": 128, "rope_interleave": True,
+                           "mla_use_nope": False}
+    assert c.provenance["mla.rope_interleave"] == "default: DeepseekV3Config" and c.moe == {}
     assert c.head_dim == 192  # qk_nope + qk_rope
     assert c.draft_vocab_size == 163840  # no reduced vocabulary
-    assert c.rms_norm_eps is None  # no Llama defaults for a DeepseekV3-style config
+    assert c.rms_norm_eps == 1e-6  # DeepseekV3Config's defaults, not LlamaConfig's
+    assert c.provenance["rms_norm_eps"] == "default: DeepseekV3Config"
     assert c.max_position_embeddings == 262144
 
 

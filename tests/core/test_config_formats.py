@@ -6,6 +6,7 @@ Llama defaults, not know norm_output, and flag library defaults as behaviour dif
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def cfg(name: str):
     ("speculators_08_rope_theta", "speculators", 3), ("speculators_09_qwen3", "speculators", 3),
     ("speculators_5aux", "speculators", 5), ("eagle3_draft_model", "speculators", 3),
     ("converted_null_ids", "speculators", 3), ("mla_deepseekv3_eagle3", "mla", 3),
-    ("mla_eagle3_deepseekv2", "mla", 3),
+    ("mla_eagle3_deepseekv2", "mla", 3), ("torchspec_kimi_k25_eagle3_moe", "mla", 3),
 ])
 def test_every_fixture_normalises(name, fmt, n_aux):
     c = cfg(name)
@@ -135,3 +136,69 @@ def test_target_quantization_is_not_a_drafter_shape_difference():
     a = load("specforge_kimi_k2")
     d = diff_configs(a, {**a, "quantization_config": {"quant_method": "fp8"}})
     assert d.by_class("shape")
+
+
+def test_torchspec_moe_drafter_reads_into_typed_fields():
+    c = cfg("torchspec_kimi_k25_eagle3_moe")
+    assert c.attention == "mla" and c.full_vocabulary and c.draft_vocab_size == 163840
+    assert dict(c.moe) == {"use_moe": True, "n_routed_experts": 384, "num_experts_per_tok": 8,
+                           "moe_intermediate_size": 2048, "n_group": 1, "topk_group": 1, "n_shared_experts": 1,
+                           "first_k_dense_replace": 0, "norm_topk_prob": True, "routed_scaling_factor": 2.827,
+                           "scoring_func": "sigmoid", "topk_method": "noaux_tc"}
+    # topk_method is not in the file: TorchSpec's router (bias-corrected top-k) is the default, and says so.
+    assert c.provenance["moe.topk_method"].startswith("default: TorchSpec's router")
+    assert c.provenance["moe.routed_scaling_factor"] == "file: routed_scaling_factor"
+    assert c.mla["q_lora_rank"] == 1536 and c.mla["rope_interleave"] is True
+    assert c.use_last_layernorm is True and c.use_mtp_layernorm is False and c.input_norm is True
+    # max_position_embeddings is absent: DeepseekV3Config's 4096, named as such.
+    assert c.max_position_embeddings == 4096 and c.provenance["max_position_embeddings"] == "default: DeepseekV3Config"
+    text, html, js = str(c), c._repr_html_(), c.to_json()
+    assert "MoE: 8 of 384 routed experts of width 2048" in text and "moe.routed_scaling_factor" in html
+    assert "full vocabulary (163,840 tokens): no d2t/t2d needed" in text
+    assert js["moe"]["n_routed_experts"] == 384 and js["mlp"] == "moe" and js["attention"] == "mla"
+    assert json.loads(json.dumps(js))["mla"]["mla_use_nope"] is False
+
+
+def test_dense_mla_drafter_has_no_moe_and_a_null_q_lora_rank_is_kept():
+    c = cfg("mla_eagle3_deepseekv2")
+    assert c.moe == {} and not c.full_vocabulary and "reduced: 32,000 of 163,840" in c.vocabulary
+    assert "dense (gate/up/down_proj)" in str(c)
+    raw = load("mla_eagle3_deepseekv2") | {"q_lora_rank": None, "mla_use_nope": True}
+    c = normalize_config(raw)
+    assert c.mla["q_lora_rank"] is None and c.mla["mla_use_nope"] is True
+    assert c.provenance["mla.q_lora_rank"] == "file: q_lora_rank"
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"num_experts_per_tok": 400}, "num_experts_per_tok 400 is more than n_routed_experts 384"),
+    ({"n_group": 5}, "n_routed_experts 384 is not divisible by n_group 5"),
+    ({"n_group": 8, "topk_group": 9}, "topk_group 9 is more than n_group 8"),
+    ({"n_group": 64, "topk_group": 1}, "topk_group 1 groups of 6 experts hold fewer than num_experts_per_tok 8"),
+    ({"scoring_func": "sqrtsoftplus"}, "scoring_func is 'sqrtsoftplus'; eaglekit knows sigmoid, softmax"),
+    ({"topk_method": "magic"}, "topk_method is 'magic'"),
+    ({"n_routed_experts": 0}, "n_routed_experts must be a positive integer"),
+    ({"n_routed_experts": 1 << 20, "num_experts_per_tok": 8}, "no published MoE has more than 65,536"),
+    ({"moe_intermediate_size": 2.5}, "moe_intermediate_size must be a positive integer"),
+    ({"n_shared_experts": -1}, "n_shared_experts must be a whole number from 0"),
+    ({"routed_scaling_factor": -2.0}, "routed_scaling_factor must be a positive number"),
+    ({"norm_topk_prob": "yes"}, "norm_topk_prob must be true or false"),
+    ({"use_moe": 1}, "use_moe must be true or false"),
+    ({"qk_rope_head_dim": 63}, "qk_rope_head_dim is 63, an odd number"),
+    ({"rope_interleave": "true"}, "rope_interleave must be true or false"),
+])
+def test_bad_moe_and_mla_settings_are_one_clear_error(change, fragment):
+    raw = load("torchspec_kimi_k25_eagle3_moe") | change
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        normalize_config(raw, source="moe.json")
+
+
+def test_use_moe_decides_not_the_expert_keys():
+    # TorchSpec switches on use_moe alone: expert keys without it (or with it false) build a dense MLP.
+    raw = load("torchspec_kimi_k25_eagle3_moe")
+    assert normalize_config({k: v for k, v in raw.items() if k != "use_moe"}).moe == {}
+    assert normalize_config(raw | {"use_moe": False}).moe == {}
+    # Absent routing keys take DeepseekV3Config's defaults, with that provenance.
+    bare = {k: v for k, v in raw.items() if k not in ("n_group", "topk_group", "routed_scaling_factor")}
+    c = normalize_config(bare)
+    assert (c.moe["n_group"], c.moe["topk_group"], c.moe["routed_scaling_factor"]) == (8, 4, 2.5)
+    assert c.provenance["moe.n_group"] == "default: DeepseekV3Config"

@@ -236,3 +236,82 @@ def test_original_eagle3_vs_specforge_is_llama_on_both_sides_and_rows_are_not_re
     assert "n_aux" not in rows and "rope_type" not in rows and "rope_scaling" in rows
     # Three default aux layers against four: fc's width differs, a shape difference.
     assert rows["aux_layer_ids"].cls == "shape" and "3 vs 4 aux layers" in rows["aux_layer_ids"].reason
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "configs"
+
+
+def _fixture(name):
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def test_mla_and_moe_keys_are_known_and_classified():
+    dense, moe = _fixture("mla_eagle3_deepseekv2"), _fixture("torchspec_kimi_k25_eagle3_moe")
+    d = diff_configs(dense, moe, a_name="dense", b_name="moe")
+    assert not any("not a key eaglekit knows" in x.reason for x in d), [(x.path, x.reason) for x in d]
+    rows = {x.path: x for x in d}
+    # Expert shapes: shape; routing: behaviour; training flags: metadata.
+    for key in ("use_moe", "n_routed_experts", "moe_intermediate_size", "n_shared_experts"):
+        assert rows[key].cls == "shape", rows[key]
+    for key in ("num_experts_per_tok", "scoring_func", "norm_topk_prob", "routed_scaling_factor", "n_group",
+                "topk_group"):
+        assert rows[key].cls == "behaviour" and rows[key].reason.startswith("routing:"), rows[key]
+    assert rows["train_router"].cls == "metadata"
+    assert rows["eagle_config.use_input_layernorm_in_first_layer"].reason.startswith("norm:")
+
+
+def test_yarn_and_mla_flags_changes_name_what_they_change():
+    a = _fixture("mla_deepseekv3_eagle3")
+    b = copy.deepcopy(a)
+    b["rope_scaling"].update(factor=32.0, mscale_all_dim=0.707, original_max_position_embeddings=32768)
+    b.update(rope_interleave=False, mla_use_nope=True, q_lora_rank=None, max_position_embeddings=1048576)
+    b["eagle_config"]["use_last_layernorm"] = False
+    d = diff_configs(a, b)
+    assert not any("not a key eaglekit knows" in x.reason for x in d), [(x.path, x.reason) for x in d]
+    rows = {x.path: x for x in d}
+    assert rows["rope_scaling.factor"].cls == "behaviour" and "rotary/YaRN" in rows["rope_scaling.factor"].reason
+    assert "softmax" in rows["rope_scaling.mscale_all_dim"].reason
+    assert rows["rope_scaling.original_max_position_embeddings"].reason.startswith("rotary/YaRN")
+    assert rows["rope_interleave"].cls == "behaviour" and "interleaved" in rows["rope_interleave"].reason
+    assert rows["mla_use_nope"].cls == "behaviour" and "NoPE" in rows["mla_use_nope"].reason
+    assert rows["q_lora_rank"].cls == "shape" and "q_proj" in rows["q_lora_rank"].reason
+    assert rows["eagle_config.use_last_layernorm"].cls == "behaviour"
+
+
+def test_llama_vs_moe_drafter_across_formats_lists_the_moe_once():
+    d = diff_configs(K2, _fixture("torchspec_kimi_k25_eagle3_moe"), a_name="llama", b_name="moe")
+    moe = _one(d, "moe")
+    assert moe.cls == "shape" and moe.a is ABSENT and moe.b["n_routed_experts"] == 384
+    assert "dense MLP" in moe.reason
+    assert not {"n_routed_experts", "num_experts_per_tok"} & {x.path for x in d}  # summed up in the moe row
+    assert _one(d, "kv_lora_rank").cls == "shape" and _one(d, "format").cls == "shape"
+    assert json.loads(json.dumps(d.to_json()))  # JSON-ready
+
+
+def test_two_moe_drafters_across_formats_compare_key_by_key():
+    moe = _fixture("torchspec_kimi_k25_eagle3_moe")
+    other = {**moe, "architectures": ["DeepseekV3ForCausalLMEagle3"], "num_experts_per_tok": 4,
+             "moe_intermediate_size": 1024}
+    d = diff_configs(moe, other)
+    assert _one(d, "num_experts_per_tok").cls == "behaviour" and _one(d, "moe_intermediate_size").cls == "shape"
+    assert _one(d, "architectures").cls == "metadata"  # two names of MLA drafters
+
+
+def test_target_moe_keys_are_known():
+    k2 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "hidden_size": 7168,
+          "vocab_size": 163840, "n_routed_experts": 384, "num_experts_per_tok": 8, "first_k_dense_replace": 1}
+    other = {**k2, "n_routed_experts": 256, "num_experts_per_tok": 6, "first_k_dense_replace": 3}
+    d = diff_configs(k2, other)
+    assert {x.path: x.cls for x in d} == {"n_routed_experts": "shape", "num_experts_per_tok": "behaviour",
+                                         "first_k_dense_replace": "behaviour"}
+
+
+def test_an_explicit_mla_or_moe_default_is_metadata():
+    moe = _fixture("torchspec_kimi_k25_eagle3_moe")
+    bare = {k: v for k, v in moe.items() if k not in ("n_group", "topk_group")}
+    spelled = {**bare, "rope_interleave": True, "topk_method": "noaux_tc", "n_group": 8, "topk_group": 4}
+    d = diff_configs(bare, spelled)
+    rows = {x.path: x for x in d}
+    assert {x.cls for x in d} == {"metadata"}, d.render_text(colour=False)
+    assert "same effective mla.rope_interleave" in rows["rope_interleave"].reason
+    assert "same effective moe.n_group" in rows["n_group"].reason

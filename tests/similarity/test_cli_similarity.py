@@ -30,7 +30,10 @@ def test_json_schema(demo, capsys):
         assert len(t["grid"]) == 4 and all(len(row) == 3 and all(isinstance(v, float) for v in row)
                                            for row in t["grid"])
     assert doc["tensors"][-1]["rows_compared"] == 1800
-    assert doc["lm_head_alignment"] == {"shared_rows": 1800, "draft_vocab_a": 2000, "draft_vocab_b": 2000}
+    assert doc["lm_head_alignment"] == {"shared_rows": 1800, "draft_vocab_a": 2000, "draft_vocab_b": 2000,
+                                        "method": "target token", "full_vocabulary_a": False,
+                                        "full_vocabulary_b": False}
+    assert doc["incomparable"] == []  # two Llama drafters: every family compares
     assert doc["only_a"] == [] and doc["only_b"] == []
 
 

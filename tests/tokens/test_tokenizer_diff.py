@@ -72,6 +72,10 @@ def test_a_version_that_appends_special_tokens_is_diffed(capsys, tmp_path):
     assert "12 of A's 12 ids keep their token in B: every old id keeps its meaning" in impact
     assert "grow it from 12 to 14, the 2 appended ids False" in impact
     assert "2 rows appended (ids 12-13)" in impact
+    # A full-vocabulary drafter (no d2t/t2d) is told apart: its lm_head grows instead of t2d.
+    assert d.drafter_impact[-1] == ("a full-vocabulary drafter (no d2t/t2d: lm_head row i drafts id i): it needs "
+                                    "2 lm_head rows appended and vocab_size / draft_vocab_size raised from 12 to 14, "
+                                    "or the new ids cannot be drafted")
     code, out, err = _run(capsys, "tokenizer-diff", str(a), str(b), "--json")
     data = json.loads(out)
     assert code == 4 and not err and data["appended"] == [{"id": 12, "content": "<think>"}, {"id": 13, "content": "</think>"}]
@@ -90,6 +94,8 @@ def test_a_grown_vocabulary_that_also_renames_ids_says_which_moved(tmp_path):
     assert "1 id changed or dropped: a d2t entry that lands on one of them drafts another token" in d.drafter_impact[0]
     back = diff_tokenizers(read_tokenizer(b), read_tokenizer(a))      # the other way round: B drops an id
     assert [c.id for c in back.dropped] == [12] and any("t2d shrinks from 13 to 12" in x for x in back.drafter_impact)
+    assert "its lm_head rows for the 1 changed or dropped id draft other tokens now" in d.drafter_impact[-1]
+    assert "its lm_head and vocab_size / draft_vocab_size shrink from 13 to 12" in back.drafter_impact[-1]
 
 
 def test_one_difference_is_one_way(tmp_path):

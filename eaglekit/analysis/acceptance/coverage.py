@@ -21,7 +21,7 @@ import numpy as np
 from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
 from eaglekit.analysis.acceptance.templates import as_template, render_prompts
 from eaglekit.core.configs.config import normalize_config
-from eaglekit.core.tokens.coverage import Coverage, check_steps, coverage
+from eaglekit.core.tokens.coverage import FULL_VOCABULARY, Coverage, check_steps, coverage, reduced_vocabulary
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.tokens.vocab import check_vocab_map, unreadable_d2t
 from eaglekit.io.drafter import read_map
@@ -33,7 +33,9 @@ from eaglekit.io.write import write_atomic
 
 def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None = None) -> tuple[np.ndarray, int, str, tuple[str, ...]]:
     """(d2t as an engine reads it, target vocabulary size, label, notes) of a drafter location. A missing
-    d2t is read as engines read it: draft id i = target id i."""
+    d2t is read as engines read it: draft id i = target id i; for a full-vocabulary drafter
+    (draft_vocab_size = vocab_size, no d2t/t2d, e.g. the Kimi MLA drafters) that is every target token, and
+    the notes say so."""
     with open_checkpoint(drafter, endpoint=endpoint, timeout=timeout) as ck:
         if ck.inventory.config is None:
             raise ConfigError(f"{ck.location.raw} has no config.json: the draft vocabulary size is in it.")
@@ -43,10 +45,13 @@ def drafter_map(drafter, *, endpoint: str | None = None, timeout: float | None =
     notes: list[str] = []
     if d2t is None:
         d2t = np.zeros(cfg.draft_vocab_size, np.int64)
+        if cfg.full_vocabulary:
+            notes.append(FULL_VOCABULARY)
         if cfg.draft_vocab_size < cfg.vocab_size:
             notes.append(f"the drafter has no d2t: engines read draft id i as target id i (ids 0.."
                          f"{cfg.draft_vocab_size - 1}); coverage counted for that reading")
     else:
+        notes.append(reduced_vocabulary(len(d2t), cfg.vocab_size))
         bad = unreadable_d2t(d2t, vocab_size=cfg.vocab_size)
         if bad:
             raise VocabMapError(f"{label}: {bad}; coverage needs a d2t an engine could read.")

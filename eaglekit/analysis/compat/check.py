@@ -41,6 +41,7 @@ from eaglekit.core.configs.config import (
     target_fit,
 )
 from eaglekit.core.configs.engine_readings import capture_range, parse_engine
+from eaglekit.core.configs.mla_shapes import mla_layer_problems
 from eaglekit.core.configs.layers import (
     ENGINES,
     READER_NAMES,
@@ -66,12 +67,32 @@ _COLOUR = {"error": "red", "warning": "yellow", "ok": "green", "info": "grey"}
 EAGLE1_ARCHITECTURES = ("LlamaForCausalLMEagle", "EagleLlamaForCausalLM", "EagleDeepSeekMTPModel")
 #: Architecture names each engine maps to its EAGLE-3 model code (from the engines' model registries:
 #: SGLang llama_eagle3.py, vLLM's registry and its speculators-config translation). Derived: check
-#: your engine version.
+#: your engine version. MLA drafters: vLLM's ``vllm/model_executor/models/registry.py``
+#: ``_SPECULATIVE_DECODING_MODELS`` maps both ``Eagle3DeepseekV2ForCausalLM`` and
+#: ``Eagle3DeepseekV3ForCausalLM`` to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM``; SGLang's
+#: ``python/sglang/srt/models/deepseek_eagle3.py`` registers ``EntryClass = [Eagle3DeepseekV2ForCausalLM,
+#: Eagle3DeepseekV3ForCausalLM]`` and ``kimi_k25_eagle3.py`` (PR #24826, kimi-k2.5-eagle3-mla)
+#: ``Eagle3DeepseekV2ForCausalLM``. ``DeepseekV3ForCausalLMEagle3`` is SpecForge's training class (PR #640),
+#: registered by neither engine. Releases (:data:`ENGINE_MLA_SINCE`): the lightseekorg/kimi-k2.5-eagle3-mla
+#: model card asks for vLLM 0.18.0 or newer (and said SGLang did not support it yet); SGLang's first release
+#: with PR #24826 could not be pinned from the sources read.
 ENGINE_ARCHITECTURES: dict[str, tuple[str, ...]] = {
-    "sglang": ("LlamaForCausalLMEagle3", "DeepseekV3ForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"),
+    "sglang": ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"),
     "vllm": ("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator", "Eagle3DraftModel",
              "Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM", "Eagle3Qwen2_5vlForCausalLM",
              "Eagle3Qwen3vlForCausalLM", "LlamaForCausalLM"),
+}
+#: Since which release each engine loads MLA drafters, as far as the sources read say.
+ENGINE_MLA_SINCE = {"vllm": "vLLM 0.18.0 or newer (the kimi-k2.5-eagle3-mla model card's requirement)",
+                    "sglang": "SGLang releases with PR #24826 (first release not pinned)"}
+#: The architecture name each engine loads an MLA drafter under (the first of its MLA names).
+MLA_ENGINE_ARCHITECTURE = "Eagle3DeepseekV2ForCausalLM"
+#: What each engine's MLA drafter code builds: one dense MLP of ``intermediate_size`` (vLLM deepseek_eagle3.py
+#: "Always uses MLP (not MoE)"; SGLang deepseek_eagle3.py "Always uses dense MLP (no MoE)" and
+#: kimi_k25_eagle3.py ``DeepseekV2MLP``); SGLang's kimi_k25_eagle3.py also refuses a null q_lora_rank.
+ENGINE_MLA_NOTES = {
+    "vllm": "vLLM's deepseek_eagle3.py (Eagle3DeepseekV2ForCausalLM) builds a dense MLP only",
+    "sglang": "SGLang's deepseek_eagle3.py / kimi_k25_eagle3.py build a dense MLP only",
 }
 #: How to ask each engine for the EAGLE-3 method (not EAGLE).
 LAUNCH = {"sglang": "--speculative-algorithm EAGLE3", "vllm": '--speculative-config \'{"method": "eagle3", ...}\''}
@@ -243,6 +264,7 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     _embedding(cfg, tensors, embed, tgt, add)
     _vocab_map(cfg, maps, name, add)
     _fc(cfg, tensors, add)
+    _mla_layer(cfg, tensors, add)
     fits = _target(cfg, tgt, add)
     aux = cfg.aux_view(tgt.num_hidden_layers if tgt is not None and fits else None, engines=engines,
                        architecture=tgt.architecture if tgt is not None else None)
@@ -273,13 +295,35 @@ def _config(config, inventory, name, engines, add) -> DrafterConfig | None:
     return normalize_config(config, source=f"{name} config.json")
 
 
+def engine_loads(cfg: DrafterConfig, engine: str) -> tuple[bool, str]:
+    """(whether ``engine`` ("sglang" or "vllm") loads this drafter, why in words): its architecture name
+    must be one the engine registers, and an MLA drafter must have the dense MLP the engine builds."""
+    arch = cfg.architecture or "(none)"
+    if arch not in ENGINE_ARCHITECTURES[engine]:
+        return False, (f"{READER_NAMES[engine]} does not load architecture {arch} as an EAGLE-3 drafter (it expects "
+                       f"one of {', '.join(ENGINE_ARCHITECTURES[engine])})")
+    if cfg.moe:
+        return False, (f"{READER_NAMES[engine]} registers {arch}, but {ENGINE_MLA_NOTES[engine]}: this drafter's MoE "
+                       f"MLP (use_moe, {cfg.moe['n_routed_experts']} experts) has no place there, its router and "
+                       "expert tensors would not load")
+    if engine == "sglang" and cfg.attention == "mla" and cfg.mla.get("q_lora_rank") is None:
+        return True, (f"SGLang loads {arch} through deepseek_eagle3.py (kimi_k25_eagle3.py refuses a null "
+                      f"q_lora_rank); {ENGINE_MLA_SINCE['sglang']}")
+    since = f" ({ENGINE_MLA_SINCE[engine]})" if cfg.attention == "mla" else ""
+    return True, f"{READER_NAMES[engine]} loads architecture {arch} as an EAGLE-3 drafter{since}"
+
+
 def _architecture(cfg: DrafterConfig, engines, per_engine: Severity, add) -> None:
     arch = cfg.architecture or "(none)"
     for e in dict.fromkeys(parse_engine(spec).engine for spec in engines):
-        if arch in ENGINE_ARCHITECTURES[e]:
-            add("architecture", "ok", f"{READER_NAMES[e]} loads architecture {arch} as an EAGLE-3 drafter.", "", e)
+        loads, why = engine_loads(cfg, e)
+        if loads:
+            add("architecture", "ok", why + ".", "", e)
+        elif cfg.moe and arch in ENGINE_ARCHITECTURES[e]:
+            add("architecture", per_engine, why + ".", "Serve a dense-MLP MLA drafter, or measure this one with "
+                "eaglekit acceptance only: no engine release eaglekit knows of serves a MoE EAGLE-3 drafter.", e)
         else:
-            want = ENGINE_ARCHITECTURES[e][0]
+            want = MLA_ENGINE_ARCHITECTURE if cfg.attention == "mla" else ENGINE_ARCHITECTURES[e][0]
             fix = (f"Export it for {READER_NAMES[e]}: eaglekit export DRAFTER --out DIR --format "
                    f"{'specforge' if e == 'sglang' else 'speculators'}" if cfg.format in ("speculators", "specforge")
                    else f"Set architectures to [\"{want}\"].")
@@ -341,7 +385,8 @@ def _vocab_map(cfg: DrafterConfig, maps, name: str, add) -> None:
     d2t, t2d = maps
     full = cfg.draft_vocab_size == cfg.vocab_size
     if d2t is None and t2d is None and full:
-        add("vocab map", "ok", "no d2t/t2d: the draft vocabulary is the full target vocabulary.")
+        add("vocab map", "ok", "full vocabulary: no d2t/t2d, every target token can be drafted (lm_head row i "
+            "drafts token i).")
         return
     c = check_vocab_map(d2t, t2d, vocab_size=cfg.vocab_size, draft_vocab_size=cfg.draft_vocab_size, name=name)
     if c.valid:
@@ -396,6 +441,21 @@ def _fc(cfg: DrafterConfig, tensors, add) -> None:
     elif "input_norm.weight" in tensors and not cfg.norm_before_fc:
         add("fc", "warning", "input_norm.weight is saved but the config does not set norm_before_fc: engines "
             "would skip it.", "Set norm_before_fc true in config.json.")
+
+
+def _mla_layer(cfg: DrafterConfig, tensors, add) -> None:
+    """An MLA drafter's attention and MLP tensors against its config (core/configs/mla_shapes.py): each wrong
+    shape, missing tensor or tensor the config rules out is one error naming the tensor and the config keys."""
+    if cfg.attention != "mla":
+        return
+    problems = mla_layer_problems(cfg, {n: tuple(t.shape) for n, t in tensors.items()})
+    for p in problems:
+        add("mla layer", "error", p + ".", "Use the config the checkpoint was trained with (its MLA ranks, heads, "
+            "use_moe and expert sizes), or the checkpoint that matches this config.")
+    if not problems:
+        mlp = f"MoE MLP of {cfg.moe['n_routed_experts']} experts" if cfg.moe else "dense MLP"
+        add("mla layer", "ok", f"MLA attention (q_lora_rank {cfg.mla['q_lora_rank']}, kv_lora_rank "
+            f"{cfg.mla['kv_lora_rank']}) and {mlp} match the config.")
 
 
 def _target(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> bool:
@@ -490,9 +550,17 @@ def _rope(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> None:
     if tgt.rope_type and cfg.rope_type and tgt.rope_type != cfg.rope_type:
         add("rope", "warning", f"rope type {cfg.rope_type} differs from the target's {tgt.rope_type}.",
             "Long contexts position tokens differently from training: use the target's rope settings.")
-    if tgt.max_position_embeddings and cfg.max_position_embeddings \
-            and cfg.max_position_embeddings < tgt.max_position_embeddings:
-        add("rope", "warning", f"the drafter covers {cfg.max_position_embeddings:,} positions, the target "
+    covered, how = cfg.max_position_embeddings, ""
+    scaling = cfg.rope_scaling or {}
+    factor, original = scaling.get("factor"), scaling.get("original_max_position_embeddings")
+    if cfg.rope_type == "yarn" and isinstance(factor, (int, float)) and isinstance(original, int):
+        # YaRN stretches the original context by its factor (vLLM's DeepSeek YaRN rotary cache covers
+        # original_max_position_embeddings x factor whatever max_position_embeddings says).
+        yarn = int(original * factor)
+        if covered is None or yarn > covered:
+            covered, how = yarn, f" (YaRN: {original:,} x {factor:g})"
+    if tgt.max_position_embeddings and covered and covered < tgt.max_position_embeddings:
+        add("rope", "warning", f"the drafter covers {covered:,} positions{how}, the target "
             f"{tgt.max_position_embeddings:,}: past that the drafter's rotary cache ends.",
             "Raise max_position_embeddings to the target's (the weights do not depend on it).")
 
@@ -572,4 +640,4 @@ def tokenizer_finding(drafter_location, target, *, endpoint=None, timeout=None, 
                    "Compare with eaglekit tokenizer-diff and measure with eaglekit acceptance --compare-templates.")
 
 
-__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings"]
+__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings", "engine_loads"]

@@ -14,6 +14,15 @@
   training used; the config's ``eaglekit_export`` block says how its ids are meant and records the
   provenance in words.
 
+MLA drafters (``Eagle3DeepseekV2ForCausalLM`` and its aliases, dense or MoE MLP) export too, in their own
+layout only: tensors keep their MLA/MoE names under ``midlayer.`` (TorchSpec's native layout, which SGLang
+loads and vLLM maps to ``layers.0.`` itself), and the config is the source's own with the draft vocabulary
+size, the aux ids and the ``eaglekit_export`` block rewritten (an architecture name neither engine registers,
+SpecForge's ``DeepseekV3ForCausalLMEagle3``, becomes ``Eagle3DeepseekV2ForCausalLM``). The speculators format
+has no MLA layer config, so ``format="speculators"`` refuses an MLA drafter. A full-vocabulary drafter (no
+d2t/t2d) stays one unless ``vocab_map`` is given: then its lm_head rows are picked by target token (row t of
+a full head drafts token t), which is how a reduced-vocabulary drafter is cut from a full one.
+
 Streamed: tensor bytes go from the source to the new file chunk by chunk (lm_head in runs of rows),
 never a whole drafter in memory. Writes only into ``out``: the files are built in a temporary folder
 beside it and renamed into place at the end, so an error leaves nothing behind. ``out`` must be a new or
@@ -37,11 +46,8 @@ from eaglekit.core.checkpoint.header import encode_header
 from eaglekit.core.checkpoint.names import normalize_name
 from eaglekit.core.checkpoint.tensors import to_torch, torch_dtype
 from eaglekit.core.configs.aux_view import layer_names
-from eaglekit.core.configs.config import (
-    DrafterConfig,
-    normalize_config,
-    require_llama_attention,
-)
+from eaglekit.analysis.compat.check import ENGINE_ARCHITECTURES, MLA_ENGINE_ARCHITECTURE
+from eaglekit.core.configs.config import AUX_IDS_KEY, DrafterConfig, normalize_config
 from eaglekit.core.configs.engine_readings import (
     LAST_KNOWN_OLD,
     ids_selecting,
@@ -152,7 +158,11 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
         if ck.inventory.config is None:
             raise ConfigError(f"{ck.location.raw} has no config.json: export needs the drafter's config.")
         cfg = normalize_config(ck.inventory.config, source=f"{ck.location.raw}/config.json")
-        require_llama_attention(cfg, ck.location.raw, "export converts")
+        if cfg.attention == "mla" and format == "speculators":
+            raise InputError(f"{ck.location.raw} is an MLA drafter ({cfg.architecture}): the speculators format has no "
+                             "MLA layer config (its transformer_layer_config is a Llama or Qwen3 layer). Export it with "
+                             "--format specforge: midlayer.* names, which SGLang loads and vLLM maps to layers.0.* "
+                             "itself.")
         tck = None
         try:
             if target is not None:
@@ -162,7 +172,7 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
             new = old
             if vocab_map is not None:
                 new = _load_map(vocab_map, cfg, endpoint=endpoint, timeout=timeout, token=token)
-                plan = _row_plan(old, new)
+                plan = _row_plan(old if old is not None or not cfg.full_vocabulary else _identity(cfg), new)
                 if any(src == "target" for src, _ in plan) or embed_from_target:
                     _need_target_rows(tck, target, cfg, plan, embed_from_target)
             elif embed_from_target:
@@ -255,6 +265,13 @@ def _load_map(location, cfg: DrafterConfig, *, endpoint, timeout, token):
     if not check.valid:
         raise VocabMapError(f"The vocabulary map {location} is invalid: {check.problems[0]}.")
     return d2t, t2d
+
+
+def _identity(cfg: DrafterConfig):
+    """The map of a full-vocabulary drafter (no d2t/t2d): draft id i is target id i over the vocabulary."""
+    import numpy as np
+
+    return np.zeros(cfg.vocab_size, np.int64), np.ones(cfg.vocab_size, np.bool_)
 
 
 def _row_plan(old, new) -> list[tuple[str, int]]:
@@ -381,8 +398,11 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
                   "vocab_map": None if vocab_map is None else str(vocab_map), "rows_kept": kept,
                   "rows_from_target": from_target, "embed_from_target": embed_from_target,
                   "target": None if target is None else str(target), "note": note}
-    config = (_speculators_config if format == "speculators" else _specforge_config)(cfg, ids, draft_vocab, provenance,
-                                                                                     tck)
+    if cfg.attention == "mla":
+        config = _mla_config(cfg, ids, draft_vocab, provenance)
+    else:
+        config = (_speculators_config if format == "speculators" else _specforge_config)(cfg, ids, draft_vocab,
+                                                                                         provenance, tck)
     header, offsets = encode_header({k: (d, s) for k, (d, s, _) in jobs.items()},
                                     metadata={"format": "pt", "eaglekit_export": note})
     total = max((end for _, end in offsets.values()), default=0)
@@ -411,7 +431,7 @@ def _write(ck, tck, cfg: DrafterConfig, out: Path, *, format, plan, new_map, ids
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return ExportResult(out, format, ck.location.raw, len(jobs), total, ids, read_as, engine, kept, from_target,
-                        embed_from_target, note, config, aux_note)
+                        embed_from_target, provenance["note"], config, aux_note)
 
 
 def _make_folder(out: Path) -> Path:
@@ -547,6 +567,25 @@ def _speculators_config(cfg: DrafterConfig, ids, draft_vocab: int, provenance: d
         "embed_requires_grad": False, "dtype": cfg.torch_dtype or "bfloat16", "transformers_version": tf_version,
         **_labels(cfg), "eaglekit_export": provenance,
     }
+    return out
+
+
+def _mla_config(cfg: DrafterConfig, ids, draft_vocab: int, provenance: dict) -> dict:
+    """An MLA drafter's config: the source's own keys (MLA ranks, MoE settings, YaRN, eagle_config flags kept as
+    written), with the draft vocabulary size, the aux ids and the export block rewritten."""
+    out = {k: v for k, v in cfg.raw.items() if k != "eaglekit_export"}
+    arch = cfg.architecture
+    if not any(arch in names for names in ENGINE_ARCHITECTURES.values()):
+        out["architectures"] = [MLA_ENGINE_ARCHITECTURE]  # SpecForge's training name: neither engine registers it
+        provenance["note"] += (f" The architecture {arch} (registered by neither vLLM nor SGLang) is written as "
+                               f"{MLA_ENGINE_ARCHITECTURE}, the MLA drafter class both engines load.")
+    out["draft_vocab_size"] = draft_vocab
+    eagle = dict(out.get("eagle_config") or {})
+    eagle[AUX_IDS_KEY] = None if ids is None else list(ids)
+    out["eagle_config"] = eagle
+    if AUX_IDS_KEY in out:
+        out[AUX_IDS_KEY] = None if ids is None else list(ids)
+    out["eaglekit_export"] = provenance
     return out
 
 

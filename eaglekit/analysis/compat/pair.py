@@ -8,6 +8,15 @@ Verdicts (issue 3): ``compatible`` (drop-in: every trainable tensor matches and 
 ``compatible-after-remap`` (shapes match, vocabulary maps differ: lm_head rows must be re-aligned by
 target token, docs/check-and-export.md), ``incompatible`` (a trainable tensor's shape, a target
 dimension, or a valid vocabulary map is missing).
+
+Beyond the verdict, :attr:`CompatReport.warm_start` says family by family (fc, attention, MLP, norms,
+lm_head, vocabulary map; :func:`eaglekit.core.checkpoint.names.family`) what a warm start of B can take from
+A: a Llama drafter and an MLA drafter share fc, the norms, a dense MLP of the same width, lm_head (rows by
+target token) and the vocabulary map, never the attention (q/k/v_proj against q_a/kv_a/kv_b projections);
+a MoE MLP and a dense one share nothing. A drafter whose draft vocabulary is the whole target vocabulary
+(``draft_vocab_size == vocab_size``) needs no d2t/t2d: its lm_head row i drafts target token i, and it is
+compared as that identity map. :attr:`CompatReport.engines` says which engine loads each drafter's
+architecture name (:func:`eaglekit.analysis.compat.check.engine_loads`).
 """
 
 from __future__ import annotations
@@ -17,8 +26,12 @@ from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any, Literal
 
-from eaglekit.analysis.compat.check import tokenizer_finding
-from eaglekit.core.checkpoint.names import normalize_name, role
+import numpy as np
+
+from eaglekit.analysis.compat.check import engine_loads, tokenizer_finding
+from eaglekit.core.checkpoint.names import (attention_kind, attention_words, expert_layout, family, mlp_kind,
+                                            mlp_words, normalize_name, role)
+from eaglekit.core.configs.layers import ENGINES
 from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configs.diff import ConfigDiff, diff_configs
 from eaglekit.core.redact import location_label, visible
@@ -57,6 +70,25 @@ class TensorMatch:
         return {"name": self.name, "status": self.status, "a": side(self.a), "b": side(self.b), "note": self.note}
 
 
+Take = Literal["take", "take after remap", "cannot", "not needed"]
+_TAKE_COLOUR = {"take": "green", "take after remap": "yellow", "cannot": "red", "not needed": "grey"}
+
+
+@dataclass(frozen=True)
+class WarmStartPart:
+    """One family of tensors (fc, attention, mlp, norms, lm_head, vocab map) and whether a warm start of B
+    can take it from A: ``take`` (same shapes), ``take after remap`` (lm_head rows re-aligned by target
+    token), ``cannot`` (another architecture or shape: trained from scratch), ``not needed``."""
+
+    family: str
+    take: Take
+    why: str
+    tensors: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"family": self.family, "take": self.take, "why": self.why, "tensors": list(self.tensors)}
+
+
 @dataclass(frozen=True)
 class TargetCheck:
     field: str
@@ -78,13 +110,21 @@ class CompatReport:
     config_diff: ConfigDiff | None
     target_checks: tuple[TargetCheck, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    warm_start: tuple[WarmStartPart, ...] = ()
+    engines: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         return EXIT_CODES[self.verdict]
 
+    def takes(self, *kinds: Take) -> tuple[str, ...]:
+        """The families a warm start of B takes from A as ``kinds`` (default: take or take after remap)."""
+        kinds = kinds or ("take", "take after remap")
+        return tuple(p.family for p in self.warm_start if p.take in kinds)
+
     def to_json(self) -> dict:
         return {"verdict": self.verdict, "reasons": list(self.reasons),
+                "warm_start": [p.to_json() for p in self.warm_start], "engines": dict(self.engines),
                 "tensors": [t.to_json() for t in self.tensors], "vocab": dict(self.vocab),
                 "aux_layers": dict(self.aux_layers),
                 "config_diff": self.config_diff.to_json() if self.config_diff else [],
@@ -99,6 +139,8 @@ class CompatReport:
         v = self.vocab
         if v.get("comparable") is False:
             vocab = "not comparable: different target vocabularies (different tokenizers); no remap offered"
+        elif v.get("full_a") and v.get("full_b"):
+            vocab = "both full vocabulary: no d2t/t2d, every target token can be drafted (lm_head row i = token i)"
         elif v.get("valid_a") and v.get("valid_b"):
             vocab = ("equal" if v["equal"] else
                      f"differ: {v['overlap']:,} shared target tokens ({v['overlap_fraction']:.1%} of the smaller); "
@@ -106,6 +148,11 @@ class CompatReport:
         else:
             vocab = "invalid: " + "; ".join(v.get("problems", []))
         pairs = [("vocabulary map (d2t/t2d by value)", vocab)]
+        for key, name in (("a", self.a_name), ("b", self.b_name)):
+            if v.get(f"full_{key}"):
+                pairs.append((f"vocabulary {name}", "full vocabulary: no d2t/t2d, every target token can be drafted"))
+        for name, per in self.engines.items():
+            pairs.append((f"engines {name}", "; ".join(w for _, w in sorted(per.items()))))
         for key, name in (("a", self.a_name), ("b", self.b_name)):
             aux = self.aux_layers.get(key)
             if aux:
@@ -122,6 +169,10 @@ class CompatReport:
         rows = [(v(n), ansi(s, _STATUS_COLOUR[s], enabled=colour), v(a), v(b), v(note))
                 for n, s, a, b, note in self._tensor_rows()]
         lines += ["", kv_text(self._facts())]
+        if self.warm_start:
+            lines += ["", text_table(["family", f"warm start of {v(self.b_name)} from {v(self.a_name)}", "why"],
+                                     [(p.family, ansi(p.take, _TAKE_COLOUR[p.take], enabled=colour), v(p.why))
+                                      for p in self.warm_start], max_width=96)]
         lines += ["", text_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, max_width=48)]
         if self.config_diff is not None and not self.config_diff.identical:
             lines += ["", str(self.config_diff)]
@@ -134,6 +185,10 @@ class CompatReport:
         parts = [f"<div class='eaglekit-compat'><p><b>{escape(self.a_name)}</b> vs <b>{escape(self.b_name)}</b>: "
                  f"{html_badge(self.verdict, _VERDICT_COLOUR[self.verdict])}</p><ul>{reasons}{warnings}</ul>",
                  kv_html(self._facts(), caption="Vocabulary map, aux layers, target"),
+                 html_table(["family", "warm start", "why"],
+                            [(p.family, html_badge(p.take, _TAKE_COLOUR[p.take]), p.why) for p in self.warm_start],
+                            caption=f"What a warm start of {self.b_name} can take from {self.a_name}")
+                 if self.warm_start else "",
                  html_table(["tensor", "status", self.a_name, self.b_name, "note"], rows, caption="Tensors")]
         if self.config_diff is not None:
             parts.append(f"<details><summary>{escape(self.config_diff.summary)}</summary>"
@@ -180,7 +235,16 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
             warnings.append(f"{name} has no config.json beside its weights: only tensors and maps were compared.")
 
     tensors = compare_tensors(inv_a, inv_b)
+    kinds = _kinds(inv_a, inv_b)
+    other_kind = {fam for fam, (ka, kb) in kinds.items() if ka and kb and ka != kb and fam != "experts"}
+    for fam in sorted(other_kind):
+        ka, kb = kinds[fam]
+        words = attention_words if fam == "attention" else mlp_words
+        fatal.append(f"{fam}: {words(ka)} in {a_name} vs {words(kb)} in {b_name}: different tensors, none carries "
+                     "over.")
     for t in tensors:
+        if family(t.name) in other_kind:
+            continue  # said once for the whole family above
         if t.status == "shape-mismatch" and role(t.name) != "vocab-map":
             fatal.append(f"{t.name}: shape {list(t.a[1])} in {a_name} vs {list(t.b[1])} in {b_name}.")
         elif t.status in ("only-a", "only-b") and role(t.name) == "trainable":
@@ -193,11 +257,16 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
         warnings.append(f"embed_tokens.weight is saved only in {b_name if embeds[0].a is None else a_name}: "
                         "expected, the embedding is frozen and taken from the target at load time.")
 
+    # A full-vocabulary drafter has no d2t/t2d: its map is the identity (draft id i = target id i).
+    full = [c is not None and c.full_vocabulary and maps[0] is None and maps[1] is None
+            for maps, c in ((maps_a, cfg_a), (maps_b, cfg_b))]
+    maps_a, maps_b = (_identity(c) if f else m for m, c, f in ((maps_a, cfg_a, full[0]), (maps_b, cfg_b, full[1])))
     checks = [check_vocab_map(*maps, name=n, vocab_size=c.vocab_size if c else None,
                               draft_vocab_size=c.draft_vocab_size if c else None)
               for n, maps, c in ((a_name, maps_a, cfg_a), (b_name, maps_b, cfg_b))]
     vocab: dict[str, Any] = {"equal": False, "overlap": 0, "overlap_fraction": 0.0, "rows_remapped": 0,
                              "valid_a": checks[0].valid, "valid_b": checks[1].valid, "comparable": True,
+                             "full_a": full[0], "full_b": full[1],
                              "problems": [p for c in checks for p in c.problems]}
     for c in checks:
         if not c.valid:
@@ -277,6 +346,9 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
                 continue  # judged above by what the ids mean, not how they are spelled
             warnings.append(f"config {d.path} differs ({d.a!r} vs {d.b!r}): {d.reason}")
 
+    parts = warm_start(tensors, kinds, vocab, a_name=a_name, b_name=b_name)
+    engines = {name: {e: engine_loads(cfg, e)[1] for e in ENGINES} for name, cfg in ((a_name, cfg_a), (b_name, cfg_b))
+               if cfg is not None}
     verdict: Verdict = "incompatible" if fatal else "compatible-after-remap" if remap else "compatible"
     if verdict == "compatible":
         reasons = [f"Every trainable tensor matches in shape and dtype and the vocabulary maps are equal: "
@@ -294,11 +366,120 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
                        "acceptance --aux-convention outputs and inputs) or ask the publisher before swapping."]
     else:
         reasons = fatal + remap
+    if verdict == "incompatible" and any(p.take != "cannot" for p in parts):
+        taken = [p.family + (" (rows re-aligned by target token)" if p.take == "take after remap" else "")
+                 for p in parts if p.take in ("take", "take after remap")]
+        cannot = [p.family for p in parts if p.take == "cannot"]
+        reasons.append(f"Not a drop-in, but a warm start of {b_name} can take from {a_name}: "
+                       f"{', '.join(taken) or 'nothing'}; it cannot take {', '.join(cannot) or 'nothing'} (trained "
+                       "from scratch).")
     if tgt is not None and not fatal:
         reasons.append(f"Both fit the target ({tgt.num_hidden_layers} layers, hidden {tgt.hidden_size}, "
                        f"vocab {tgt.vocab_size}).")
     return CompatReport(a_name, b_name, verdict, tuple(reasons), tensors, vocab, aux, diff,
-                        tuple(target_checks), tuple(warnings))
+                        tuple(target_checks), tuple(warnings), parts, engines)
+
+
+def _identity(cfg) -> tuple[np.ndarray, np.ndarray]:
+    """The map a full-vocabulary drafter means: d2t all zeros (draft id i = target id i), t2d all true."""
+    return np.zeros(cfg.vocab_size, np.int64), np.ones(cfg.vocab_size, np.bool_)
+
+
+def _kinds(inv_a: Inventory, inv_b: Inventory) -> dict[str, tuple[str | None, str | None]]:
+    """The attention kind (llama, mla) and MLP kind (dense, moe) of each side, from tensor names."""
+    return {"attention": (attention_kind(inv_a.names), attention_kind(inv_b.names)),
+            "mlp": (mlp_kind(inv_a.names), mlp_kind(inv_b.names)),
+            "experts": (expert_layout(inv_a.names), expert_layout(inv_b.names))}
+
+
+def warm_start(tensors: tuple[TensorMatch, ...], kinds: Mapping[str, tuple[str | None, str | None]],
+               vocab: Mapping[str, Any], *, a_name: str = "A", b_name: str = "B") -> tuple[WarmStartPart, ...]:
+    """Family by family, what a warm start of B can take from A (see :class:`WarmStartPart`)."""
+    by_family: dict[str, list[TensorMatch]] = {}
+    for t in tensors:
+        by_family.setdefault(family(t.name), []).append(t)
+    out = []
+    for fam in ("fc", "attention", "mlp", "norms", "lm_head"):
+        ts = by_family.get(fam, [])
+        names = tuple(t.name for t in ts)
+        ka, kb = kinds.get(fam, (None, None))
+        words = attention_words if fam == "attention" else mlp_words
+        if not ts:
+            continue
+        if ka and kb and ka != kb:
+            out.append(WarmStartPart(fam, "cannot", f"{fam} not comparable: {ka} vs {kb} ({words(ka)} in {a_name}, "
+                                     f"{words(kb)} in {b_name}); trained from scratch", names))
+            continue
+        if fam == "lm_head":
+            out.append(_lm_head_part(ts[0], vocab, a_name, b_name))
+            continue
+        bad = [t for t in ts if t.status in ("shape-mismatch", "only-a", "only-b")]
+        layouts = kinds.get("experts", (None, None))
+        if fam == "mlp" and layouts[0] and layouts[1] and layouts[0] != layouts[1] \
+                and all(".experts." in t.name for t in bad):
+            out.append(WarmStartPart(fam, "take after remap", f"routed experts stored {layouts[0]} in {a_name}, "
+                                     f"{layouts[1]} in {b_name} (TorchSpec's fused experts.gate_up_proj [E, H, 2I] / "
+                                     "down_proj [E, I, H] are the per-expert gate/up/down_proj transposed and "
+                                     "stacked); router and shared experts match", names))
+            continue
+        if not bad:
+            kind = f" ({words(ka)})" if fam in ("attention", "mlp") and ka else ""
+            cast = " (cast to one dtype)" if any(t.status == "dtype-mismatch" for t in ts) else ""
+            out.append(WarmStartPart(fam, "take", f"same tensors and shapes{kind}{cast}", names))
+        else:
+            shown = ", ".join(f"{t.name} ({_side(t, a_name, b_name)})" for t in bad[:3])
+            more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+            out.append(WarmStartPart(fam, "cannot", f"shapes differ: {shown}{more}", names))
+    out.append(_vocab_part(vocab, a_name, b_name))
+    return tuple(out)
+
+
+def _side(t: TensorMatch, a_name: str, b_name: str) -> str:
+    if t.status == "only-a":
+        return f"only in {a_name}"
+    if t.status == "only-b":
+        return f"only in {b_name}"
+    return f"{list(t.a[1])} vs {list(t.b[1])}"
+
+
+def _lm_head_part(t: TensorMatch, vocab: Mapping[str, Any], a_name: str, b_name: str) -> WarmStartPart:
+    if t.a is None or t.b is None:
+        return WarmStartPart("lm_head", "cannot", f"lm_head.weight {_side(t, a_name, b_name)}", (t.name,))
+    (ra, ha), (rb, hb) = (t.a[1][0], t.a[1][-1]), (t.b[1][0], t.b[1][-1])
+    if ha != hb:
+        return WarmStartPart("lm_head", "cannot", f"hidden sizes differ ({ha} vs {hb})", (t.name,))
+    if vocab.get("comparable") is False:
+        return WarmStartPart("lm_head", "cannot", "different target vocabularies: rows mean tokens of other "
+                             "tokenizers", (t.name,))
+    if vocab.get("equal") and ra == rb:
+        return WarmStartPart("lm_head", "take", "same rows: the vocabulary maps are equal", (t.name,))
+    full = [n for n, k in ((a_name, "full_a"), (b_name, "full_b")) if vocab.get(k)]
+    how = (f"{' and '.join(full)} draft{'s' * (len(full) == 1)} the full vocabulary (row i = token i); "
+           if full else "")
+    shared = vocab.get("overlap", 0)
+    return WarmStartPart("lm_head", "take after remap", f"{how}{shared:,} target tokens shared: rows re-aligned by "
+                         "target token (eaglekit export --vocab-map), the others from the target's lm_head", (t.name,))
+
+
+def _vocab_part(vocab: Mapping[str, Any], a_name: str, b_name: str) -> WarmStartPart:
+    full_a, full_b = vocab.get("full_a"), vocab.get("full_b")
+    if vocab.get("comparable") is False:
+        return WarmStartPart("vocab map", "cannot", "different tokenizers: token ids do not carry over")
+    if full_a and full_b:
+        return WarmStartPart("vocab map", "not needed", "full vocabulary on both sides: no d2t/t2d, every target "
+                             "token can be drafted")
+    if full_b:
+        return WarmStartPart("vocab map", "not needed", f"{b_name} drafts the full vocabulary (no d2t/t2d); "
+                             f"{a_name}'s reduced map is not used")
+    if not (vocab.get("valid_a") and vocab.get("valid_b")):
+        return WarmStartPart("vocab map", "cannot", "; ".join(vocab.get("problems", [])[:2]) or "invalid map")
+    if full_a:
+        return WarmStartPart("vocab map", "take", f"{a_name} drafts the full vocabulary; {b_name} keeps its own "
+                             "d2t/t2d and takes A's lm_head rows for its tokens", ("d2t", "t2d"))
+    if vocab.get("equal"):
+        return WarmStartPart("vocab map", "take", "equal d2t/t2d", ("d2t", "t2d"))
+    return WarmStartPart("vocab map", "take after remap", f"maps differ ({vocab.get('overlap', 0):,} shared tokens): "
+                         "keep one, lm_head rows follow it", ("d2t", "t2d"))
 
 
 def _different_targets(cfg_a, cfg_b, checks) -> str | None:

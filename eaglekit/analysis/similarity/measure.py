@@ -94,6 +94,7 @@ def similarity(a: str | os.PathLike[str] | Checkpoint, b: str | os.PathLike[str]
             a=ca.inventory.source, b=cb.inventory.source, grid=grid, tensors=tuple(results),
             buffers=tuple(buffers), only_a=tuple(todo.only_a), only_b=tuple(todo.only_b),
             mismatched=tuple(todo.mismatched), lm_head_alignment=todo.alignment,
+            incomparable=tuple(todo.incomparable),
             bytes_read=(read[0] + d2t_bytes[0], read[1] + d2t_bytes[1]),
             seconds=time.perf_counter() - started)
 

@@ -7,9 +7,17 @@ Tensors of two inventories are paired by normalised name (:mod:`eaglekit.core.ch
 
 * ``fc.weight`` [H, 3*Ht]: three column blocks, one per auxiliary hidden state (low/mid/high), labelled
   with the aux layer ids of the config (``eagle_config.eagle_aux_hidden_state_layer_ids`` or top level);
-* ``q/k/v_proj`` [heads*hd, 2H]: the half reading the normed embedding and the half reading the hidden;
+* ``q/k/v_proj`` [heads*hd, 2H] (and MLA's ``q_a_proj`` / ``kv_a_proj_with_mqa``): the half reading the normed
+  embedding and the half reading the hidden;
 * ``lm_head.weight``: rows paired by target token ``i + d2t[i]`` (:func:`eaglekit.core.tokens.vocab.align_rows`),
   over the shared draft vocabulary; a side without d2t predicts the full vocabulary (row i = token i).
+
+Families built differently on the two sides are not compared tensor by tensor but named in
+``incomparable`` (:class:`~eaglekit.analysis.similarity.report.Incomparable`): the attention of a Llama drafter
+(q/k/v_proj) against an MLA drafter's (q_a/kv_a/kv_b projections; their o_proj too, whose columns are
+heads x head_dim in one and heads x v_head_dim in the other), a MoE MLP against a dense one, and routed
+experts stored fused (TorchSpec) against per expert. Everything else both have (fc, norms, lm_head, a
+dense MLP of the same width, the vocabulary map) is compared.
 
 Every part gets a grid of at most ``grid`` cells by even splits (the first ``n % g`` cells one longer,
 as ``numpy.array_split``). :func:`blocks` cuts a job into row blocks that are one byte range per side.
@@ -19,20 +27,24 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from eaglekit.core.errors import InputError
 from eaglekit.io.inventory import Inventory, TensorEntry
-from eaglekit.core.checkpoint.names import normalized
-from eaglekit.analysis.similarity.report import LmHeadAlignment, Mismatch
+from eaglekit.core.checkpoint.names import (attention_kind, attention_words, expert_layout, family, mlp_kind, mlp_words,
+                                            normalized)
+from eaglekit.analysis.similarity.report import Incomparable, LmHeadAlignment, Mismatch
 from eaglekit.core.checkpoint.tensors import NUMPY_DTYPES
 from eaglekit.core.tokens.vocab import align_rows
 
 FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 QKV = tuple(f"midlayer.self_attn.{p}_proj.weight" for p in "qkv")
+#: Every projection that reads the EAGLE-3 input [norm(embedding), norm(hidden)] (2H wide): Llama's q/k/v and
+#: MLA's first projections (q_a_proj, or q_proj when q_lora_rank is null, and kv_a_proj_with_mqa).
+FIRST_PROJECTIONS = QKV + ("midlayer.self_attn.q_a_proj.weight", "midlayer.self_attn.kv_a_proj_with_mqa.weight")
 
 
 def split_edges(n: int, parts: int) -> np.ndarray:
@@ -84,6 +96,7 @@ class ComparisonPlan:
     only_b: list[str]
     mismatched: list[Mismatch]
     alignment: LmHeadAlignment | None
+    incomparable: list[Incomparable] = field(default_factory=list)
 
 
 def select(inv_a: Inventory, inv_b: Inventory, patterns: list[str] | None) -> list[str]:
@@ -106,7 +119,10 @@ def plan(inv_a: Inventory, inv_b: Inventory, *, keys: list[str], grid: tuple[int
     na, nb = normalized(inv_a.names), normalized(inv_b.names)
     aux = (aux_layer_ids(inv_a.config), aux_layer_ids(inv_b.config))
     out = ComparisonPlan([], [], [], [], [], None)
+    skip = _incomparable(na, nb, keys, out)
     for key in keys:
+        if key in skip:
+            continue
         if key not in nb or key not in na:
             (out.only_a if key in na else out.only_b).append(key)
             continue
@@ -132,6 +148,32 @@ def plan(inv_a: Inventory, inv_b: Inventory, *, keys: list[str], grid: tuple[int
     return out
 
 
+def _incomparable(na: dict[str, str], nb: dict[str, str], keys: list[str], out: ComparisonPlan) -> set[str]:
+    """Families built differently on the two sides: recorded in ``out.incomparable``; their keys returned."""
+    skip: set[str] = set()
+    checks = (
+        ("attention", attention_kind(na), attention_kind(nb), attention_words,
+         lambda k: family(k) == "attention"),
+        ("mlp", mlp_kind(na), mlp_kind(nb), mlp_words, lambda k: family(k) == "mlp"),
+    )
+    for fam, ka, kb, words, member in checks:
+        if ka and kb and ka != kb:
+            mine = {k for k in keys if member(k)}
+            out.incomparable.append(Incomparable(
+                fam, f"{fam} not comparable: {ka} vs {kb} (A: {words(ka)}; B: {words(kb)})",
+                tuple(sorted(k for k in mine if k in na)), tuple(sorted(k for k in mine if k in nb))))
+            skip |= mine
+    la, lb = expert_layout(na), expert_layout(nb)
+    if la and lb and la != lb and not skip & {k for k in keys if family(k) == "mlp"}:
+        mine = {k for k in keys if k.startswith("midlayer.mlp.experts.")}
+        out.incomparable.append(Incomparable(
+            "experts", f"routed experts not comparable tensor by tensor: stored {la} in A, {lb} in B (TorchSpec's "
+            "fused experts.gate_up_proj / down_proj against per-expert gate/up/down_proj)",
+            tuple(sorted(k for k in mine if k in na)), tuple(sorted(k for k in mine if k in nb))))
+        skip |= mine
+    return skip
+
+
 def _plan_lm_head(out: ComparisonPlan, key: str, ta: TensorEntry, tb: TensorEntry, d2t, grid) -> None:
 
     (ra, wa), (rb, wb) = matrix_shape(ta.shape), matrix_shape(tb.shape)
@@ -148,13 +190,14 @@ def _plan_lm_head(out: ComparisonPlan, key: str, ta: TensorEntry, tb: TensorEntr
             out.mismatched.append(Mismatch(key, f"shape {list(ta.shape)} vs {list(tb.shape)} and no d2t to pair "
                                                  "rows by token"))
             return
-        out.alignment = LmHeadAlignment(ra, ra, rb, "row index")
+        out.alignment = LmHeadAlignment(ra, ra, rb, "row index", full_a=True, full_b=True)
         out.jobs.append(Job(key, ta, tb, ra, wa, _parts(key, ra, wa, grid, (None, None))))
         return
     # A side without d2t predicts the full vocabulary: its row i is target token i.
     rows_a, rows_b = align_rows(d2t[0] if d2t[0] is not None else np.zeros(ra, np.int64),
                                 d2t[1] if d2t[1] is not None else np.zeros(rb, np.int64))  # (K,), (K,)
-    out.alignment = LmHeadAlignment(int(rows_a.size), ra, rb, "target token")
+    out.alignment = LmHeadAlignment(int(rows_a.size), ra, rb, "target token", full_a=d2t[0] is None,
+                                    full_b=d2t[1] is None)
     if rows_a.size == 0:
         out.mismatched.append(Mismatch(key, "the two draft vocabularies share no target token"))
         return
@@ -163,7 +206,8 @@ def _plan_lm_head(out: ComparisonPlan, key: str, ta: TensorEntry, tb: TensorEntr
 
 
 def _parts(key: str, rows: int, width: int, grid: tuple[int, int], aux) -> tuple[Part, ...]:
-    """fc.weight -> low/mid/high column blocks; q/k/v -> embed/hidden halves; otherwise the whole."""
+    """fc.weight -> low/mid/high column blocks; q/k/v and MLA's first projections -> embed/hidden halves;
+    otherwise the whole."""
     if key == "fc.weight" and width % 3 == 0 and width >= 3:
         known = [ids for ids in aux if ids is not None and len(ids) == 3]  # A's and/or B's aux layer ids
         labels = []
@@ -171,7 +215,7 @@ def _parts(key: str, rows: int, width: int, grid: tuple[int, int], aux) -> tuple
             layers = sorted({ids[i] for ids in known}, key=[ids[i] for ids in known].index)
             labels.append(pos + (f": aux layer {' vs '.join(map(str, layers))}" if layers else ""))
         spans = [(i * width // 3, (i + 1) * width // 3) for i in range(3)]
-    elif key in QKV and width % 2 == 0 and width >= 2:
+    elif key in FIRST_PROJECTIONS and width % 2 == 0 and width >= 2:
         labels, spans = ["embed", "hidden"], [(0, width // 2), (width // 2, width)]
     else:
         labels, spans = [None], [(0, width)]

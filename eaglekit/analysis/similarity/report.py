@@ -123,21 +123,44 @@ class Mismatch:
 
 
 @dataclass(frozen=True)
+class Incomparable:
+    """A family of tensors the two drafters both have but built differently (Llama q/k/v against MLA
+    q_a/kv_a/kv_b; a MoE MLP against a dense one; fused against per-expert experts): not compared, and why."""
+
+    family: str
+    reason: str
+    a: tuple[str, ...] = ()
+    b: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "reason": self.reason, "a": list(self.a), "b": list(self.b)}
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({len(self.a)} tensors in A, {len(self.b)} in B not compared)"
+
+
+@dataclass(frozen=True)
 class LmHeadAlignment:
-    """How lm_head rows were paired: by target token (``i + d2t[i]``) or, without d2t, by row index."""
+    """How lm_head rows were paired: by target token (``i + d2t[i]``) or, without d2t, by row index.
+    ``full_a`` / ``full_b``: that side has no d2t/t2d (a full-vocabulary drafter: row i drafts token i)."""
 
     shared_rows: int
     draft_vocab_a: int
     draft_vocab_b: int
     method: Literal["target token", "row index"] = "target token"
+    full_a: bool = False
+    full_b: bool = False
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, Any]:
         return {"shared_rows": self.shared_rows, "draft_vocab_a": self.draft_vocab_a,
-                "draft_vocab_b": self.draft_vocab_b}
+                "draft_vocab_b": self.draft_vocab_b, "method": self.method, "full_vocabulary_a": self.full_a,
+                "full_vocabulary_b": self.full_b}
 
     def __str__(self) -> str:
+        sides = [f"{s}: full vocabulary, no d2t/t2d (row i drafts token i)" if f else f"{s}: d2t/t2d map"
+                 for s, f in (("A", self.full_a), ("B", self.full_b))]
         return (f"lm_head rows paired by {self.method}: {self.shared_rows:,} shared of "
-                f"{self.draft_vocab_a:,} (A) and {self.draft_vocab_b:,} (B)")
+                f"{self.draft_vocab_a:,} (A) and {self.draft_vocab_b:,} (B); {'; '.join(sides)}")
 
 
 @dataclass(frozen=True, repr=False)
@@ -155,6 +178,7 @@ class SimilarityReport:
     lm_head_alignment: LmHeadAlignment | None = None
     bytes_read: tuple[int, int] = (0, 0)
     seconds: float = 0.0
+    incomparable: tuple[Incomparable, ...] = ()
 
     def __repr__(self) -> str:
         return (f"SimilarityReport(a={self.a!r}, b={self.b!r}, {len(self.tensors)} tensors, "
@@ -189,7 +213,8 @@ class SimilarityReport:
                 "only_a": list(self.only_a), "only_b": list(self.only_b),
                 "lm_head_alignment": self.lm_head_alignment.to_json() if self.lm_head_alignment else None,
                 "buffers": [b.to_json() for b in self.buffers],
-                "mismatched": [{"name": m.name, "reason": m.reason} for m in self.mismatched]}
+                "mismatched": [{"name": m.name, "reason": m.reason} for m in self.mismatched],
+                "incomparable": [x.to_json() for x in self.incomparable]}
 
     def to_pandas(self):
         import pandas as pd
@@ -219,6 +244,7 @@ class SimilarityReport:
             shape = "[" + ", ".join(map(str, buf.shape)) + "]"
             state = "equal" if buf.equal else f"differ in {buf.differing:,} of {math.prod(buf.shape):,} elements"
             notes.append(f"{buf.name} ({buf.dtype} {shape}): {state}")
+        notes += [str(x) for x in self.incomparable]
         notes += [f"{m.name}: not compared ({m.reason})" for m in self.mismatched]
         if self.only_a:
             notes.append("only in A: " + ", ".join(self.only_a))

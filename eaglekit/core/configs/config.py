@@ -66,6 +66,13 @@ QWEN3_DEFAULTS: dict[str, Any] = {
     "head_dim": 128, "bos_token_id": None, "eos_token_id": None, "use_sliding_window": False,
     "sliding_window": None, "max_window_layers": 28,
 }
+#: transformers ``DeepseekV3Config`` defaults (the config class TorchSpec, SpecForge and vLLM build an MLA
+#: drafter's config with): what an absent key means in an MLA drafter config.
+DEEPSEEK_V3_DEFAULTS: dict[str, Any] = {
+    **LLAMA_DEFAULTS, "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432,
+    "num_attention_heads": 128, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "bos_token_id": 0,
+    "eos_token_id": 1,
+}
 #: Defaults by the layer config's model_type, and the class they come from.
 LAYER_DEFAULTS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama": ("LlamaConfig", LLAMA_DEFAULTS), "qwen3": ("Qwen3Config", QWEN3_DEFAULTS),
@@ -76,8 +83,34 @@ SPECULATORS_DEFAULTS: dict[str, Any] = {
     "embed_requires_grad": False, "enable_sp_ulysses": False, "target_hidden_size": None,
     "accept_tolerance": 0.0, "verifier_accept_k": 1, "draft_vocab_size": 32000,
 }
-#: MLA dimensions kept verbatim from Eagle3DeepseekV2ForCausalLM configs.
+#: MLA dimensions of Eagle3DeepseekV2ForCausalLM / DeepseekV3ForCausalLMEagle3 configs (HF key names).
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+#: MLA flags: ``rope_interleave`` (transformers ``DeepseekV3Config``: rotary on interleaved pairs, DeepSeek's
+#: layout; default true) and ``mla_use_nope`` (TorchSpec's kimi_k3_eagle3_mla config; absent: false).
+MLA_FLAGS = ("rope_interleave", "mla_use_nope")
+#: What an absent MLA key means: transformers ``DeepseekV3Config``'s defaults (TorchSpec, SpecForge and vLLM
+#: build the drafter's config with that class), and no NoPE unless a config says so.
+MLA_DEFAULTS: dict[str, Any] = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                                "qk_rope_head_dim": 64, "v_head_dim": 128, "rope_interleave": True,
+                                "mla_use_nope": False}
+#: MoE keys of a MoE-MLP drafter (TorchSpec ``configs/draft_models/kimi_k25_eagle3_moe.json``; HF names).
+MOE_KEYS = ("use_moe", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts",
+            "scoring_func", "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "topk_method",
+            "first_k_dense_replace")
+#: What an absent MoE key means once ``use_moe`` is true: ``DeepseekV3Config``'s defaults (TorchSpec's MoE block
+#: reads them from that class), and for the two keys that class lacks, what TorchSpec's router hard-codes:
+#: sigmoid scores, top-k on the scores plus ``e_score_correction_bias`` within the top groups (DeepSeek-V3's
+#: ``noaux_tc``).
+MOE_DEFAULTS: dict[str, Any] = {"n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+                                "n_shared_experts": 1, "scoring_func": "sigmoid", "norm_topk_prob": True,
+                                "routed_scaling_factor": 2.5, "n_group": 8, "topk_group": 4,
+                                "topk_method": "noaux_tc", "first_k_dense_replace": 0}
+#: Router scoring functions (DeepSeek-V2: softmax; V3 / Kimi: sigmoid) and top-k methods (V2: greedy,
+#: group_limited_greedy; V3: noaux_tc).
+SCORING_FUNCS = ("sigmoid", "softmax")
+TOPK_METHODS = ("noaux_tc", "greedy", "group_limited_greedy")
+#: No published MoE has more routed experts than this (Kimi-K2: 384; DeepSeek-V3: 256).
+MAX_EXPERTS = 1 << 16
 #: Wrapper keys under which multimodal targets keep their language model's config (K2.5: text_config).
 TEXT_CONFIG_KEYS = ("text_config", "language_config", "llm_config")
 
@@ -159,6 +192,14 @@ class DrafterConfig:
     ``norm_before_residual``, and ``input_norm`` (the embedding passes input_layernorm; MLA configs can
     turn it off). ``rope_parameters`` holds the rotary settings as one dict whichever way the file
     spelled them; ``rope_theta``, ``rope_type`` and ``rope_scaling`` are read from it.
+
+    ``mla`` (MLA drafters only, else empty): :data:`MLA_KEYS` and :data:`MLA_FLAGS` under their HF names,
+    absent ones filled from :data:`MLA_DEFAULTS` (``q_lora_rank`` may be None: a plain ``q_proj``).
+    ``moe`` (a MoE MLP, else empty: a dense ``gate/up/down_proj`` MLP): :data:`MOE_KEYS` under their HF names,
+    absent ones from :data:`MOE_DEFAULTS`; set when ``use_moe`` is true (TorchSpec's switch; a config
+    without ``use_moe`` builds a dense MLP). Provenance of each is under ``mla.<key>`` / ``moe.<key>``.
+    ``use_last_layernorm`` / ``use_mtp_layernorm``: the ``eagle_config`` flags of MLA drafters (the final
+    ``norm`` before lm_head; MTP-style extra norms).
     """
 
     format: DrafterFormat
@@ -187,7 +228,10 @@ class DrafterConfig:
     torch_dtype: str | None
     declared_target: str | None
     declared_target_architectures: tuple[str, ...]
-    mla: Mapping[str, int | None] = field(default_factory=dict)
+    mla: Mapping[str, Any] = field(default_factory=dict)
+    moe: Mapping[str, Any] = field(default_factory=dict)
+    use_last_layernorm: bool = True
+    use_mtp_layernorm: bool = False
     n_aux: int = NUM_AUX_LAYERS
     norm_output: bool = False
     input_norm: bool = True
@@ -200,6 +244,25 @@ class DrafterConfig:
     default_sources: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     read_paths: frozenset[str] = field(default_factory=frozenset, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def attention(self) -> str:
+        """``"mla"`` (DeepSeek multi-head latent attention) or ``"llama"`` (q/k/v/o_proj)."""
+        return "mla" if self.format == "mla" else "llama"
+
+    @property
+    def full_vocabulary(self) -> bool:
+        """Whether the drafter drafts over the whole target vocabulary (draft_vocab_size = vocab_size):
+        then d2t/t2d are not needed, and draft id i is target id i."""
+        return self.draft_vocab_size == self.vocab_size
+
+    @property
+    def vocabulary(self) -> str:
+        """The draft vocabulary in words: full, or reduced through d2t/t2d."""
+        if self.full_vocabulary:
+            return (f"full vocabulary ({self.vocab_size:,} tokens): no d2t/t2d needed, every target token can "
+                    "be drafted")
+        return f"reduced: {self.draft_vocab_size:,} of {self.vocab_size:,} target tokens, mapped by d2t/t2d"
 
     @property
     def defaulted(self) -> tuple[str, ...]:
@@ -239,7 +302,9 @@ class DrafterConfig:
                    trained_by=self.trained_by, layer_model_type=self.layer_model_type,
                    declared_target=self.declared_target,
                    declared_target_architectures=list(self.declared_target_architectures),
-                   mla=dict(self.mla), defaulted=list(self.defaulted), provenance=self.provenance)
+                   mla=dict(self.mla), moe=dict(self.moe), mlp="moe" if self.moe else "dense",
+                   attention=self.attention, vocabulary=self.vocabulary,
+                   defaulted=list(self.defaulted), provenance=self.provenance)
         return out
 
     def _pairs(self) -> list[tuple[str, Any]]:
@@ -255,7 +320,13 @@ class DrafterConfig:
             if where and where.startswith("default"):
                 value = f"{_show(value)} ({where})"
             pairs.append((name, value))
-        pairs.extend((f"mla.{k}", v) for k, v in self.mla.items())
+        pairs.append(("attention", self.attention))
+        pairs.append(("mlp", _moe_words(self.moe) if self.moe else "dense (gate/up/down_proj)"))
+        pairs.append(("vocabulary", self.vocabulary))
+        for group, values in (("mla", self.mla), ("moe", self.moe)):
+            for k, v in values.items():
+                where = prov.get(f"{group}.{k}")
+                pairs.append((f"{group}.{k}", f"{_show(v)} ({where})" if where and where.startswith("default") else v))
         if self.declared_target or self.declared_target_architectures:
             arch = ", ".join(self.declared_target_architectures)
             pairs.append(("declared target", f"{self.declared_target or '?'}" + (f" ({arch})" if arch else "")))
@@ -273,7 +344,8 @@ NORMALISED_FIELDS = (
     "hidden_size", "target_hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
     "head_dim", "vocab_size", "draft_vocab_size", "num_hidden_layers", "aux_layer_ids", "n_aux",
     "use_aux_hidden_state", "norm_before_residual", "norm_before_fc", "fc_norm", "norm_output", "input_norm",
-    "rms_norm_eps", "rope_theta", "rope_type", "rope_scaling", "max_position_embeddings", "hidden_act",
+    "use_last_layernorm", "use_mtp_layernorm", "rms_norm_eps", "rope_theta", "rope_type", "rope_scaling",
+    "max_position_embeddings", "hidden_act",
     "torch_dtype",
 )
 
@@ -349,6 +421,8 @@ def layer_defaults(raw: Mapping[str, Any], fmt: str) -> tuple[str | None, str, d
     layer = raw.get("transformer_layer_config") if fmt == "speculators" else raw
     layer = layer if isinstance(layer, Mapping) else {}
     model_type = layer.get("model_type") if isinstance(layer.get("model_type"), str) else None
+    if fmt == "mla":
+        return model_type, "DeepseekV3Config", DEEPSEEK_V3_DEFAULTS
     archs = raw.get("architectures") if isinstance(raw.get("architectures"), list) else []
     key = model_type if model_type in LAYER_DEFAULTS else None
     if key is None and fmt == "speculators" and model_type is None and "Eagle3DraftModel" in archs:
@@ -378,7 +452,7 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
         return r.get(name, [layer + name], "int", default, whose)
 
     def behaviour(name: str, kind: str, paths: Sequence[str] | None = None) -> Any:
-        return r.get(name, paths or [layer + name], kind, table[name] if llama else None, whose)
+        return r.get(name, paths or [layer + name], kind, table[name], whose)
 
     hidden = shape("hidden_size")
     intermediate = shape("intermediate_size")
@@ -386,10 +460,7 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
     vocab = shape("vocab_size")
     kv_heads = r.get("num_key_value_heads", [layer + "num_key_value_heads"], "int", heads,
                      "num_attention_heads (no grouped-query attention)")
-    mla = {k: raw[k] for k in MLA_KEYS if k in raw} if fmt == "mla" else {}
-    for k, v in mla.items():
-        if v is not None and not (k == "qk_rope_head_dim" and v == 0):  # 0: NoPE MLA (no rotary part)
-            r._check(k, v, "int")
+    mla = _mla(r, layer) if fmt == "mla" else {}
     mla_dim = (mla.get("qk_nope_head_dim") or 0) + (mla.get("qk_rope_head_dim") or 0)
     if mla_dim:
         head_default, head_whose = mla_dim, "qk_nope_head_dim + qk_rope_head_dim"
@@ -426,6 +497,11 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
              for name in ("norm_before_residual", "norm_before_fc", "fc_norm", "norm_output")}
     input_norm = r.get("input_norm", ["eagle_config.use_input_layernorm_in_first_layer"], "bool", True,
                        "eaglekit: the embedding passes input_layernorm")
+    last_norm = r.get("use_last_layernorm", ["eagle_config.use_last_layernorm"], "bool", True,
+                      "eaglekit: the final norm applies before lm_head")
+    mtp_norm = r.get("use_mtp_layernorm", ["eagle_config.use_mtp_layernorm"], "bool", False,
+                     "eaglekit: no MTP-style extra norms")
+    moe = _moe(r, layer)
     trained_by = TRAINER_OF_FORMAT[fmt]
     present, declared = r.lookup("eaglekit_export.aux_ids_read_as")
     if present and declared in ("inputs", "outputs"):
@@ -454,9 +530,111 @@ def normalize_config(raw: Mapping[str, Any], *, source: str = "config.json") -> 
         torch_dtype=torch_dtype, layer_model_type=model_type, trained_by=trained_by,
         declared_target=verifier.get("name_or_path") if isinstance(verifier.get("name_or_path"), str) else None,
         declared_target_architectures=tuple(a for a in target_archs if isinstance(a, str)),
-        mla=mla, source=source, sources=dict(r.sources), default_sources=dict(r.whose),
+        mla=mla, moe=moe, use_last_layernorm=last_norm, use_mtp_layernorm=mtp_norm,
+        source=source, sources=dict(r.sources), default_sources=dict(r.whose),
         read_paths=frozenset(r.read_paths), raw=raw,
     )
+
+
+def _mla(r: _Reader, layer: str) -> dict[str, Any]:
+    """The MLA dimensions and flags, absent ones from :data:`MLA_DEFAULTS` (``q_lora_rank`` null: no query
+    LoRA, a plain q_proj); checked as positive integers (``qk_rope_head_dim`` even: rotary turns pairs)."""
+    out: dict[str, Any] = {}
+    for key in MLA_KEYS:
+        path = layer + key
+        present, value = r.lookup(path)
+        if present and value is None and key == "q_lora_rank":
+            out[key] = None
+            r.sources[f"mla.{key}"] = path
+            continue
+        if present and key == "qk_rope_head_dim" and value == 0 and not isinstance(value, bool):
+            out[key] = 0  # NoPE MLA: no rotary part at all
+            r.sources[f"mla.{key}"] = path
+            continue
+        out[key] = r.get(f"mla.{key}", [path], "int", MLA_DEFAULTS[key], "DeepseekV3Config")
+    for key in MLA_FLAGS:
+        out[key] = r.get(f"mla.{key}", [layer + key], "bool", MLA_DEFAULTS[key],
+                         "DeepseekV3Config" if key == "rope_interleave" else "eaglekit: rotary on the rope dims")
+    if out["qk_rope_head_dim"] % 2:
+        raise ConfigError(f"{r.source}: qk_rope_head_dim is {out['qk_rope_head_dim']}, an odd number: rotary "
+                          "embedding turns pairs of dimensions, so the rope part of each head must be even.")
+    return out
+
+
+def _moe(r: _Reader, layer: str) -> dict[str, Any]:
+    """The MoE MLP's settings when ``use_moe`` is true (else {}), absent keys from :data:`MOE_DEFAULTS`,
+    validated: whole numbers positive and bounded, a known scoring function and top-k method,
+    ``num_experts_per_tok <= n_routed_experts``, ``n_routed_experts`` divisible by ``n_group``,
+    ``topk_group <= n_group``, and enough experts in the chosen groups for the top-k. ``first_k_dense_replace``
+    is recorded as written (0 when absent) but decides nothing: TorchSpec's switch is ``use_moe`` alone (its
+    comment: DeepseekV3Config's non-zero expert defaults must not turn a drafter MoE)."""
+    for key in MOE_KEYS:
+        r.lookup(layer + key)  # read, so a cross-format diff does not list them twice
+    use = r.get("moe.use_moe", [layer + "use_moe"], "bool", False, "eaglekit: no use_moe, a dense MLP")
+    if not use:
+        return {}
+    src = r.source
+    whose = "DeepseekV3Config"
+    out: dict[str, Any] = {"use_moe": True}
+    for key in ("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size", "n_group", "topk_group"):
+        out[key] = r.get(f"moe.{key}", [layer + key], "int", MOE_DEFAULTS[key], whose)
+    present, shared = r.lookup(layer + "n_shared_experts")
+    if present and shared is not None:
+        if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared <= MAX_EXPERTS:
+            raise ConfigError(f"{src}: {layer}n_shared_experts must be a whole number from 0 to {MAX_EXPERTS:,} "
+                              f"(0: no shared expert), got {shared!r}.")
+        out["n_shared_experts"] = shared
+        r.sources["moe.n_shared_experts"] = layer + "n_shared_experts"
+    else:
+        out["n_shared_experts"] = r.get("moe.n_shared_experts", [], "int", MOE_DEFAULTS["n_shared_experts"], whose)
+    present, dense = r.lookup(layer + "first_k_dense_replace")
+    if present and dense is not None:
+        if isinstance(dense, bool) or not isinstance(dense, int) or not 0 <= dense <= MAX_CONFIG_INT:
+            raise ConfigError(f"{src}: {layer}first_k_dense_replace must be a whole number of at least 0, got "
+                              f"{dense!r}.")
+        r.sources["moe.first_k_dense_replace"] = layer + "first_k_dense_replace"
+    else:
+        dense = r.get("moe.first_k_dense_replace", [], "int", 0, "eaglekit: recorded only, TorchSpec does not read it")
+    out["first_k_dense_replace"] = dense
+    out["norm_topk_prob"] = r.get("moe.norm_topk_prob", [layer + "norm_topk_prob"], "bool", True, whose)
+    out["routed_scaling_factor"] = r.get("moe.routed_scaling_factor", [layer + "routed_scaling_factor"], "float",
+                                         MOE_DEFAULTS["routed_scaling_factor"], whose)
+    router = "TorchSpec's router (sigmoid scores, bias-corrected group-limited top-k)"
+    out["scoring_func"] = r.get("moe.scoring_func", [layer + "scoring_func"], "str", "sigmoid", router)
+    out["topk_method"] = r.get("moe.topk_method", [layer + "topk_method"], "str", "noaux_tc", router)
+    for key, known in (("scoring_func", SCORING_FUNCS), ("topk_method", TOPK_METHODS)):
+        if out[key] not in known:
+            raise ConfigError(f"{src}: {layer}{key} is {out[key]!r}; eaglekit knows {', '.join(known)}.")
+    if not out["routed_scaling_factor"] > 0:
+        raise ConfigError(f"{src}: {layer}routed_scaling_factor must be a positive number, got "
+                          f"{out['routed_scaling_factor']!r}.")
+    experts, k = out["n_routed_experts"], out["num_experts_per_tok"]
+    if experts > MAX_EXPERTS:
+        raise ConfigError(f"{src}: {layer}n_routed_experts is {experts:,}; no published MoE has more than "
+                          f"{MAX_EXPERTS:,} routed experts.")
+    if k > experts:
+        raise ConfigError(f"{src}: num_experts_per_tok {k} is more than n_routed_experts {experts}: a token cannot "
+                          "be routed to more experts than there are.")
+    groups, top_groups = out["n_group"], out["topk_group"]
+    if experts % groups:
+        raise ConfigError(f"{src}: n_routed_experts {experts} is not divisible by n_group {groups}: grouped routing "
+                          "splits the experts into n_group equal groups.")
+    if top_groups > groups:
+        raise ConfigError(f"{src}: topk_group {top_groups} is more than n_group {groups}: routing picks topk_group "
+                          "of the n_group expert groups.")
+    if top_groups * (experts // groups) < k:
+        raise ConfigError(f"{src}: topk_group {top_groups} groups of {experts // groups} experts hold fewer than "
+                          f"num_experts_per_tok {k}: grouped routing could not pick that many experts.")
+    return out
+
+
+def _moe_words(moe: Mapping[str, Any]) -> str:
+    """The MoE MLP in words: experts, routing, shared experts."""
+    groups = (f", top {moe['topk_group']} of {moe['n_group']} groups" if moe.get("n_group", 1) > 1 else "")
+    return (f"MoE: {moe['num_experts_per_tok']} of {moe['n_routed_experts']} routed experts of width "
+            f"{moe['moe_intermediate_size']} ({moe['scoring_func']} scores, {moe['topk_method']}{groups}"
+            f"{', renormalised' if moe['norm_topk_prob'] else ''}, x{moe['routed_scaling_factor']:g}) + "
+            f"{moe['n_shared_experts']} shared")
 
 
 def _rope(r: _Reader, layer: str, table: Mapping[str, Any], whose: str, llama: bool) -> dict[str, Any]:
@@ -471,7 +649,7 @@ def _rope(r: _Reader, layer: str, table: Mapping[str, Any], whose: str, llama: b
                   table["rope_theta"] if llama else None, whose)
     scaling = r.get("rope_scaling", [layer + "rope_scaling"], "dict", None, whose)
     kind_paths = [layer + "rope_parameters.rope_type", layer + "rope_scaling.rope_type", layer + "rope_scaling.type"]
-    rope_type = r.get("rope_type", kind_paths, "str", "default" if llama else None, whose)
+    rope_type = r.get("rope_type", kind_paths, "str", "default" if llama or theta is not None else None, whose)
     if scaling is None and rope_type not in (None, "default"):
         scaling = {k: v for k, v in params.items() if k != "rope_theta"}  # the same settings, rope_scaling's spelling
         r.sources["rope_scaling"] = layer + "rope_parameters"

@@ -36,7 +36,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from eaglekit.core.configs.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_KEYS, NORMALISED_FIELDS,
+from eaglekit.core.configs.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_FLAGS, MLA_KEYS,
+                                  MOE_KEYS, NORMALISED_FIELDS,
                                   SPECULATORS_ARCHITECTURES, SPECULATORS_DEFAULTS, TEXT_CONFIG_KEYS, DrafterConfig,
                                   detect_format, layer_defaults, normalize_config)
 from eaglekit.core.errors import ConfigError
@@ -75,11 +76,20 @@ _SHAPE = {
     "vocab_size": "target vocabulary: t2d (and embed_tokens) length",
     "draft_vocab_size": "lm_head rows and d2t length",
     "num_hidden_layers": "number of decoder layers, so the tensor set",
-    "q_lora_rank": "MLA low-rank query projection shapes",
-    "kv_lora_rank": "MLA low-rank key/value projection shapes",
-    "qk_nope_head_dim": "MLA head dimensions set projection shapes",
-    "qk_rope_head_dim": "MLA head dimensions set projection shapes",
-    "v_head_dim": "MLA head dimensions set projection shapes",
+    "q_lora_rank": ("MLA query LoRA rank: q_a_proj [rank, 2H], q_a_layernorm [rank] and q_b_proj's input width; "
+                    "null replaces the three by one q_proj"),
+    "kv_lora_rank": ("MLA key/value latent rank: kv_a_proj_with_mqa [rank + qk_rope_head_dim, 2H], kv_a_layernorm "
+                     "[rank] and kv_b_proj's input width"),
+    "qk_nope_head_dim": "MLA per-head key/query part without rotary: q_b_proj and kv_b_proj rows (heads x dims)",
+    "qk_rope_head_dim": ("MLA rotary part of each head: q_b_proj rows and the shared key part of kv_a_proj_with_mqa; "
+                         "also the dimensions rotary/YaRN turns"),
+    "v_head_dim": "MLA value head width: kv_b_proj rows and o_proj's input width (heads x v_head_dim)",
+    # MoE MLP (TorchSpec kimi_k25_eagle3_moe): the experts' and the router's tensors.
+    "use_moe": ("dense MLP (gate/up/down_proj) vs MoE MLP (router mlp.gate, routed experts, shared experts): a "
+                "different tensor set"),
+    "n_routed_experts": "number of routed experts: mlp.gate.weight rows, e_score_correction_bias and expert tensors",
+    "moe_intermediate_size": "routed and shared experts' width: expert gate/up/down_proj shapes",
+    "n_shared_experts": "shared experts' width is moe_intermediate_size x n_shared_experts (0: no shared expert)",
     "norm_before_fc": "adds or removes input_norm.weight [3 x target hidden] before fc",
     "fc_norm": "adds or removes fc_norm.{0,1,2}.weight (EAGLE-3.1)",
     "attention_bias": "adds or removes the q/k/v/o_proj bias tensors",
@@ -115,8 +125,34 @@ _BEHAVIOUR = {
     "algorithm": "speculative algorithm", "accept_tolerance": "acceptance rule",
     "verifier_accept_k": "acceptance rule",
     "norm_output": "post-norm hidden states fed back across draft steps (EAGLE 3.1)",
-    "use_input_layernorm_in_first_layer": "whether the embedding passes input_layernorm",
-    "use_last_layernorm": "whether the final norm applies", "use_mtp_layernorm": "extra MTP-style norms",
+    "use_input_layernorm_in_first_layer": ("norm: whether the embedding passes input_layernorm (Model-Optimizer's "
+                                           "Megatron flow reads it; vLLM, SGLang and TorchSpec always apply it)"),
+    "use_last_layernorm": ("norm: whether the final norm applies before lm_head (Model-Optimizer; vLLM, SGLang and "
+                           "TorchSpec always apply it)"),
+    "use_mtp_layernorm": ("norm: MTP-style enorm/hnorm instead of EAGLE-3's input norms (Model-Optimizer's Megatron "
+                          "flow; the engines ignore it)"),
+    # MLA flags.
+    "rope_interleave": ("rotary layout of the MLA rope dims: DeepSeek's interleaved pairs or Llama's halves (the "
+                        "same attention only if the weights were permuted to match)"),
+    "mla_use_nope": "MLA without rotary (Kimi-K3's NoPE): the rope dims are not rotated and YaRN does not apply",
+    # MoE routing.
+    "num_experts_per_tok": "routing: routed experts per token (top-k)",
+    "scoring_func": "routing: router scores (sigmoid or softmax) that select and weight experts",
+    "norm_topk_prob": "routing: whether the chosen experts' weights are renormalised to sum to 1",
+    "routed_scaling_factor": "routing: the routed experts' output is scaled by this factor",
+    "n_group": "routing: experts split into n_group groups for group-limited top-k",
+    "topk_group": "routing: top-k is taken within the topk_group best expert groups",
+    "topk_method": "routing: how experts are picked (noaux_tc: scores plus e_score_correction_bias; greedy)",
+    "first_k_dense_replace": ("which layers are dense in a DeepSeek target; TorchSpec drafters switch on use_moe "
+                              "alone"),
+    # YaRN rotary scaling (rope_scaling.*): the frequencies and, for MLA, the softmax scale.
+    "factor": "rotary/YaRN: context extension factor, changes the rotary frequencies and the YaRN mscale",
+    "mscale": "rotary/YaRN: attention temperature of the rotary cos/sin (mscale / mscale_all_dim)",
+    "mscale_all_dim": "rotary/YaRN: scales the MLA softmax by mscale(factor, mscale_all_dim) squared",
+    "original_max_position_embeddings": "rotary/YaRN: the pre-extension context, sets which frequencies are scaled",
+    "beta_fast": "rotary/YaRN: ramp bounds between extrapolated and interpolated frequencies",
+    "beta_slow": "rotary/YaRN: ramp bounds between extrapolated and interpolated frequencies",
+    "type": "rotary scaling type (default, yarn, llama3, ...): changes position encoding",
 }
 _METADATA = {
     "torch_dtype": "dtype label: the tensors' real dtypes are in the safetensors header",
@@ -137,6 +173,10 @@ _METADATA = {
     "dtype": "dtype label: the tensors' real dtypes are in the safetensors header",
     "eaglekit_export": "provenance note written by eaglekit export",
     "eaglekit_demo": "label of eaglekit's synthetic demo data",
+    "train_router": "training flag: whether the router learns through the expert path (TorchSpec)",
+    "output_router_logits": "training flag: router logits returned for the balancing loss",
+    "router_aux_loss_coef": "training flag: weight of the router balancing loss",
+    "num_mtp_layers": "layers a DeepSeek target's MTP head has: not a drafter tensor",
 }
 #: Top-level keys only speculators configs have (speculators src/speculators/config.py).
 _SPECULATORS_ONLY = ("speculators_model_type", "speculators_config", "speculators_version", "auto_map",
@@ -406,6 +446,9 @@ def _alias_path(path: str) -> str:
 
 
 def _norm(cfg: DrafterConfig, field: str) -> Any:
+    group, _, key = field.partition(".")
+    if key and group in ("mla", "moe"):  # provenance names of the MLA/MoE settings: "mla.q_lora_rank"
+        return getattr(cfg, group).get(key, ABSENT)
     value = getattr(cfg, field)
     return list(value) if isinstance(value, tuple) else value
 
@@ -454,10 +497,18 @@ def _cross_format(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context) -> 
             else:
                 spelled = " (default on both sides)" if sa is None else ""
             out.append(Difference(name, va, vb, cls, reason + spelled))
-    for key in [*cfg_a.mla, *(k for k in cfg_b.mla if k not in cfg_a.mla)]:
-        va, vb = cfg_a.mla.get(key, ABSENT), cfg_b.mla.get(key, ABSENT)
-        if not _equal(va, vb):
-            out.append(Difference(key, va, vb, *_classify_keys([key], va, vb)))
+    if bool(cfg_a.moe) != bool(cfg_b.moe):  # one MoE MLP, one dense: one row, not one per MoE key
+        out.append(Difference("moe", dict(cfg_a.moe) or ABSENT, dict(cfg_b.moe) or ABSENT, "shape",
+                              "only one drafter has a MoE MLP (router mlp.gate, routed and shared experts); the other "
+                              "a dense MLP (gate/up/down_proj)"))
+    for group in ("mla", "moe") if cfg_a.moe and cfg_b.moe else ("mla",):
+        ga, gb = getattr(cfg_a, group), getattr(cfg_b, group)
+        for key in [*ga, *(k for k in gb if k not in ga)]:
+            va, vb = ga.get(key, ABSENT), gb.get(key, ABSENT)
+            if key in MLA_FLAGS and (va is ABSENT or vb is ABSENT):
+                continue  # flags of an MLA layer against a Llama one: the format row says the layers differ
+            if not _equal(va, vb):
+                out.append(Difference(key, va, vb, *_classify_keys([key], va, vb)))
     left_a, only_a = _leftovers(cfg_a)
     left_b, only_b = _leftovers(cfg_b)
     out.extend(_classified(p, x, y, ctx) for p, x, y in _walk(left_a, left_b, ""))
@@ -478,7 +529,7 @@ def _cross_format(a: Mapping[str, Any], b: Mapping[str, Any], ctx: _Context) -> 
 def _leftovers(cfg: DrafterConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """Raw keys the normalised fields did not consume (speculators' layer config flattened to the top
     level, as SpecForge spells it), and the keys only this format has."""
-    used = set(cfg.read_paths) | {"architectures"} | set(MLA_KEYS)
+    used = set(cfg.read_paths) | {"architectures"} | set(MLA_KEYS) | set(MLA_FLAGS) | set(MOE_KEYS)
     left: dict[str, Any] = {}
     only: dict[str, Any] = {}
     for key, value in cfg.raw.items():

@@ -24,6 +24,16 @@ from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.tokens.vocab import build_vocab_map, compare_vocab_maps, target_ids
 
+#: How a full-vocabulary drafter's map reads (draft_vocab_size = vocab_size, no d2t/t2d).
+FULL_VOCABULARY = ("full vocabulary: no d2t/t2d, every target token can be drafted (coverage is complete on any "
+                   "traffic; the recommended map is the full vocabulary too, nothing to change)")
+
+
+def reduced_vocabulary(draft_vocab_size: int, vocab_size: int) -> str:
+    """How a reduced draft vocabulary reads, in words."""
+    return f"reduced: {draft_vocab_size:,} of {vocab_size:,} target tokens through d2t/t2d"
+
+
 #: Positions shown by the by-position table (all are in ``by_position``).
 SHOWN_POSITIONS = 32
 
@@ -127,6 +137,13 @@ class Coverage:
     steps: int = 5
     notes: tuple[str, ...] = field(default_factory=tuple)
     rows_shifted: int = 0
+    vocabulary: str = ""
+
+    @property
+    def full_vocabulary(self) -> bool:
+        """Whether the drafter drafts over the whole target vocabulary (no d2t/t2d needed): coverage is then
+        complete on any traffic and the recommended map is the full vocabulary too."""
+        return self.draft_vocab_size == self.vocab_size
 
     @property
     def acceptance_cap(self) -> float | None:
@@ -163,12 +180,23 @@ class Coverage:
                 "tokens_dropped": list(self.tokens_dropped),
                 "top_missing": [{"id": i, "count": n} for i, n in self.top_missing],
                 "acceptance_cap": self.acceptance_cap, "steps": self.steps, "note": self.cap_sentence,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "full_vocabulary": self.full_vocabulary,
+                "vocabulary": self.vocabulary_words}
+
+    @property
+    def vocabulary_words(self) -> str:
+        """Which kind of draft vocabulary was measured, in words."""
+        if self.vocabulary:
+            return self.vocabulary
+        if self.full_vocabulary:
+            return FULL_VOCABULARY
+        return reduced_vocabulary(self.draft_vocab_size, self.vocab_size)
 
     def _pairs(self) -> list[tuple[str, Any]]:
         pct = lambda x: "-" if x is None else f"{x:.1%}"
         return [("drafter", self.drafter), ("traffic", f"{self.traffic} ({self.tokens:,} target tokens)"),
                 ("draft vocabulary", f"{self.draft_vocab_size:,} of {self.vocab_size:,} target tokens"),
+                ("vocabulary map", self.vocabulary_words),
                 ("coverage (current map)", pct(self.coverage)),
                 ("coverage (recommended map)", f"{pct(self.recommended_coverage)} in-sample (the map is chosen from "
                                                "this traffic; expect less on new traffic)"),
@@ -177,7 +205,7 @@ class Coverage:
                 ("rows only shifted", f"{self.rows_shifted} of {self.draft_vocab_size} (same token, another row: "
                                       "the map is sorted by target id)"),
                 ("most frequent missing ids", ", ".join(f"{i} ({n}x)" for i, n in self.top_missing[:10]) or "-"),
-                ("cap", self.cap_sentence), *(("note", n) for n in self.notes)]
+                ("cap", self.cap_sentence), *(("note", n) for n in self.notes if n != self.vocabulary_words)]
 
     def _rows(self) -> list[list[str]]:
         pct = lambda x: "-" if x is None else f"{x:.1%}"
@@ -202,9 +230,13 @@ def check_steps(steps: object) -> None:
 
 
 def coverage(d2t, sequences: Sequence[np.ndarray], *, vocab_size: int, drafter: str = "drafter",
-             traffic: str = "traffic", steps: int = 5, notes: Sequence[str] = ()) -> Coverage:
+             traffic: str = "traffic", steps: int = 5, notes: Sequence[str] = (), vocabulary: str = "") -> Coverage:
     """The current map's coverage of ``sequences`` (target output tokens, one array per prompt) against the
-    map SpecForge's rule would build from them (same draft vocabulary size)."""
+    map SpecForge's rule would build from them (same draft vocabulary size). ``d2t`` None: a full-vocabulary
+    drafter (no d2t/t2d, draft id i = target id i over the whole vocabulary). ``vocabulary``: which kind
+    of map was read, in words (default: said from the sizes)."""
+    if d2t is None:
+        d2t = np.zeros(vocab_size, np.int64)
     d2t = np.asarray(d2t, np.int64)
     n = int(d2t.shape[0])
     rec_d2t, rec_t2d = recommend_map(sequences, n, vocab_size)
@@ -221,4 +253,4 @@ def coverage(d2t, sequences: Sequence[np.ndarray], *, vocab_size: int, drafter: 
                     rows_changed=len(added), tokens_added=added, tokens_dropped=tuple(sorted(cur - rec)),
                     top_missing=tuple((int(i), int(counts[i])) for i in missing[:20]),
                     recommended_d2t=rec_d2t, recommended_t2d=rec_t2d, steps=steps, notes=tuple(notes),
-                    rows_shifted=moved - len(added))
+                    rows_shifted=moved - len(added), vocabulary=vocabulary)

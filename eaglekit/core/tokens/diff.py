@@ -114,7 +114,8 @@ class TokenizerDiff:
     @property
     def drafter_impact(self) -> tuple[str, ...]:
         """What the vocabulary's difference means for a drafter trained on A's ids: its d2t (draft id ->
-        target id offsets), its t2d (one flag per target id) and the embedding rows."""
+        target id offsets), its t2d (one flag per target id) and the embedding rows; the last entry says the
+        same for a full-vocabulary drafter, which has no d2t/t2d (its lm_head row i drafts id i)."""
         if self.vocab_equal or not (self.vocab_sizes[0] and self.vocab_sizes[1]):
             return ()
         na, nb = self.vocab_sizes
@@ -137,6 +138,18 @@ class TokenizerDiff:
         if self.dropped:
             out.append(f"t2d shrinks from {na:,} to {nb:,} entries: cut it; a d2t offset landing on "
                        f"{_span(self.dropped)} points past B's vocabulary")
+        # A full-vocabulary drafter (draft_vocab_size = vocab_size) has no d2t/t2d: lm_head row i drafts id i.
+        full = []
+        if moved:
+            full.append(f"its lm_head rows for the {_count(moved, 'changed or dropped id')} draft other tokens now")
+        if self.appended:
+            full.append(f"it needs {_count(len(self.appended), 'lm_head row')} appended and vocab_size / "
+                        f"draft_vocab_size raised from {na:,} to {nb:,}, or the new ids cannot be drafted")
+        if self.dropped:
+            full.append(f"its lm_head and vocab_size / draft_vocab_size shrink from {na:,} to {nb:,}")
+        if not full:
+            full.append("every lm_head row keeps its token")
+        out.append("a full-vocabulary drafter (no d2t/t2d: lm_head row i drafts id i): " + "; ".join(full))
         return tuple(out)
 
     def to_json(self) -> dict[str, Any]:
