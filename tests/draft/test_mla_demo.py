@@ -120,7 +120,7 @@ def _bad(trained, tmp_path, edit_tensors=None, edit_config=None, moe=False):
             del t[f"{p}{n}_proj.weight"]
         cfg.update({"use_moe": True, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
                     "n_shared_experts": 1, "scoring_func": "sigmoid", "norm_topk_prob": True,
-                    "routed_scaling_factor": 2.0})
+                    "routed_scaling_factor": 2.0, "n_group": 1, "topk_group": 1})
         t[p + "gate.weight"] = torch.randn(4, 64, generator=g).to(torch.bfloat16)
         for e in range(4):
             t.update({f"{p}experts.{e}.gate_proj.weight": torch.randn(16, 64, generator=g).to(torch.bfloat16),
