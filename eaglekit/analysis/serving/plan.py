@@ -278,7 +278,7 @@ class ServingPlan:
         if self.model.shape is None:
             return None
         raw = replace(self.model, fixed_ms=0.0, mem=1.0, compute=1.0, combine="max", kind="estimate", points=(),
-                      per_token_ms=0.0)
+                      per_token_ms=0.0, per_verify_ms=0.0)
         for (b, n), ms in sorted(self.measured.items()):
             if n > 1 and (b, 1) in self.measured:
                 return b, n, raw.ms(b, n) / raw.ms(b, 1), ms / self.measured[(b, 1)]

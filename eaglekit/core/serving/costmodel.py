@@ -34,8 +34,8 @@ from eaglekit.core.configs.config import TEXT_CONFIG_KEYS
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.saferegex import UnsafePattern, safe_match
 
-__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel", "distinct_experts",
-           "drafter_shape",
+__all__ = ["GPUS", "SPLIT_NAMES", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel",
+           "distinct_experts", "drafter_shape", "fitted_split", "parse_split", "split_name", "split_verify",
            "estimate_model", "fit_model", "gpu", "shape_from_config"]
 
 
@@ -483,6 +483,14 @@ class CostModel:
     #: decode plus what the terms add for its extra tokens); interpolated linearly in log batch size between
     #: anchors, held past them (:func:`anchor_decodes`)
     misfit: tuple[tuple[int, float], ...] = ()
+    #: beyond bytes and FLOPs: ms per verify forward (any forward of more than one token per request), whatever
+    #: its tokens and batch: the per-forward reading of a measured verify's excess (:func:`split_verify`)
+    per_verify_ms: float = 0.0
+
+    def excess_ms(self, tokens: int) -> float:
+        """What a forward of ``tokens`` per request holds beyond bytes and FLOPs: the per-token and per-verify
+        costs (0 for a decode step)."""
+        return 0.0 if tokens <= 1 else self.per_token_ms * (tokens - 1) + self.per_verify_ms
 
     def offset_ms(self, batch: int) -> float:
         """The measured decodes' offset from the terms at ``batch`` (:attr:`misfit`)."""
@@ -511,14 +519,21 @@ class CostModel:
     def terms_ms(self, batch: int, tokens: int) -> float:
         """The forward from the fitted terms alone (no :attr:`misfit`)."""
         m, c = self.features(batch, tokens)
-        extra = self.per_token_ms * (tokens - 1) + self.per_request_ms * batch
+        extra = self.excess_ms(tokens) + self.per_request_ms * batch
         if self.combine == "max":
             return self.fixed_ms + max(self.mem * m, self.compute * c) + extra
         return self.fixed_ms + self.mem * m + self.compute * c + extra
 
     def ms(self, batch: int, tokens: int) -> float:
+        """One forward. A verify (``tokens`` > 1) costs, beyond its measured excess (:meth:`excess_ms`), no more
+        than a decode step of ``batch x tokens`` requests: n tokens of one request do the same expert and GEMM
+        work as n requests' decode with less KV cache to read and fewer requests to schedule."""
         base = self.terms_ms(batch, tokens)
-        return max(base + self.offset_ms(batch), 0.5 * base) if self.misfit else base
+        core = max(base + self.offset_ms(batch), 0.5 * base) if self.misfit else base
+        if tokens <= 1:
+            return core
+        excess = self.excess_ms(tokens)
+        return min(core - excess, self.ms(min(batch * tokens, MAX_BATCH), 1)) + excess
 
     def verify_ratio(self, steps: int, *, batch: int = 1) -> float:
         """Verify of ``steps`` drafts (``steps + 1`` tokens) over a decode step, at ``batch``."""
@@ -529,6 +544,7 @@ class CostModel:
                                                                              self.misfit)) if self.misfit else ""
         if self.shape is None:
             per_token = f" + {self.per_token_ms:.3g} ms per verified token past the first" if self.per_token_ms else ""
+            per_token += f" + {self.per_verify_ms:.3g} ms per verify forward" if self.per_verify_ms else ""
             return (f"fitted to {len(self.points)} measurements without a target config: {self.fixed_ms:.3g} ms "
                     f"+ {self.compute:.3g} ms per token row{per_token}{anchored}")
         where = f"{self.gpu.name} x {self.tp}" if self.gpu else f"TP {self.tp}, no GPU table"
@@ -540,6 +556,9 @@ class CostModel:
                     f"calibrated to {len(self.points)} measurement")
         extra = (f" + {self.per_token_ms:.3g} ms per verified token past the first (what bytes and FLOPs leave "
                  "out of the measured verify; independent of batch size)" if self.per_token_ms else "")
+        if self.per_verify_ms:
+            extra += (f" + {self.per_verify_ms:.3g} ms per verify forward (what the measured verify holds beyond "
+                      "bytes and FLOPs, read as a cost per forward: launches without graphs, all-reduces)")
         if self.per_request_ms:
             extra += (f" + {self.per_request_ms:.3g} ms per request (what the batch's growth holds beyond the "
                       f"roofline at {COMPUTE_PRIOR:g} x compute time; it does not grow with verified tokens)")
@@ -549,7 +568,7 @@ class CostModel:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "combine": self.combine, "fixed_ms": self.fixed_ms, "memory_factor": self.mem,
                 "compute_factor": self.compute, "per_token_ms": self.per_token_ms,
-                "per_request_ms": self.per_request_ms, "tp": self.tp, "context": self.context,
+                "per_request_ms": self.per_request_ms, "per_verify_ms": self.per_verify_ms, "tp": self.tp, "context": self.context,
                 "gpu": None if self.gpu is None else {"name": self.gpu.name, "hbm_tb_s": self.gpu.hbm_tb_s,
                                                       "bf16_tflops": self.gpu.bf16_tflops,
                                                       "fp8_tflops": self.gpu.fp8_tflops},
@@ -560,6 +579,75 @@ class CostModel:
 
 #: Offsets smaller than this (ms) are the fit's rounding, not a misfit.
 MISFIT_FLOOR_MS = 1e-6
+
+
+#: The two ends of the verify split: what a measured verify holds beyond bytes and FLOPs is a cost per verified
+#: token (0.0) or a cost per verify forward (1.0); a fraction between puts that share on the forward.
+SPLIT_NAMES = {"per-token": 0.0, "per-forward": 1.0}
+
+
+def parse_split(value: object) -> float:
+    """``per-token``, ``per-forward`` or a fraction from 0 to 1 (the share of the excess paid per forward)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in SPLIT_NAMES:
+            return SPLIT_NAMES[text]
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise InputError(f"verify split {_short(value)}: give per-token, per-forward or the fraction of the verify's "
+                         "excess paid per forward (0 = per-token, 1 = per-forward)")
+    return float(value)
+
+
+def split_name(fraction: float) -> str:
+    """``per-token``, ``per-forward`` or ``60% per forward``."""
+    for name, f in SPLIT_NAMES.items():
+        if abs(fraction - f) < 1e-12:
+            return name
+    return f"{fraction:.0%} per forward"
+
+
+def split_verify(model: CostModel, fraction: float) -> CostModel:
+    """``model`` with ``fraction`` of its per-token excess read as a cost per verify forward instead, the measured
+    verify kept exact: at its ``n`` tokens, ``per_token x (n - 1)`` becomes ``(1 - f) per_token x (n - 1) + f x
+    per_token x (n - 1)`` per forward. One decode and one verify point cannot tell the readings apart (both go
+    through both points); a verify at another k, or the same verify with CUDA graphs on, does. A model without a
+    per-token excess is returned as it is."""
+    f = parse_split(fraction)
+    if model.per_token_ms <= 0 and model.per_verify_ms <= 0:
+        return model
+    ref = reference_verify_tokens(model)
+    total = model.per_token_ms * (ref - 1) + model.per_verify_ms
+    return replace(model, per_token_ms=(1.0 - f) * total / (ref - 1), per_verify_ms=f * total)
+
+
+def reference_verify_tokens(model: CostModel) -> int:
+    """The tokens of the verify the model was calibrated through (the smallest measured above 1; 3 without one)."""
+    return min((p.tokens for p in model.points if p.tokens > 1), default=3)
+
+
+def fitted_split(model: CostModel) -> float | None:
+    """The split the measured verifies themselves set, where they were measured at two or more token counts at one
+    batch size (least squares over f in [0, 1]); None where they cannot tell."""
+    if model.per_token_ms <= 0 and model.per_verify_ms <= 0:
+        return None
+    by_batch: dict[int, dict[int, float]] = {}
+    for p in model.points:
+        if p.tokens > 1:
+            by_batch.setdefault(p.batch, {})[p.tokens] = p.ms
+    if not any(len(v) > 1 for v in by_batch.values()):
+        return None
+    best = None
+    for i in range(101):
+        m = split_verify(model, i / 100)
+        sse = sum((m.ms(b, n) - ms) ** 2 for b, v in by_batch.items() for n, ms in v.items())
+        if best is None or sse < best[0] - 1e-12:
+            best = (sse, i / 100)
+    return None if best is None else best[1]
 
 
 def anchor_decodes(model: CostModel, decodes: Mapping[int, float]) -> CostModel:
