@@ -147,11 +147,16 @@ class CycleFit:
     target_noise: float  # relative scatter of the target forward's fit
 
     def draft_ms(self, batch: int, topk: int = 1) -> float:
-        return self.value[0] + self.value[1] * batch * topk
+        """One draft step at ``batch``: a tree's level is one batched pass over its ``topk`` branches, as SGLang's
+        and vLLM's tree drafting run it, so ``topk`` does not multiply the per-row cost (the branches' extra rows
+        are a few more rows of a memory-bound GEMM)."""
+        return self.value[0] + self.value[1] * batch
 
     @staticmethod
     def features(batch: int, steps: int, topk: int = 1) -> tuple[float, float, float]:
-        return (float(steps), float(steps * batch * max(topk, 1)), 1.0 if steps else 0.0)
+        """(steps, steps x batch, 1 if any step): one batched pass per step, whatever ``topk``
+        (:meth:`draft_ms`)."""
+        return (float(steps), float(steps * batch), 1.0 if steps else 0.0)
 
     def extra_ms(self, batch: int, steps: int, topk: int = 1) -> float:
         """Drafting and overhead of one cycle (0 at steps 0)."""
@@ -163,8 +168,22 @@ class CycleFit:
         return sum(x[i] * self.cov[i][j] * y[j] for i in range(3) for j in range(3))
 
     def set_by(self, i: int) -> str:
-        """"rows" when the runs narrowed term ``i`` to under half its prior spread, else "prior"."""
-        return "rows" if math.sqrt(max(self.cov[i][i], 0.0)) < 0.5 * self.prior.sd[i] else "prior"
+        """"fitted" when the runs narrowed term ``i`` to under half its prior spread or moved it by more than half
+        that spread from the prior's mean, else "prior"."""
+        narrowed = math.sqrt(max(self.cov[i][i], 0.0)) < 0.5 * self.prior.sd[i]
+        moved = abs(self.value[i] - self.prior.mean[i]) > 0.5 * self.prior.sd[i]
+        return "fitted" if narrowed or moved else "prior"
+
+    def off_prior(self) -> list[str]:
+        """The terms the rows put outside their prior's 95% range, each as a sentence."""
+        out = []
+        for i, name in enumerate(("the draft step", "the cost per drafted row", "the per-cycle overhead")):
+            m, sd, v = self.prior.mean[i], self.prior.sd[i], self.value[i]
+            lo, hi = max(0.0, m - Z * sd), m + Z * sd
+            if not lo <= v <= hi:
+                out.append(f"{name} fitted to {v:.3g} ms, {v / m:.1f}x its prior {m:.3g} ms (the prior's 95% range "
+                           f"{lo:.3g}-{hi:.3g} ms)")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         terms = []
