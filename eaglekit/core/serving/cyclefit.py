@@ -147,16 +147,16 @@ class CycleFit:
     target_noise: float  # relative scatter of the target forward's fit
 
     def draft_ms(self, batch: int, topk: int = 1) -> float:
-        """One draft step at ``batch``: a tree's level is one batched pass over its ``topk`` branches, as SGLang's
-        and vLLM's tree drafting run it, so ``topk`` does not multiply the per-row cost (the branches' extra rows
-        are a few more rows of a memory-bound GEMM)."""
-        return self.value[0] + self.value[1] * batch
+        """One draft step at ``batch``: one batched pass per level (the step's floor is paid once per level,
+        whatever ``topk``), its ``batch x topk`` rows each adding the per-row cost. AngelSlim #163's tree (4, 4, 16)
+        grows about 0.06 ms per drafted row (batch x topk) per step from batch 1 to 64, so the branches' rows are
+        priced as rows (benchmarks/RESULTS.md: without that the sweep's batch 32 is predicted 2x fast)."""
+        return self.value[0] + self.value[1] * batch * max(topk, 1)
 
     @staticmethod
     def features(batch: int, steps: int, topk: int = 1) -> tuple[float, float, float]:
-        """(steps, steps x batch, 1 if any step): one batched pass per step, whatever ``topk``
-        (:meth:`draft_ms`)."""
-        return (float(steps), float(steps * batch), 1.0 if steps else 0.0)
+        """(steps, steps x batch x topk, 1 if any step): one floor per level, every drafted row (:meth:`draft_ms`)."""
+        return (float(steps), float(steps * batch * max(topk, 1)), 1.0 if steps else 0.0)
 
     def extra_ms(self, batch: int, steps: int, topk: int = 1) -> float:
         """Drafting and overhead of one cycle (0 at steps 0)."""
