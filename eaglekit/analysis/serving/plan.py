@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
+from eaglekit.analysis.serving.target import drafter_step_shape, target_config, target_shape
 from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
@@ -33,6 +33,7 @@ from eaglekit.core.serving.costmodel import (
     estimate_model,
     fit_model,
     fitted_split,
+    mtp_drafter,
     parse_split,
     split_name,
     split_verify,
@@ -576,6 +577,9 @@ def _acceptance_from_runs(runs: RunSet) -> Acceptance:
                       + ", ".join(str(k) for k, _ in lengths), lengths)
 
 
+#: ``--drafter`` names for the target's own multi-token-prediction layer (DeepSeek-V3 / Kimi NextN and the like).
+MTP_NAMES = ("mtp", "nextn")
+
 #: How far (relative) a speculative row's cycle may sit from the fit of the other rows before it is named.
 ROW_OFF = 0.2
 
@@ -752,7 +756,12 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
 
     # drafting: a prior from the drafter, fitted to draft tables and speculative runs
     dshape: ModelShape | None = None
-    if drafter is not None and g is not None:
+    if drafter is not None and str(drafter).lower() in MTP_NAMES:
+        if target is None:
+            raise InputError("--drafter mtp is the target's own MTP layer: give the target (--target)")
+        dshape = mtp_drafter(target_config(target, endpoint=endpoint, timeout=timeout, token=token),
+                             name=f"MTP layer of {shape.name if shape is not None else 'the target'}")
+    elif drafter is not None and g is not None:
         dshape = drafter_step_shape(drafter, endpoint=endpoint, timeout=timeout, token=token)
     elif shape is not None and shape.hidden_size:
         dshape = eagle3_drafter(shape)

@@ -35,7 +35,7 @@ from eaglekit.core.errors import InputError
 from eaglekit.core.serving.saferegex import UnsafePattern, safe_match
 
 __all__ = ["GPUS", "SPLIT_NAMES", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel",
-           "distinct_experts", "drafter_shape", "fitted_split", "parse_split", "split_name", "split_verify",
+           "distinct_experts", "drafter_shape", "fitted_split", "mtp_drafter", "parse_split", "split_name", "split_verify",
            "estimate_model", "fit_model", "gpu", "shape_from_config"]
 
 
@@ -398,22 +398,87 @@ def _bytes_from_header(tensors: Iterable[tuple[str, int]], *, layers: int,
     return always, expert_bytes, what
 
 
+_ANY_EXPERT = re.compile(r"experts\.(\d+)\.")
+
+
 def drafter_shape(heads: int, kv_heads: int, head_dim: int, layers: int,
-                  tensors: Iterable[tuple[str, str, int, int]], *, name: str = "drafter") -> ModelShape:
-    """An EAGLE-3 drafter's draft step as a dense :class:`ModelShape` from its header ((name, dtype, parameters,
-    nbytes) per tensor): every weight read once per step but the embedding (the target's, B rows read) and the
-    integer vocabulary maps (d2t, t2d: looked up, not multiplied); one token row per request per step; its
-    own KV cache (``layers`` layers of ``kv_heads`` x ``head_dim``, bf16) over the context."""
+                  tensors: Iterable[tuple[str, str, int, int]], *, name: str = "drafter",
+                  config: Mapping[str, Any] | None = None) -> ModelShape:
+    """A drafter's draft step as a :class:`ModelShape` from its header ((name, dtype, parameters, nbytes) per
+    tensor): every weight read once per step but the embedding (the target's, B rows read) and the integer
+    vocabulary maps (d2t, t2d: looked up, not multiplied); one token row per request per step; its own KV cache
+    over the context.
+
+    Sized from the drafter's own layer (``config``, its config.json): an MLA layer (``kv_lora_rank``) caches its
+    latent and rope key (``kv_lora_rank + qk_rope_head_dim`` per token per layer, replicated across TP ranks) and
+    attends over them; a MoE MLP's routed experts (tensors ``...experts.<i>.``; ``n_routed_experts``,
+    ``num_experts_per_tok``) are read only where a row routes to them, so a step reads its
+    ``num_experts_per_tok`` experts (and the shared ones, always), not all of them. Without them: a Llama layer of
+    ``kv_heads`` x ``head_dim``."""
     read, params = 0.0, 0.0
+    per_expert: dict[tuple[str, int], tuple[float, float]] = {}
     for tname, dtype, n_params, nbytes in tensors:
         if "embed_tokens" in tname or dtype.upper() in ("I64", "I32", "BOOL", "U8"):
             continue
+        m = _ANY_EXPERT.search(tname)
+        if m is not None and "shared" not in tname:
+            key = (tname[:m.start()], int(m.group(1)))
+            b0, p0 = per_expert.get(key, (0.0, 0.0))
+            per_expert[key] = (b0 + nbytes, p0 + n_params)
+            continue
         read += nbytes
         params += n_params
-    if read == 0:
+    if read == 0 and not per_expert:
         raise InputError(f"{name}: the header holds no weights to price a draft step with")
-    return ModelShape(name, layers, 0, 0, 0, 0.0, 0.0, read, params, layers * 2.0 * kv_heads * head_dim * 2.0,
-                      kv_heads, layers * 4.0 * heads * head_dim, "bf16", "header")
+    cfg = config or {}
+    experts, k_e, moe_layers, e_bytes, e_params = 0, 0, 0, 0.0, 0.0
+    notes: list[str] = []
+    if per_expert:
+        moe_layers = len({prefix for prefix, _ in per_expert})
+        experts = max(1, len(per_expert) // moe_layers)
+        n_cfg = cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts")
+        experts = n_cfg if isinstance(n_cfg, int) and n_cfg >= experts else experts
+        k_cfg = cfg.get("num_experts_per_tok")
+        k_e = k_cfg if isinstance(k_cfg, int) and 0 < k_cfg <= experts else min(8, experts)
+        e_bytes = sum(b for b, _ in per_expert.values()) / len(per_expert)
+        e_params = sum(q for _, q in per_expert.values()) / len(per_expert)
+        notes.append(f"MoE MLP: {experts} routed experts, {k_e} per row (a step reads the experts its rows route "
+                     "to, not all)")
+    kv_lora = cfg.get("kv_lora_rank")
+    if isinstance(kv_lora, int) and kv_lora > 0:
+        rope = cfg.get("qk_rope_head_dim") if isinstance(cfg.get("qk_rope_head_dim"), int) else 64
+        kv_per_token = layers * (kv_lora + rope) * 2.0
+        attn_ctx = layers * 2.0 * heads * (2 * kv_lora + rope)
+        kv_h: int | None = None
+        notes.append(f"MLA attention: a {kv_lora + rope}-wide latent cache per token, replicated across TP ranks")
+    else:
+        kv_per_token = layers * 2.0 * kv_heads * head_dim * 2.0
+        attn_ctx = layers * 4.0 * heads * head_dim
+        kv_h = kv_heads
+    return ModelShape(name, layers, moe_layers, experts, k_e, e_bytes, e_params, read, params + moe_layers * k_e * e_params,
+                      kv_per_token, kv_h, attn_ctx, "bf16", "header", tuple(notes))
+
+
+def mtp_drafter(raw: Mapping[str, Any], *, name: str = "MTP layer") -> ModelShape:
+    """A target's own multi-token-prediction layer as its drafter (DeepSeek-V3 / Kimi NextN, GLM, Qwen3-Next MTP):
+    one decoder layer of the target (its attention and, past ``first_k_dense_replace``, its MoE MLP: the experts a
+    row routes to and the shared ones), the ``eh_proj`` that joins the embedding and the hidden state (2H x H),
+    its norms and the shared lm_head; bytes from the target's quantisation."""
+    if not isinstance(raw, Mapping):
+        raise InputError("the target config must be a JSON object (config.json)")
+    body = _body(raw)
+    one = {**body, "num_hidden_layers": 1, "first_k_dense_replace": 0}
+    if "quantization_config" in raw and "quantization_config" not in one:
+        one["quantization_config"] = raw["quantization_config"]
+    layer = shape_from_config(one, name=name)
+    H = layer.hidden_size
+    eh = 2 * H * H
+    notes = ["one decoder layer of the target (MoE where the target's layers are), eh_proj and the shared lm_head"]
+    if not any(isinstance(body.get(k), int) and body.get(k) > 0 for k in ("num_nextn_predict_layers",
+                                                                          "mtp_num_hidden_layers")):
+        notes.append("the config names no MTP layer (num_nextn_predict_layers): priced as one of its decoder layers")
+    return replace(layer, always_bytes=layer.always_bytes + eh * 2.0, active_params=layer.active_params + eh,
+                   notes=tuple(notes))
 
 
 # -- time -----------------------------------------------------------------------------------------
