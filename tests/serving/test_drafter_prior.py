@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import eaglekit
+from eaglekit.core.errors import InputError
 from eaglekit.core.serving.costmodel import drafter_shape, gpu, mtp_drafter, shape_from_config
 from eaglekit.core.serving.cyclefit import draft_prior, eagle3_drafter
 from eaglekit.core.serving.published import published
@@ -62,5 +63,5 @@ def test_an_mtp_layer_is_one_moe_layer_of_the_target():
     assert draft_prior(m, gpu("H200"), tp=8).mean[1] > draft_prior(eagle, gpu("H200"), tp=8).mean[1]
     p = eaglekit.plan((0.8, 0.7), target="kimi-k2-fp8", gpu="H200", tp=8, drafter="mtp", batches=(1,))
     assert p.fit.prior.source.startswith("prior from MTP layer of K2, FP8 on H200 x 8")
-    with pytest.raises(eaglekit.InputError, match="--drafter mtp"):
+    with pytest.raises(InputError, match="--drafter mtp"):
         eaglekit.plan((0.8,), costs=[(1, 1, 10.0), (1, 2, 12.0)], drafter="mtp", batches=(1,))
