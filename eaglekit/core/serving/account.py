@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.render import kv_html
+from eaglekit.core.render import html_table, kv_html, text_table
 from eaglekit.core.serving.costmodel import (
     GPUS,
     CostModel,
@@ -270,9 +270,9 @@ class Fork:
             Ls = [L for L, _ in g.expected]
             pays = [L for L, m in g.expected if g.tokens_per_s(L, m) > g.baseline_tps]
             if pays:
-                drafter = (f"a drafter at accept length {', '.join(f'{L:g}' for L in pays)} pays (a warm start from a "
-                           f"drafter that measures there elsewhere, or more samples if they reach {be:.2f}); fix the "
-                           "verify too, it multiplies every gain")
+                drafter = (f"a drafter at accept length {', '.join(f'{L:g}' for L in pays)} pays (a warm start, if it "
+                           f"keeps that accept length on the new target; more samples, if they reach {be:.2f} at "
+                           f"k = {k}); fix the verify too, it multiplies every gain")
             else:
                 drafter = (f"no drafter at accept length {', '.join(f'{L:g}' for L in Ls)} pays (neither a warm start "
                            f"nor more samples, unless they pass {be:.2f} at k = {k}); the most any k gives is "
@@ -282,6 +282,38 @@ class Fork:
 
     def sentences(self) -> list[str]:
         return [self.verdict_sentence(), *self.answers(), self.settle_sentence()]
+
+    def table_rows(self) -> list[list[str]]:
+        """One row per reading: the verify at the next k, each expected accept length's tok/s and verdict, the
+        break-even at that k; a last row with the verdict of both."""
+        rows = []
+        k = max([self.next_k] + [m for _, m in self.per_token.expected])
+        base = self.per_token.baseline_tps
+        for g in (self.per_token, self.per_forward):
+            cells = [g.reading, f"{g.verify_ms[k - 1]:.1f}"]
+            for L, m in g.expected:
+                tps = g.tokens_per_s(L, m)
+                cells.append(f"{tps:.0f} ({tps / base - 1:+.0%}, {_verdict(tps, base)})")
+            rows.append(cells + [f"{g.break_even(k):.2f}"])
+        rows.append(["both", "", *(r["verdict"] for r in self.rows()), ""])
+        return rows
+
+    def headers(self) -> list[str]:
+        k = max([self.next_k] + [m for _, m in self.per_token.expected])
+        return ["reading", f"verify ms at k = {k}",
+                *(f"accept length {L:g} at k = {m}: tok/s" for L, m in self.per_token.expected),
+                f"break-even at k = {k}"]
+
+    def __str__(self) -> str:
+        wrap = textwrap.TextWrapper(width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False)
+        return (text_table(self.headers(), self.table_rows(), title="The verify, read two ways") + "\n"
+                + "\n".join(wrap.fill(x) for x in self.sentences()))
+
+    def _repr_html_(self) -> str:
+        return (html_table(self.headers(), self.table_rows(), caption="The verify, read two ways")
+                + kv_html([(f"the fork, {g.reading}", a) for g, a in zip((self.per_token, self.per_forward),
+                                                                        self.answers())]
+                          + [("what settles it", self.settle_sentence())]))
 
     def to_json(self) -> dict[str, Any]:
         k = self.next_k
@@ -441,6 +473,16 @@ class Account:
         if not self.growing:
             return self.scenario
         return replace(self.scenario, verify_growth_ms=round(self.growing[0].slope_ms, 2))  # already to 0.01 ms
+
+    def scenario_for(self, reading: str) -> Scenario:
+        """:attr:`growing_scenario` under one end of the verify split (``per-token`` or ``per-forward``,
+        :attr:`fork`): its verify growth is that reading's growth from the measured k to k + 1."""
+        if self.fork is None:
+            return self.scenario
+        g = {"per-token": self.fork.per_token, "per-forward": self.fork.per_forward}.get(reading)
+        if g is None:
+            raise InputError(f"reading {reading!r}: give per-token or per-forward")
+        return replace(self.scenario, verify_growth_ms=round(g.slope_ms, 2))
 
     @property
     def break_even(self) -> float:
