@@ -143,7 +143,7 @@ class ServingPlan:
     trees: tuple[TreeConfig, ...] = ()
     split: float = 0.0  # the verify's excess over bytes and FLOPs paid per forward (0: per verified token)
     split_source: str = ""  # "given", "default" or what set it
-    readings: tuple[tuple[str, ServingPlan], ...] = ()  # the plan under each end of the split, where it is open
+    readings: tuple[tuple[str, ServingPlan], ...] = field(default=(), repr=False)  # each end of the split, where open
     no_run_interval: str | None = None  # with no run: what one measurement would narrow the interval to
 
     # -- derived ------------------------------------------------------------------------------------

@@ -277,7 +277,8 @@ class Fork:
                 drafter = (f"no drafter at accept length {', '.join(f'{L:g}' for L in Ls)} pays (neither a warm start "
                            f"nor more samples, unless they pass {be:.2f} at k = {k}); the most any k gives is "
                            f"{g.ceiling_tps(top):.0f} tok/s with every draft accepted, so fix the verify first")
-            out.append(f"If {g.reading}: break-even at k = {k} is {be:.2f}; {drafter}.")
+            out.append(f"If {g.reading}: break-even at k = {k} is {be:.2f} (the account's cycle: the "
+                       f"{g.verify_ms[k - 1]:.1f} ms verify + {k} x {g.draft_ms:.2f} ms drafting); {drafter}.")
         return out
 
     def sentences(self) -> list[str]:
