@@ -89,3 +89,16 @@ def test_without_the_measured_verify_the_doc_s_warning_figures_hold():
     o = p.fit.value[2]
     assert f"({p.model.ms(1, 3):.2f} ms)" in DOC and f"puts {o:.2f} ms into" in DOC
     assert f"{o / p.fit.prior.mean[2]:.0f}x its prior" in DOC
+
+
+def test_page_08_names_each_verify_growth_figure_from_the_code():
+    from eaglekit.core.serving.account import growing_verify
+    from eaglekit.core.serving.published import published
+
+    page = " ".join((Path(__file__).resolve().parents[2] / "notebooks" / "08_serving_plan.py").read_text(
+        encoding="utf-8").replace("#", " ").split())
+    f = Account.seed().fork
+    m = growing_verify(published("kimi-k25-int4")[1], baseline_tps=82, verify_ms=30, steps=2, tp=8)
+    assert f"{m.per_token_ms:.2f} ms per verified token past the first is the per-token reading's excess" in page
+    assert f"{f.per_token.slope_ms:.2f} ms is what the per-token curve grows from k = 2 to k = 3" in page
+    assert f"the per-forward reading's curve grows {f.per_forward.slope_ms:.2f} ms there" in page
