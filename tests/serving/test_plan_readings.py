@@ -25,7 +25,7 @@ def test_without_a_measured_verify_the_overhead_off_its_prior_is_warned():
 
 
 def test_with_the_measured_verify_both_readings_are_priced():
-    k3 = eaglekit.plan(3.2 and None, measured=SEED, costs=[(1, 3, 30.0)], target="kimi-k25-int4", tp=8,
+    k3 = eaglekit.plan(None, measured=SEED, costs=[(1, 3, 30.0)], target="kimi-k25-int4", tp=8,
                        batches=(1,), extrapolate=True)
     assert k3.split == 0.0 and [r for r, _ in k3.readings] == ["per-token", "per-forward"]
     tok, fwd = (p for _, p in k3.readings)

@@ -41,7 +41,6 @@ from eaglekit.core.serving.costmodel import (
 from eaglekit.core.serving.costmodel import gpu as gpu_entry
 from eaglekit.core.serving.cyclefit import (
     RUN_NOISE,
-    Z,
     CycleFit,
     Row,
     draft_prior,
@@ -792,8 +791,8 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
             if abs(miss) > max(ROW_OFF, 4 * f_i.noise):
                 off.append(i)
                 warnings.append(f"row-off-the-fit: {row.label}: its cycle {row.cycle_ms:.2f} ms is {miss:+.0%} from "
-                                f"the {pred:.2f} ms the other rows fit; left out of the fit (its cell stays as measured)"
-                                ": a different server, context or setting?")
+                                f"the {pred:.2f} ms the other rows fit; left out of the fit (its cell stays as "
+                                "measured): a different server, context or setting?")
         if off and len(off) < len(rows):
             fit = fit_cycle([r for i, r in enumerate(rows) if i not in off], prior, target_noise=tnoise)
     for words in fit.off_prior():
