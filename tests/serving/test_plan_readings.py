@@ -90,3 +90,19 @@ def test_the_verdict_line_reads_the_challenger_and_no_run_says_what_narrows_it()
     assert ch.steps > 0 and f"gives {ch.gain.text(2)}x no speculation" in p.headline()
     assert "1.00 (1.00-1.00)x" not in p.headline()
     assert p.no_run_interval and "--calibrate 1,1,MS" in p.no_run_interval
+
+
+def test_a_verify_ms_column_is_a_measured_verify(tmp_path):
+    runs = tmp_path / "seed.csv"
+    runs.write_text("batch,steps,topk,draft_tokens,accept_length,tokens_per_s,verify_ms\n1,0,,,,82,\n"
+                    "1,2,1,3,2.0,60,30\n")
+    p = eaglekit.plan(measured=str(runs), target="kimi-k25-int4", tp=8, batches=(1,), extrapolate=True)
+    q = eaglekit.plan(measured=SEED, costs=[(1, 3, 30.0)], target="kimi-k25-int4", tp=8, batches=(1,),
+                      extrapolate=True)
+    assert p.measured == q.measured and p.plans[0].options[3].tokens_per_s == pytest.approx(
+        q.plans[0].options[3].tokens_per_s)
+    assert not [w for w in p.warnings if w.startswith("fitted-term-off-prior")]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("batch,steps,topk,draft_tokens,accept_length,tokens_per_s,verify_ms\n1,2,1,3,2.0,60,-1\n")
+    with pytest.raises(eaglekit.core.errors.InputError, match="verify_ms"):
+        eaglekit.plan(measured=str(bad), target="kimi-k25-int4", tp=8, batches=(1,))

@@ -8,6 +8,7 @@ checkpoint header by range) and holds the :class:`ServingPlan` record.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -30,6 +31,7 @@ from eaglekit.core.serving.costmodel import (
     anchor_decodes,
     calibrate,
     check_parallel,
+    check_point,
     estimate_model,
     fit_model,
     fitted_split,
@@ -270,7 +272,7 @@ class ServingPlan:
                                        f"k = {k} (or the same verify with CUDA graphs on) settles it: SGLang "
                                        f"bench_speculative.py --steps {k} --topk 1 --num_draft_tokens {k + 1}, vLLM "
                                        f"`vllm bench latency` with num_speculative_tokens {k}; then give it with "
-                                       "--costs (batch,tokens,ms)"))
+                                       "--costs (batch,tokens,ms) or a verify_ms column in the runs CSV"))
         return out
 
     def _pairs(self) -> list[tuple[str, str]]:
@@ -512,8 +514,41 @@ def _draft(draft_costs: Any) -> DraftTable | None:
     raise InputError("draft costs must be a batch,ms CSV path or a {batch: ms} mapping")
 
 
-def _runs(measured: Any) -> RunSet:
-    """Runs from paths (CSV or a bench tool's JSON / JSONL) or :class:`Run` / tuple rows; repeats averaged."""
+def _verify_column(text: str, what: str) -> tuple[str, list[Point]]:
+    """A runs CSV with a ``verify_ms`` column: the CSV without it, and each speculative row's verify as a measured
+    forward (batch, draft tokens, ms). Other text comes back as it is."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines or lines[0].lstrip()[:1] in "{[":
+        return text, []
+    header = [h.strip().lower() for h in next(csv.reader([lines[0]]))]
+    if "verify_ms" not in header:
+        return text, []
+    col = header.index("verify_ms")
+    kept, points = [], []
+    for i, row in enumerate(csv.reader(lines), 1):
+        cells = [c.strip() for c in row]
+        value = cells.pop(col) if col < len(cells) else ""
+        kept.append(",".join(cells))
+        if i == 1 or not value:
+            continue
+        d = dict(zip([h for j, h in enumerate(header) if j != col], cells))
+        try:
+            batch, steps, ms = int(d.get("batch", "")), int(d.get("steps", "")), float(value)
+            n = int(d["draft_tokens"]) if d.get("draft_tokens") else steps + 1
+        except ValueError:
+            raise InputError(f"{what} row {i}: verify_ms {value[:40]!r} needs whole batch, steps and draft_tokens and "
+                             "a number of milliseconds") from None
+        if steps == 0:
+            raise InputError(f"{what} row {i}: verify_ms is the verify of a speculative run; leave it empty at "
+                             "steps 0 (the decode is the run itself)")
+        check_point(batch, n, ms, where=f"{what} row {i} verify_ms")
+        points.append(Point(batch, n, ms))
+    return "\n".join(kept) + "\n", points
+
+
+def _runs(measured: Any, verifies: list[Point] | None = None) -> RunSet:
+    """Runs from paths (CSV or a bench tool's JSON / JSONL) or :class:`Run` / tuple rows; repeats averaged. A CSV's
+    ``verify_ms`` column goes to ``verifies`` as measured forwards."""
     if measured is None:
         return RunSet(())
     items = [measured] if isinstance(measured, (str, os.PathLike)) else list(measured)
@@ -521,7 +556,10 @@ def _runs(measured: Any) -> RunSet:
     rows: list[Any] = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
-            runs += parse_runs(_read_text(item, "measured runs"), what=Path(item).name)
+            text, points = _verify_column(_read_text(item, "measured runs"), Path(item).name)
+            if verifies is not None:
+                verifies += points
+            runs += parse_runs(text, what=Path(item).name)
         elif isinstance(item, Run):
             runs.append(item)
         else:
@@ -646,7 +684,8 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
           measured: Any = None, trees: Any = None, extrapolate: bool = False, verify_split: float = 0.0,
           given: bool = False) -> ServingPlan:
     check_parallel(tp, context)
-    runs = _runs(measured)
+    verifies: list[Point] = []
+    runs = _runs(measured, verifies)
     acc = _acceptance(acceptance) if acceptance is not None else _acceptance_from_runs(runs)
     notes: list[str] = []
     warnings: list[str] = list(runs.warnings)
@@ -673,6 +712,7 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
                              "to the table as rows")
         points += _points(costs, need_two=not runs.baseline)
     points += [p if isinstance(p, Point) else Point(*p) for p in calibrate_points]
+    points += verifies  # a runs CSV's verify_ms column: measured verifies beside the runs
     points += [Point(r.batch, 1, r.cycle_ms) for r in runs.baseline]
     fwd: dict[tuple[int, int], list[float]] = {}
     for p in points:
@@ -798,7 +838,8 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
     for words in fit.off_prior():
         hint = ("" if any(n > 1 for _, n in measured_fwd) else
                 "; no verify was measured, so the run's cycle beyond the modelled verify lands here: give the "
-                "verify (--costs B,k+1,MS), or read it as a verify dearer than its bytes")
+                "verify (a verify_ms column in the runs CSV, or --costs B,k+1,MS), or read it as a verify dearer than "
+                "its bytes")
         warnings.append(f"fitted-term-off-prior: {words}{hint}")
     if not runs.speculative and dt is None:
         what = (f"{dshape.name}" if dshape is not None else "an 8B-class EAGLE-3 drafter")
