@@ -89,7 +89,7 @@ def test_the_verdict_line_reads_the_challenger_and_no_run_says_what_narrows_it()
     ch = p.plans[0].challenger
     assert ch.steps > 0 and f"gives {ch.gain.text(2)}x no speculation" in p.headline()
     assert "1.00 (1.00-1.00)x" not in p.headline()
-    assert p.no_run_interval and "--calibrate 1,1,MS" in p.no_run_interval
+    assert p.no_run_interval and "--calibrate 1,1,MS" in p.no_run_interval and "one speculative run" in p.no_run_interval
 
 
 def test_a_verify_ms_column_is_a_measured_verify(tmp_path):

@@ -880,14 +880,23 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
         # with no run at all: the same plan with the forward calibrated (its spread that of a fit, not a roofline's)
         def calibrated_sd(b: int, n: int) -> float:
             return RUN_NOISE * target_cost(b, n).ms
-        narrowed = price_grid(tuple(batches[:1]), acc, target_cost, fit, max_steps=top, runs=runs, trees=tree_cfgs,
+        b0 = plans[0].batch
+        narrowed = price_grid((b0,), acc, target_cost, fit, max_steps=top, runs=runs, trees=tree_cfgs,
                               target_sd=calibrated_sd)[0]
-        o, n = plans[0].challenger, narrowed.challenger
-        if n is not None:
-            no_run = (f"no forward was measured: at batch {plans[0].batch} {o.label()} reads {o.tps.text(0)} tok/s "
-                      f"({o.tps.high / o.tps.low:.1f}x wide, the roofline's 25%); one decode step measured there "
-                      f"(--calibrate {plans[0].batch},1,MS) would narrow it to about {n.tps.high / n.tps.low:.1f}x "
-                      f"wide, one speculative run (--measured) further")
+        o = plans[0].challenger
+        # and a speculative run there too: the draft terms' covariance after one more row (at the prior's value)
+        run_row = Row("a run", CycleFit.features(b0, o.steps, o.topk), o.cycle_ms,
+                      target_cost(b0, o.verified_tokens).ms)
+        fit_more = fit_cycle([*rows, run_row], prior, target_noise=RUN_NOISE)
+        more = price_grid((b0,), acc, target_cost, fit_more, max_steps=top, trees=tree_cfgs,
+                          target_sd=calibrated_sd)[0]
+        n, m = narrowed.challenger, more.options[o.steps] if o.topk <= 1 else more.challenger
+        if n is not None and m is not None:
+            no_run = (f"no forward was measured: at batch {b0} {o.label()} reads {o.tps.text(0)} tok/s "
+                      f"({o.tps.high / o.tps.low:.1f}x wide: the roofline's 25% and the draft prior); one decode "
+                      f"step measured there (--calibrate {b0},1,MS) narrows it to about {n.tps.high / n.tps.low:.1f}x, "
+                      f"and one speculative run at {o.label()} beside it (--measured) to about "
+                      f"{m.tps.high / m.tps.low:.2f}x")
     return ServingPlan(acc, model, measured_fwd, dt, plans, top, drafter, tuple(notes), fit=fit, runs=runs,
                        capacity=cap, warnings=tuple(warnings), next_run=next_measurement(plans, fit),
                        trees=tree_cfgs, split=split, split_source=split_source, no_run_interval=no_run)
