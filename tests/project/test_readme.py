@@ -91,3 +91,13 @@ def test_readme_and_pyproject_agree_on_python_and_say_how_torch_and_make_test_go
     assert "`make test` takes" in readme and "minutes from a fresh clone" in readme
     assert 'TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"' in readme
     assert "$(TORCH_PIP_ARGS) torch==" in (ROOT / "Makefile").read_text()
+
+
+def test_domain_notes_hold_both_readings_of_the_verify():
+    text = _flat(DOMAIN.read_text(encoding="utf-8"))
+    f = Account.seed().fork
+    w, t = f.per_forward, f.per_token
+    assert (f"the k = 3 verify takes {w.verify_ms[2]:.1f} ms and 3.2 gives **{w.tokens_per_s(3.2, 3):.0f} tok/s**, "
+            f"{w.tokens_per_s(3.2, 3) / 82 - 1:.0%} faster (break-even {w.break_even(3):.2f} at k = 3, against "
+            f"{t.break_even(3):.2f} per token)") in text
+    assert "**TOO CLOSE TO CALL**" in text and f.rows()[0]["verdict"] == "TOO CLOSE TO CALL"
