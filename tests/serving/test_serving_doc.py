@@ -102,3 +102,14 @@ def test_page_08_names_each_verify_growth_figure_from_the_code():
     assert f"{m.per_token_ms:.2f} ms per verified token past the first is the per-token reading's excess" in page
     assert f"{f.per_token.slope_ms:.2f} ms is what the per-token curve grows from k = 2 to k = 3" in page
     assert f"the per-forward reading's curve grows {f.per_forward.slope_ms:.2f} ms there" in page
+
+
+def test_page_05_names_the_per_forward_growth_from_the_code():
+    page = " ".join((Path(__file__).resolve().parents[2] / "notebooks" / "05_accept_length.py").read_text(
+        encoding="utf-8").replace("#", " ").split())
+    a = Account.seed()
+    f = a.fork
+    assert f"That growth ({f.per_token.slope_ms:.2f} ms per drafted token)" in page
+    s = a.scenario_for("per-forward")
+    assert f"the verify grows {f.per_forward.slope_ms:.2f} ms per drafted token, and 3.2 at k = 3 gives " \
+           f"{3.2e3 / s.at_steps(3).cycle_ms:.0f} tok/s" in page
