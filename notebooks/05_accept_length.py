@@ -81,7 +81,10 @@ display(AcceptanceMetrics.from_accept_length(2.0, k=2), AcceptanceMetrics.from_r
 # the input to per-token acceptance. "verify growth" is how much the verify grows per drafted token away
 # from the 30 ms measured at the deployment's k = 2: the account's growing verify (its last lines; notebook 08)
 # is the same line, so moving the steps to 3 here gives what the account says for k = 3 (accept length 3.2:
-# 73 tok/s in both). Set the growth to 0 for a verify held at 30 ms whatever it verifies.
+# 73 tok/s in both). That growth (8.86 ms per drafted token) reads the verify's excess over bytes and FLOPs as a
+# cost per verified token; read as a cost per verify forward (launches without CUDA graphs, all-reduces over
+# PCIe: notebook 00, section 6a) the verify grows 1.41 ms per drafted token, and 3.2 at k = 3 gives 88 tok/s. Set
+# the growth to 0 for a verify held at 30 ms whatever it verifies.
 
 # %%
 Calculator.preset("seed")

@@ -51,6 +51,10 @@ import eaglekit
 # those back as measured and prices every other k with its interval. What the speculative run leaves beyond the
 # verify (3.3 ms) is split between drafting and the per-cycle overhead under a prior sized from an EAGLE-3
 # drafter of K2.5's hidden size (`extrapolate=True`: k past 2 repeats the measured per-step acceptance).
+# The 30 ms verify holds more than bytes and FLOPs explain (the seed: "a 1T MoE model on 8 PCIe GPUs without
+# CUDA graphs"); one decode and one verify cannot say whether that excess is paid per verified token or per
+# verify forward, so the plan prices both readings (`verify_split`, `--verify-split`) and names the run that
+# settles it.
 
 # %%
 seed = eaglekit.plan(None, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, tp=TP, batches=(1,),
@@ -78,10 +82,14 @@ for name in ("kimi-k25-int4", "kimi-k2-fp8"):
 # its 2 draft steps (1.67 ms each), where the plan's fit splits them under its prior into a cost per step and
 # a cost per cycle, so at k = 3 the plan's cycle is about 1 ms shorter. A second speculative run at another k
 # settles the split.
+# Figures for how the verify grows, each its own quantity: 7.45 ms per verified token past the first is the
+# per-token reading's excess beyond bytes and FLOPs (the fitted term); 8.86 ms is what the per-token curve grows
+# from k = 2 to k = 3 (the calculator's line); the per-forward reading's curve grows 1.41 ms there.
 
 # %%
 for g in eaglekit.Account.seed().growing:
     print(g.sentence(), end="\n\n")
+eaglekit.Account.seed().fork
 
 # %% [markdown]
 # ## The plan across batch sizes
@@ -92,9 +100,9 @@ for g in eaglekit.Account.seed().growing:
 # every other cell is the profile's accept length over the fitted cycle. Batch sizes whose weights and KV cache
 # do not fit in the GPUs' memory are marked and get no k. The intervals are wide at large batch sizes: one speculative run at
 # batch 1 says little about what a draft step costs at batch 64, and the plan names the run that would say most.
-# With the seed's verify (8.5 ms per verified token beyond what bytes and FLOPs explain) even this drafter's
-# best is k = 0 at every batch size that fits; where another k's interval overlaps k = 0's, the verdict is TOO
-# CLOSE TO CALL.
+# With the seed's verify read per verified token (7.45 ms per token past the first beyond what bytes and FLOPs
+# explain) even this drafter's best is k = 0 at every batch size that fits; where another k's interval overlaps
+# k = 0's, the verdict is TOO CLOSE TO CALL. The plan's "verify read per-forward" line gives the other reading.
 
 # %%
 plan = eaglekit.plan(PER_STEP, costs=SEED_VERIFY, measured=SEED_RUNS, target=TARGET, gpu=GPU, tp=TP,

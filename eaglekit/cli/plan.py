@@ -5,6 +5,7 @@
     eaglekit plan --acceptance result.json --target moonshotai/Kimi-K2-Instruct --gpu H200 --tp 8 \
         [--context 4096] [--calibrate 1,1,12.2 --calibrate 1,3,30]
     eaglekit plan --measured runs.csv --target llama-3.1-8b --gpu H100-SXM [--extrapolate] [--json]
+    eaglekit plan --measured seed.csv --costs verify.csv --target kimi-k25-int4 --tp 8 [--verify-split per-forward]
 
 RUNS: ``batch,steps,topk,draft_tokens,accept_length,tokens_per_s`` (steps 0: no speculation), or a bench tool's
 result file (SGLang bench_speculative.py / bench_one_batch JSONL, SpecForge bench_eagle3.py JSON, ``vllm bench
@@ -72,7 +73,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="plan k = 0..K draft steps (default 8; past the measured acceptance only with --extrapolate)")
     p.add_argument("--drafter", default=None, metavar="LOCATION",
                    help="the drafter: named in the engine configs; with --gpu its header (read by range) sizes the "
-                        "prior on the draft step (default: an EAGLE-3 drafter of the target's hidden size)")
+                        "prior on the draft step from its own layer (MLA, MoE experts a row routes to); 'mtp': the "
+                        "target's own MTP / NextN layer (default: an EAGLE-3 drafter of the target's hidden size)")
+    p.add_argument("--verify-split", default=None, metavar="per-token|per-forward|FRACTION",
+                   help="what a measured verify holds beyond bytes and FLOPs: a cost per verified token (per-token, "
+                        "the default), per verify forward (per-forward: launches without CUDA graphs, all-reduces) or "
+                        "this fraction per forward; where one verify cannot tell, both ends are priced beside it")
     add_json_option(p)
     add_remote_options(p)
     p.set_defaults(func=run)
@@ -141,6 +147,6 @@ def run(args: argparse.Namespace) -> int:
                   tp=args.tp, context=args.context, calibrate_points=[_point(c) for c in args.calibrate],
                   batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,
                   endpoint=args.endpoint, timeout=args.timeout, measured=args.measured or None, trees=args.trees,
-                  extrapolate=args.extrapolate)
+                  extrapolate=args.extrapolate, verify_split=args.verify_split)
     emit(result, args)
     return 0

@@ -56,6 +56,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "repeatable)")
     p.add_argument("--tp", type=whole(1, MAX_TP, "a tensor-parallel degree"), default=1, metavar="N",
                    help="with --verify-grows-for: the GPUs the deployment ran on (tensor parallel, default 1)")
+    p.add_argument("--verify-split", default="per-token", metavar="per-token|per-forward|FRACTION",
+                   help="with --verify-grows-for: what the measured verify holds beyond bytes and FLOPs is a cost per "
+                        "verified token (per-token, the default), per verify forward (per-forward: launches without "
+                        "CUDA graphs, all-reduces) or this fraction per forward; both ends are printed beside it")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -67,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     targets = args.target_tps or []
     if args.tp != 1 and not args.verify_grows_for:
         raise InputError("--tp sizes the cost model of --verify-grows-for: add --verify-grows-for (with --spec-tps)")
+    if args.verify_split != "per-token" and not args.verify_grows_for:
+        raise InputError("--verify-split reads the verify of --verify-grows-for: add --verify-grows-for (with --spec-tps)")
     if args.spec_tps is not None:
         from eaglekit.core.serving.account import Account
 
@@ -80,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         result = Account.from_measurements(args.baseline_tps, args.spec_tps, args.accept_length,
                                            verify_ms=args.verify_ms, steps=args.steps, draft_ms=args.draft_ms,
                                            targets=targets, expected=args.candidate_accept_length or (),
-                                           verify_grows_for=_grows_for(args.verify_grows_for or ()), tp=args.tp)
+                                           verify_grows_for=_grows_for(args.verify_grows_for or ()), tp=args.tp,
+                                           verify_split=args.verify_split)
     else:
         if args.verify_grows_for:
             raise InputError("--verify-grows-for calibrates to the measured cycle: add --spec-tps (with --steps)")

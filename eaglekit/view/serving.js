@@ -14,6 +14,7 @@ const CONTROLS = [
   ["mem", "memory-time factor", 0, 20, 0.001],
   ["compute", "compute-time factor", 0, 2000, 0.01],
   ["per_token_ms", "ms per verified token", 0, 50, 0.01],
+  ["per_verify_ms", "ms per verify forward", 0, 50, 0.01],
   ["per_request_ms", "ms per request", 0, 5, 0.0001],
   ["draft_fixed_ms", "draft ms per step", 0, 20, 0.01],
   ["draft_per_request_ms", "draft ms per request", 0, 1, 0.0001],
@@ -40,11 +41,15 @@ export function targetMs(p, batch, tokens) {
     m = gb / p.hbm_tb_s;
     c = tflop * 1000 / p.tflops;
   }
-  const extra = (p.per_token_ms || 0) * (tokens - 1) + (p.per_request_ms || 0) * batch;
+  const excess = tokens > 1 ? (p.per_token_ms || 0) * (tokens - 1) + (p.per_verify_ms || 0) : 0;
+  const extra = excess + (p.per_request_ms || 0) * batch;
   const terms = (p.combine === "max" ? p.fixed_ms + Math.max(p.mem * m, p.compute * c)
                                      : p.fixed_ms + p.mem * m + p.compute * c) + extra;
   const a = p.decode_offsets || [];
-  return a.length ? Math.max(terms + offsetMs(a, batch), 0.5 * terms) : terms;
+  const core = a.length ? Math.max(terms + offsetMs(a, batch), 0.5 * terms) : terms;
+  if (tokens <= 1) return core;
+  // a verify costs, beyond its excess, no more than a decode step of batch x tokens requests
+  return Math.min(core - excess, targetMs(p, Math.min(batch * tokens, 1 << 24), 1)) + excess;
 }
 
 // eaglekit.core.serving.costmodel.CostModel.offset_ms: measured decodes' offsets, linear in log batch size between

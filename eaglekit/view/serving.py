@@ -124,6 +124,7 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
     g = Gpu("widget", float(p["hbm_tb_s"]), float(p["tflops"]), float(p["tflops"]))
     model = CostModel(shape, g, int(p["tp"]), int(p["context"]), float(p["fixed_ms"]), float(p["mem"]),
                       float(p["compute"]), p["combine"], per_token_ms=float(p.get("per_token_ms", 0.0)),
+                      per_verify_ms=float(p.get("per_verify_ms", 0.0)),
                       per_request_ms=float(p.get("per_request_ms", 0.0)),
                       misfit=tuple((int(b), float(r)) for b, r in p.get("decode_offsets", ())))
     acc = Acceptance(tuple(p["per_step"]))
@@ -182,6 +183,7 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     tflops = g.tflops(s.compute) if g is not None and s is not None else 1000.0
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
                fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine, per_token_ms=m.per_token_ms,
+               per_verify_ms=m.per_verify_ms,
                per_request_ms=m.per_request_ms, decode_offsets=[[b, r] for b, r in m.misfit],
                cap_usable_gb=0.0 if plan.capacity is None else plan.capacity.usable_gb,
                cap_weights_gb=0.0 if plan.capacity is None else plan.capacity.weights_gb,
@@ -235,6 +237,7 @@ def _widget_class() -> type:
         draft_per_request_ms = t.Float(0.0).tag(sync=True)
         overhead_ms = t.Float(0.0).tag(sync=True)
         per_token_ms = t.Float(0.0).tag(sync=True)
+        per_verify_ms = t.Float(0.0).tag(sync=True)
         per_request_ms = t.Float(0.0).tag(sync=True)
         decode_offsets = t.List(t.List()).tag(sync=True)
         plan_choice = t.List(t.List()).tag(sync=True)

@@ -174,10 +174,15 @@ def test_tp_sizes_the_growing_verify_and_needs_it(capsys):
     base = [*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--verify-grows-for",
             "kimi-k25-int4", "--json"]
     verify = {}
-    for tp in ("1", "8"):
+    for tp in ("4", "8"):
         assert main([*base, "--tp", tp]) == 0
-        verify[tp] = json.loads(capsys.readouterr().out)["growing_verify"][0]["verify_ms"]
-    assert verify["1"][1] == verify["8"][1] == 30.0 and verify["1"][2] != pytest.approx(verify["8"][2], abs=0.05)
+        out = json.loads(capsys.readouterr().out)
+        verify[tp] = out["growing_verify"][0]["verify_ms"]
+        assert out["growing_verify"][0]["tp"] == int(tp)
+    assert verify["4"][1] == verify["8"][1] == 30.0 and verify["4"][2] != pytest.approx(verify["8"][2], abs=0.02)
+    assert main([*base, "--tp", "1"]) == 2  # a 1T target does not fit on one GPU: the README's example needs --tp 8
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "594 GB per GPU on TP 1" in err and "--tp" in err
     assert main([*SEED, "--accept-length", "2.0", "--tp", "8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tp sizes the cost model of --verify-grows-for" in err
@@ -233,3 +238,18 @@ def test_json_and_text_say_when_drafting_is_counted_free(capsys):
     assert "counted free" in capsys.readouterr().out
     assert _json(capsys, "--accept-length", "2.0", "--steps", "2")["drafting_counted_free"] is True
     assert _json(capsys, "--accept-length", "2.0", "--steps", "2", "--draft-ms", "1")["drafting_counted_free"] is False
+
+
+def test_speedup_prints_both_readings_of_the_verify(capsys):
+    base = [*SEED, "--accept-length", "2.0", "--steps", "2", "--spec-tps", "60", "--verify-grows-for",
+            "kimi-k25-int4", "--tp", "8", "--candidate-accept-length", "3.2"]
+    assert main(base) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "TP 8" in text and "73 tok/s per-token (-11%, NO-GO) and 88 tok/s per-forward (+7%, GO): TOO CLOSE TO " \
+                              "CALL" in text
+    assert main([*base, "--verify-split", "per-forward", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["growing_verify"][0]["reading"] == "per-forward" and out["verify_readings"]["rows"][0]["verdict"] == \
+        "TOO CLOSE TO CALL"
+    assert main([*base, "--verify-split", "sideways"]) == 2
+    assert "verify split" in capsys.readouterr().err

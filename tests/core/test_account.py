@@ -47,7 +47,7 @@ def test_seed_targets_priced_again_with_a_verify_that_grows_with_k():
         assert g.tokens_per_s(3.2, 3) < a.baseline_tps  # the public K2 drafter's 3.2 no longer pays at k = 3
     text = " ".join(a.sentences())
     assert "with the verify held at 30 ms whatever it verifies, it takes k = 5 (cycle 38.3 ms)" in text
-    assert "With a verify that grows with k (K2.5, INT4 experts" in text and "(K2, FP8:" in text
+    assert "With a verify that grows with k (K2.5, INT4 experts on TP 8" in text and "(K2, FP8 on TP 8:" in text
     assert "150 tok/s (k = 5 with the verify held constant) and 200 tok/s (k = 8 with the verify held constant) are " \
            "out of reach at every k up to 8" in text
     assert "accept length 3.2 gives 73 tok/s at k = 3 (11% slower than 82 tok/s)" in text
@@ -60,6 +60,7 @@ def test_seed_targets_priced_again_with_a_verify_that_grows_with_k():
     j = a.to_json()["growing_verify"]
     assert j[0]["targets"][0] == {"tokens_per_s": 150.0, "steps": None, "constant_verify_steps": 5}
     plain = Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=2, targets=(150,))
+    assert plain.fork is None
     assert plain.growing == () and "grows with k" not in str(plain)
 
 
@@ -110,7 +111,51 @@ def test_renders_as_text_and_html():
 def test_a_growing_verify_reaches_past_the_deployments_steps_and_projections():
     """The verify table covers the measured k + 1 and every projection's k: no IndexError at k = 10."""
     a = Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, expected=(10.5,),
-                                  verify_grows_for=("kimi-k2-fp8",))
+                                  verify_grows_for=("kimi-k2-fp8",), tp=8)
     grow = a.growing[0]
     assert len(grow.verify_ms) >= 10 and "accept length 10.5 gives" in grow.sentence()
     assert grow.slope_ms > 0
+
+
+def test_the_seed_s_fork_is_priced_under_both_readings_of_its_verify():
+    """The 30 ms verify at k = 2 holds more than bytes and FLOPs explain: per verified token, 3.2 at k = 3 is 11%
+    slower; per verify forward it is faster. One decode and one verify go through both readings: TOO CLOSE TO
+    CALL, and the measurement that settles it is named."""
+    a = Account.seed()
+    f = a.fork
+    assert f.per_token.reading == "per-token" and f.per_forward.reading == "per-forward"
+    for g in (f.per_token, f.per_forward):  # both go through the measured decode and verify
+        assert g.verify_ms[1] == 30.0
+    assert f.per_token.verify_ms[2] == pytest.approx(38.86, abs=0.01)
+    assert f.per_forward.verify_ms[2] == pytest.approx(31.4, abs=0.1)
+    r = {row["accept_length"]: row for row in f.rows()}
+    assert round(r[3.2]["per_token_tokens_per_s"]) == 73 and r[3.2]["per_token_verdict"] == "NO-GO"
+    assert round(r[3.2]["per_forward_tokens_per_s"]) == 88 and r[3.2]["per_forward_verdict"] == "GO"
+    assert r[3.2]["verdict"] == "TOO CLOSE TO CALL"
+    # break-even at k = 3 under each reading
+    assert f.per_token.break_even(3) == pytest.approx(3.60, abs=0.005)
+    assert f.per_forward.break_even(3) == pytest.approx(2.99, abs=0.01)
+    text = " ".join(a.sentences())
+    assert "73 tok/s per-token (-11%, NO-GO) and 88 tok/s per-forward (+7%, GO): TOO CLOSE TO CALL" in text
+    assert "bench_speculative.py" in text and "--steps 3 --topk 1 --num_draft_tokens 4" in text
+    assert "vllm bench latency" in text and '"num_speculative_tokens": 3' in text
+    assert "CUDA graphs for the verify" in text and "PCIe all-reduce" in text
+    assert "If per-token: break-even at k = 3 is 3.60" in text and "fix the verify first" in text
+    assert "If per-forward: break-even at k = 3 is 2.99" in text
+    j = a.to_json()["verify_readings"]
+    assert j["rows"][0]["verdict"] == "TOO CLOSE TO CALL" and j["verify_ms_at_next_k"]["steps"] == 3
+
+
+def test_a_fraction_of_the_split_lies_between_its_ends():
+    ends = [Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, verify_grows_for=("kimi-k25-int4",),
+                                      tp=8, verify_split=s).growing[0].verify_ms[4] for s in ("per-token", 0.5,
+                                                                                               "per-forward")]
+    assert ends[0] > ends[1] > ends[2]
+    with pytest.raises(InputError, match="verify split"):
+        Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, verify_grows_for=("kimi-k25-int4",),
+                                  tp=8, verify_split="per-cycle")
+
+
+def test_a_1t_target_on_one_gpu_is_refused():
+    with pytest.raises(InputError, match="594 GB of weights.*TP 1.*at least 4"):
+        Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, verify_grows_for=("kimi-k25-int4",))

@@ -33,6 +33,15 @@ def test_readme_tells_the_same_account_as_the_library():
     assert k25.steps_for(150) is None and f"({max(k25.ceiling_tps(k) for k in range(1, 9)):.0f} tok/s at most)" in readme
     assert f"3.2 would give {k25.tokens_per_s(3.2, 3):.0f} tok/s, {1 - k25.tokens_per_s(3.2, 3) / a.baseline_tps:.0%} " \
            "slower" in readme
+    # the other reading of the same verify: a cost per verify forward, not per verified token
+    f = a.fork
+    fwd = f.per_forward
+    assert f"k = 3 verify is {fwd.verify_ms[2]:.1f} ms and 3.2 gives {fwd.tokens_per_s(3.2, 3):.0f} tok/s, " \
+           f"{fwd.tokens_per_s(3.2, 3) / a.baseline_tps - 1:.0%} faster: GO" in readme
+    assert f.rows()[0]["verdict"] == "TOO CLOSE TO CALL" and "TOO CLOSE TO CALL until one measurement" in readme
+    assert f"(break-even {f.per_token.break_even(3):.2f} at k = 3)" in readme
+    assert f"Per forward, break-even at k = 3 is {f.per_forward.break_even(3):.2f}" in readme
+    assert "without CUDA graphs" in readme and "--verify-grows-for kimi-k25-int4 --tp 8" in readme
 
 
 def test_domain_notes_hold_the_seed_figures_and_the_difference():
@@ -82,3 +91,13 @@ def test_readme_and_pyproject_agree_on_python_and_say_how_torch_and_make_test_go
     assert "`make test` takes" in readme and "minutes from a fresh clone" in readme
     assert 'TORCH_PIP_ARGS="--index-url https://download.pytorch.org/whl/cpu"' in readme
     assert "$(TORCH_PIP_ARGS) torch==" in (ROOT / "Makefile").read_text()
+
+
+def test_domain_notes_hold_both_readings_of_the_verify():
+    text = _flat(DOMAIN.read_text(encoding="utf-8"))
+    f = Account.seed().fork
+    w, t = f.per_forward, f.per_token
+    assert (f"the k = 3 verify takes {w.verify_ms[2]:.1f} ms and 3.2 gives **{w.tokens_per_s(3.2, 3):.0f} tok/s**, "
+            f"{w.tokens_per_s(3.2, 3) / 82 - 1:.0%} faster (break-even {w.break_even(3):.2f} at k = 3, against "
+            f"{t.break_even(3):.2f} per token)") in text
+    assert "**TOO CLOSE TO CALL**" in text and f.rows()[0]["verdict"] == "TOO CLOSE TO CALL"

@@ -147,7 +147,7 @@ def test_a_batch_one_sweep_is_predicted_from_two_speculative_rows():
         cell = p.plans[0].options[k]
         want = _truth(1, k, L[k])
         assert cell.tps.low <= want <= cell.tps.high and abs(cell.tokens_per_s / want - 1) < 0.05, k
-    assert p.fit.set_by(0) == "rows"  # two rows at different k pin the per-step cost
+    assert p.fit.set_by(0) == "fitted"  # two rows at different k pin the per-step cost
 
 
 def test_without_speculative_rows_the_prior_prices_drafting_and_says_so():

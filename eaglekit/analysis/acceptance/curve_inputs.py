@@ -110,7 +110,16 @@ def read_plan_break_even(plan: str | os.PathLike[str] | Mapping[str, Any], *, st
         be = _stated_break_even(b, by_k.get(steps, {}), steps)
         source = "the plan's break-even"
         if be is None and _pos(cyc) and _pos(base):
-            be, source = cyc / base, "the plan's cycle at K / its decode step"
+            o = by_k.get(steps, {})
+            parts = [(o.get("verify_ms"), "verify"), (o.get("draft_ms"), f"{steps} x drafting"),
+                     (o.get("overhead_ms"), "overhead per cycle")]
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v, _ in parts):
+                model = (f" ({parts[0][0]:.1f} ms verify + {steps} x {parts[1][0]:.2f} ms drafting + "
+                         f"{parts[2][0]:.2f} ms per cycle: the plan's fitted cycle, not the account's, which puts "
+                         "all the measured drafting into its steps)")
+            else:
+                model = ""
+            be, source = cyc / base, f"the plan's cycle at K / its decode step{model}"
         if be is None:
             raise InputError(f"--plan: batches[{k}] states no break-even and no cycle_ms at k = 0 and k = {steps} "
                              f"(the curve's K); plan with --max-steps >= {steps}, or give --break-even AL.")

@@ -8,6 +8,7 @@ checkpoint header by range) and holds the :class:`ServingPlan` record.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from eaglekit.analysis.serving.target import drafter_step_shape, target_shape
+from eaglekit.analysis.serving.target import drafter_step_shape, target_config, target_shape
 from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
@@ -30,8 +31,14 @@ from eaglekit.core.serving.costmodel import (
     anchor_decodes,
     calibrate,
     check_parallel,
+    check_point,
     estimate_model,
     fit_model,
+    fitted_split,
+    mtp_drafter,
+    parse_split,
+    split_name,
+    split_verify,
 )
 from eaglekit.core.serving.costmodel import gpu as gpu_entry
 from eaglekit.core.serving.cyclefit import (
@@ -135,6 +142,10 @@ class ServingPlan:
     warnings: tuple[str, ...] = ()
     next_run: Mapping[str, Any] | None = None
     trees: tuple[TreeConfig, ...] = ()
+    split: float = 0.0  # the verify's excess over bytes and FLOPs paid per forward (0: per verified token)
+    split_source: str = ""  # "given", "default" or what set it
+    readings: tuple[tuple[str, ServingPlan], ...] = field(default=(), repr=False)  # each end of the split, where open
+    no_run_interval: str | None = None  # with no run: what one measurement would narrow the interval to
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -219,15 +230,50 @@ class ServingPlan:
         stop = self.stops_paying_at
         p0 = fit[0]
         first = p0.best
-        parts = [f"At batch {first.batch} the best is {first.label()} ({first.tps.text(0)} tok/s, "
-                 f"{first.gain.text(2)}x no speculation: {p0.verdict})"]
+        ch = p0.challenger
+        if first.steps or ch is None:
+            parts = [f"At batch {first.batch} the best is {first.label()} ({first.tps.text(0)} tok/s, "
+                     f"{first.gain.text(2)}x no speculation: {p0.verdict})"]
+        else:
+            parts = [f"At batch {first.batch} the best is {first.label()} ({first.tps.text(0)} tok/s); the best "
+                     f"with speculation, {ch.label()}, gives {ch.gain.text(2)}x no speculation: {p0.verdict}"]
         if stop is None:
             parts.append(f"speculation still pays at batch {fit[-1].batch}")
         else:
             parts.append(f"speculation stops paying at batch {stop}")
         if self.capacity is not None and len(fit) < len(self.plans):
             parts.append(f"batch sizes above {self.capacity.largest_batch} do not fit in memory")
-        return "; ".join(parts) + "."
+        out = "; ".join(parts) + "."
+        verdicts = {r: p.fitting[0].verdict for r, p in self.readings if p.fitting}
+        if len(set(verdicts.values())) > 1:
+            out += (" The two readings of the verify disagree (" + ", ".join(f"{r}: {v}" for r, v in verdicts.items())
+                    + "): TOO CLOSE TO CALL until one measurement settles it.")
+        return out
+
+    def readings_words(self) -> list[tuple[str, str]]:
+        """Both ends of the verify split, each with its best option and verdict at the first batch size, and the
+        measurement that settles it."""
+        if not self.readings:
+            return []
+        out = []
+        for name, p in self.readings:
+            if not p.fitting:
+                continue
+            b = p.fitting[0]
+            ch = b.challenger
+            best = b.best
+            what = (f"best {best.label()} at {best.tps.text(0)} tok/s" + (
+                "" if ch is None or ch is best else f"; best with speculation {ch.label()} "
+                                                     f"{ch.tps.text(0)} tok/s, {ch.gain.text(2)}x"))
+            out.append((f"verify read {name}", f"batch {b.batch}: {what}: {b.verdict}"))
+        ref = max(n for (_, n) in self.measured if n > 1) if any(n > 1 for _, n in self.measured) else 3
+        k = ref  # the verify at one more drafted token than the measured one: k + 1 = ref - 1 + 1
+        out.append(("what settles it", f"one decode and one verify go through both readings; the verify at "
+                                       f"k = {k} (or the same verify with CUDA graphs on) settles it: SGLang "
+                                       f"bench_speculative.py --steps {k} --topk 1 --num_draft_tokens {k + 1}, vLLM "
+                                       f"`vllm bench latency` with num_speculative_tokens {k}; then give it with "
+                                       "--costs (batch,tokens,ms) or a verify_ms column in the runs CSV"))
+        return out
 
     def _pairs(self) -> list[tuple[str, str]]:
         a = self.acceptance
@@ -250,6 +296,15 @@ class ServingPlan:
         if self.runs.runs:
             pairs.append(("measured runs", f"{len(self.runs.baseline)} without speculation, "
                                            f"{len(self.runs.speculative)} speculative; measured cells used as measured"))
+        if self.split or self.readings or self.model.per_verify_ms:
+            pairs.append(("verify split", f"{split_name(self.split)} ({self.split_source}): what the measured verify "
+                                          "holds beyond bytes and FLOPs is read as a cost "
+                                          + ("per verified token" if self.split == 0 else "per verify forward"
+                                             if self.split == 1 else f"{self.split:.0%} per forward, the rest per "
+                                                                     "verified token")))
+        pairs += self.readings_words()
+        if self.no_run_interval:
+            pairs.append(("one measurement", self.no_run_interval))
         if self.next_run is not None:
             pairs.append(("to narrow it", f"{self.next_run['sentence']} (the one run that most narrows the decisions "
                                           "still open)"))
@@ -269,6 +324,7 @@ class ServingPlan:
             return "free"
         d, per_row, o = f.value
         src = {0: f.set_by(0), 2: f.set_by(2)}
+        src = {i: ("fitted" if v == "fitted" else "prior") for i, v in src.items()}
         return (f"{d:.2f} ms per draft step ({src[0]}) + {per_row * 1000:.2f} us per row, {o:.2f} ms per cycle beyond "
                 f"the verify and the draft steps ({src[2]}); {f.prior.source}; noise {f.noise:.1%} per run")
 
@@ -278,7 +334,7 @@ class ServingPlan:
         if self.model.shape is None:
             return None
         raw = replace(self.model, fixed_ms=0.0, mem=1.0, compute=1.0, combine="max", kind="estimate", points=(),
-                      per_token_ms=0.0)
+                      per_token_ms=0.0, per_verify_ms=0.0)
         for (b, n), ms in sorted(self.measured.items()):
             if n > 1 and (b, 1) in self.measured:
                 return b, n, raw.ms(b, n) / raw.ms(b, 1), ms / self.measured[(b, 1)]
@@ -382,6 +438,15 @@ class ServingPlan:
             "verify_vs_decode": None if (r := self.uncalibrated_ratio()) is None else
             {"batch": r[0], "tokens": r[1], "from_config": r[2], "measured": r[3]},
             "max_steps": self.max_steps,
+            "verify_split": {"fraction_per_forward": self.split, "reading": split_name(self.split),
+                             "source": self.split_source},
+            "verify_readings": [{"reading": r, "batches": [{"batch": b.batch, "best_steps": b.best.steps,
+                                                             "verdict": b.verdict,
+                                                             **(b.challenger.gain.fields("challenger_speedup")
+                                                                if b.challenger is not None else {})}
+                                                            for b in p.fitting]}
+                                for r, p in self.readings],
+            "one_measurement": self.no_run_interval,
             "notes": list(self.notes),
         }
 
@@ -449,8 +514,41 @@ def _draft(draft_costs: Any) -> DraftTable | None:
     raise InputError("draft costs must be a batch,ms CSV path or a {batch: ms} mapping")
 
 
-def _runs(measured: Any) -> RunSet:
-    """Runs from paths (CSV or a bench tool's JSON / JSONL) or :class:`Run` / tuple rows; repeats averaged."""
+def _verify_column(text: str, what: str) -> tuple[str, list[Point]]:
+    """A runs CSV with a ``verify_ms`` column: the CSV without it, and each speculative row's verify as a measured
+    forward (batch, draft tokens, ms). Other text comes back as it is."""
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines or lines[0].lstrip()[:1] in "{[":
+        return text, []
+    header = [h.strip().lower() for h in next(csv.reader([lines[0]]))]
+    if "verify_ms" not in header:
+        return text, []
+    col = header.index("verify_ms")
+    kept, points = [], []
+    for i, row in enumerate(csv.reader(lines), 1):
+        cells = [c.strip() for c in row]
+        value = cells.pop(col) if col < len(cells) else ""
+        kept.append(",".join(cells))
+        if i == 1 or not value:
+            continue
+        d = dict(zip([h for j, h in enumerate(header) if j != col], cells))
+        try:
+            batch, steps, ms = int(d.get("batch", "")), int(d.get("steps", "")), float(value)
+            n = int(d["draft_tokens"]) if d.get("draft_tokens") else steps + 1
+        except ValueError:
+            raise InputError(f"{what} row {i}: verify_ms {value[:40]!r} needs whole batch, steps and draft_tokens and "
+                             "a number of milliseconds") from None
+        if steps == 0:
+            raise InputError(f"{what} row {i}: verify_ms is the verify of a speculative run; leave it empty at "
+                             "steps 0 (the decode is the run itself)")
+        check_point(batch, n, ms, where=f"{what} row {i} verify_ms")
+        points.append(Point(batch, n, ms))
+    return "\n".join(kept) + "\n", points
+
+
+def _runs(measured: Any, verifies: list[Point] | None = None) -> RunSet:
+    """Runs from paths (CSV or a bench tool's JSON / JSONL) or :class:`Run` / tuple rows; repeats averaged. A CSV's
+    ``verify_ms`` column goes to ``verifies`` as measured forwards."""
     if measured is None:
         return RunSet(())
     items = [measured] if isinstance(measured, (str, os.PathLike)) else list(measured)
@@ -458,7 +556,10 @@ def _runs(measured: Any) -> RunSet:
     rows: list[Any] = []
     for item in items:
         if isinstance(item, (str, os.PathLike)):
-            runs += parse_runs(_read_text(item, "measured runs"), what=Path(item).name)
+            text, points = _verify_column(_read_text(item, "measured runs"), Path(item).name)
+            if verifies is not None:
+                verifies += points
+            runs += parse_runs(text, what=Path(item).name)
         elif isinstance(item, Run):
             runs.append(item)
         else:
@@ -489,8 +590,7 @@ def _trees(trees: Any, runs: RunSet) -> tuple[TreeConfig, ...]:
             raise InputError(f"tree {i}: expected an object with steps, topk, draft_tokens, accept_length")
         r = make_run(1, t.get("steps"), t.get("topk"), t.get("draft_tokens"), t.get("accept_length"), 1.0,
                      where=f"tree {i}")
-        if r.topk > 1:
-            out.setdefault(r.config, []).append(r.accept_length)
+        out.setdefault(r.config, []).append(r.accept_length)  # a topk-1 entry is a chain, priced as given
     for r in runs.speculative:
         if r.topk > 1:
             out.setdefault(r.config, []).append(r.accept_length)
@@ -514,6 +614,12 @@ def _acceptance_from_runs(runs: RunSet) -> Acceptance:
                       + ", ".join(str(k) for k, _ in lengths), lengths)
 
 
+#: ``--drafter`` names for the target's own multi-token-prediction layer (DeepSeek-V3 / Kimi NextN and the like).
+MTP_NAMES = ("mtp", "nextn")
+
+#: How far (relative) a speculative row's cycle may sit from the fit of the other rows before it is named.
+ROW_OFF = 0.2
+
 #: How far a measured run's accept length may sit from the acceptance given at its k before the plan says so.
 ACCEPTANCE_AGREE = 0.05
 
@@ -535,7 +641,8 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
          tp: int = 1, context: int = 4096, calibrate_points: Sequence[Any] = (),
          batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
          endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
-         measured: Any = None, trees: Any = None, extrapolate: bool = False) -> ServingPlan:
+         measured: Any = None, trees: Any = None, extrapolate: bool = False,
+         verify_split: float | str | None = None) -> ServingPlan:
     """The serving plan of a drafter whose per-step acceptance is ``acceptance`` (floats, an
     :class:`~eaglekit.AcceptanceResult`, an ``acceptance --json`` file or dict, or a vLLM log file; None: from the
     chain runs in ``measured``).
@@ -548,9 +655,37 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
     ``draft_costs`` under a prior from the drafter (``drafter``'s header with ``gpu``, else an EAGLE-3 drafter
     of the target's hidden size); every cell carries a 95% interval. Steps past the measured acceptance only
     with ``extrapolate``. ``trees`` adds tree configurations with their accept lengths.
+
+    ``verify_split``: what a measured verify holds beyond bytes and FLOPs is a cost per verified token
+    (``per-token``, the default), per verify forward (``per-forward``) or this fraction per forward
+    (:func:`~eaglekit.core.serving.costmodel.split_verify`). Where verifies at two or more token counts were
+    measured they set it; where not, the plan also prices the other end (:attr:`ServingPlan.readings`) and says
+    TOO CLOSE TO CALL where the two verdicts disagree.
     """
+    args = dict(acceptance=acceptance, costs=costs, draft_costs=draft_costs, target=target, gpu=gpu, tp=tp,
+                context=context, calibrate_points=calibrate_points, batches=batches, max_steps=max_steps,
+                drafter=drafter, endpoint=endpoint, timeout=timeout, token=token, measured=measured, trees=trees,
+                extrapolate=extrapolate)
+    split = 0.0 if verify_split is None else parse_split(verify_split)
+    out = _plan(**args, verify_split=split, given=verify_split is not None)
+    if not (out.model.per_token_ms or out.model.per_verify_ms) or out.split_source.startswith("set by"):
+        return out
+    readings = []
+    for end in (0.0, 1.0):
+        other = out if abs(end - out.split) < 1e-12 else _plan(**args, verify_split=end, given=True)
+        readings.append((split_name(end), other))
+    return replace(out, readings=tuple(readings))
+
+
+def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, target: Any = None, gpu: Any = None,
+          tp: int = 1, context: int = 4096, calibrate_points: Sequence[Any] = (),
+          batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
+          endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
+          measured: Any = None, trees: Any = None, extrapolate: bool = False, verify_split: float = 0.0,
+          given: bool = False) -> ServingPlan:
     check_parallel(tp, context)
-    runs = _runs(measured)
+    verifies: list[Point] = []
+    runs = _runs(measured, verifies)
     acc = _acceptance(acceptance) if acceptance is not None else _acceptance_from_runs(runs)
     notes: list[str] = []
     warnings: list[str] = list(runs.warnings)
@@ -577,6 +712,7 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
                              "to the table as rows")
         points += _points(costs, need_two=not runs.baseline)
     points += [p if isinstance(p, Point) else Point(*p) for p in calibrate_points]
+    points += verifies  # a runs CSV's verify_ms column: measured verifies beside the runs
     points += [Point(r.batch, 1, r.cycle_ms) for r in runs.baseline]
     fwd: dict[tuple[int, int], list[float]] = {}
     for p in points:
@@ -627,6 +763,14 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
     decodes = {b: ms for (b, n), ms in measured_fwd.items() if n == 1}
     model = anchor_decodes(model, decodes)
     alt = None if alt is None else anchor_decodes(alt, decodes)
+    # the verify's excess over bytes and FLOPs: per verified token, per verify forward, or a share of each
+    set_split = fitted_split(model)
+    if set_split is not None:
+        split, split_source = set_split, "set by the verifies measured at several token counts"
+    else:
+        split, split_source = verify_split, ("given" if given else "the default; one verify cannot tell")
+    model = split_verify(model, split)
+    alt = None if alt is None else split_verify(alt, split)
 
     def target_cost(b: int, n: int) -> Cost:
         if (b, n) in measured_fwd:
@@ -651,7 +795,12 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
 
     # drafting: a prior from the drafter, fitted to draft tables and speculative runs
     dshape: ModelShape | None = None
-    if drafter is not None and g is not None:
+    if drafter is not None and str(drafter).lower() in MTP_NAMES:
+        if target is None:
+            raise InputError("--drafter mtp is the target's own MTP layer: give the target (--target)")
+        dshape = mtp_drafter(target_config(target, endpoint=endpoint, timeout=timeout, token=token),
+                             name=f"MTP layer of {shape.name if shape is not None else 'the target'}")
+    elif drafter is not None and g is not None:
         dshape = drafter_step_shape(drafter, endpoint=endpoint, timeout=timeout, token=token)
     elif shape is not None and shape.hidden_size:
         dshape = eagle3_drafter(shape)
@@ -670,9 +819,28 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
                             f"the {t.ms:.2f} ms target forward of {r.draft_tokens} tokens alone; the row and the "
                             "forward's measurements disagree (a different server, context or run)")
     fit = fit_cycle(rows, prior, target_noise=tnoise)
-    for row, res in zip(rows, (x["residual"] for x in fit.to_json()["rows"])):
-        if abs(res) > 4 * max(fit.noise, RUN_NOISE) and len(rows) > 3:
-            warnings.append(f"row-off-the-fit: {row.label} is {res:+.0%} from the fit of the other rows")
+    # a row far off the fit of the others is named and left out of the fit (its cell stays measured): the others'
+    # scatter is the noise, not the scatter it would add
+    off: list[int] = []
+    if len(rows) >= 2:
+        for i, row in enumerate(rows):
+            others = [r for j, r in enumerate(rows) if j != i]
+            f_i = fit_cycle(others, prior, target_noise=tnoise)
+            pred = row.target_ms + sum(a * b for a, b in zip(row.x, f_i.value))
+            miss = row.cycle_ms / pred - 1
+            if abs(miss) > max(ROW_OFF, 4 * f_i.noise):
+                off.append(i)
+                warnings.append(f"row-off-the-fit: {row.label}: its cycle {row.cycle_ms:.2f} ms is {miss:+.0%} from "
+                                f"the {pred:.2f} ms the other rows fit; left out of the fit (its cell stays as "
+                                "measured): a different server, context or setting?")
+        if off and len(off) < len(rows):
+            fit = fit_cycle([r for i, r in enumerate(rows) if i not in off], prior, target_noise=tnoise)
+    for words in fit.off_prior():
+        hint = ("" if any(n > 1 for _, n in measured_fwd) else
+                "; no verify was measured, so the run's cycle beyond the modelled verify lands here: give the "
+                "verify (a verify_ms column in the runs CSV, or --costs B,k+1,MS), or read it as a verify dearer than "
+                "its bytes")
+        warnings.append(f"fitted-term-off-prior: {words}{hint}")
     if not runs.speculative and dt is None:
         what = (f"{dshape.name}" if dshape is not None else "an 8B-class EAGLE-3 drafter")
         notes.append(f"no speculative run or draft table: drafting and the per-cycle overhead come from a prior "
@@ -700,12 +868,35 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
     tree_cfgs = _trees(trees, runs)
     plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=runs,
                                 draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
-                                fits=fits, target_sd=target_sd))
+                                fits=fits, target_sd=target_sd,
+                                spec_batches=tuple(r.batch for r in runs.speculative)))
     if cap is not None:
         out = [p.batch for p in plans if not p.fits]
         if out:
             notes.append(f"capacity: batch {', '.join(str(b) for b in out)} do not fit ({cap.sentence()}); they get "
                          "no k")
+    no_run = None
+    if model.kind == "estimate" and plans and plans[0].fits and plans[0].challenger is not None:
+        # with no run at all: the same plan with the forward calibrated (its spread that of a fit, not a roofline's)
+        def calibrated_sd(b: int, n: int) -> float:
+            return RUN_NOISE * target_cost(b, n).ms
+        b0 = plans[0].batch
+        narrowed = price_grid((b0,), acc, target_cost, fit, max_steps=top, runs=runs, trees=tree_cfgs,
+                              target_sd=calibrated_sd)[0]
+        o = plans[0].challenger
+        # and a speculative run there too: the draft terms' covariance after one more row (at the prior's value)
+        run_row = Row("a run", CycleFit.features(b0, o.steps, o.topk), o.cycle_ms,
+                      target_cost(b0, o.verified_tokens).ms)
+        fit_more = fit_cycle([*rows, run_row], prior, target_noise=RUN_NOISE)
+        more = price_grid((b0,), acc, target_cost, fit_more, max_steps=top, trees=tree_cfgs,
+                          target_sd=calibrated_sd)[0]
+        n, m = narrowed.challenger, more.options[o.steps] if o.topk <= 1 else more.challenger
+        if n is not None and m is not None:
+            no_run = (f"no forward was measured: at batch {b0} {o.label()} reads {o.tps.text(0)} tok/s "
+                      f"({o.tps.high / o.tps.low:.1f}x wide: the roofline's 25% and the draft prior); one decode "
+                      f"step measured there (--calibrate {b0},1,MS) narrows it to about {n.tps.high / n.tps.low:.1f}x, "
+                      f"and one speculative run at {o.label()} beside it (--measured) to about "
+                      f"{m.tps.high / m.tps.low:.2f}x")
     return ServingPlan(acc, model, measured_fwd, dt, plans, top, drafter, tuple(notes), fit=fit, runs=runs,
                        capacity=cap, warnings=tuple(warnings), next_run=next_measurement(plans, fit),
-                       trees=tree_cfgs)
+                       trees=tree_cfgs, split=split, split_source=split_source, no_run_interval=no_run)

@@ -14,7 +14,7 @@ from eaglekit.core.serving.published import PUBLISHED, published
 from eaglekit.core.redact import location_label
 from eaglekit.io.reader import load_config, open_checkpoint
 
-__all__ = ["drafter_step_shape", "target_shape"]
+__all__ = ["drafter_step_shape", "target_config", "target_shape"]
 
 
 def target_shape(target: Any, *, endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None) -> ModelShape:
@@ -56,7 +56,27 @@ def drafter_step_shape(drafter: str | os.PathLike[str], *, endpoint: str | None 
         inv = ckpt.inventory
     if inv.config is None:
         raise InputError(f"{label} has no config.json: the draft-step estimate needs the drafter's attention shape")
-    cfg = normalize_config(inv.config, source=f"{label}/config.json")
+    raw = inv.config
+    if raw.get("num_nextn_predict_layers") and len(inv.tensors) and not any(
+            "midlayer" in t.name or "fc." in t.name for t in inv.tensors):
+        # a NextN / MTP checkpoint (DeepSeek-V3-NextN): its config is the target's; the layer is one MoE layer
+        heads = int(raw.get("num_attention_heads") or 1)
+        return drafter_shape(heads, heads, int(raw.get("v_head_dim") or 128), 1,
+                             ((t.name, t.dtype, t.parameters, t.nbytes) for t in inv.tensors), name=label, config=raw)
+    cfg = normalize_config(raw, source=f"{label}/config.json")
     return drafter_shape(cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                         max(1, int(inv.config.get("num_hidden_layers", 1) or 1)),
-                         ((t.name, t.dtype, t.parameters, t.nbytes) for t in inv.tensors), name=label)
+                         max(1, int(raw.get("num_hidden_layers", 1) or 1)),
+                         ((t.name, t.dtype, t.parameters, t.nbytes) for t in inv.tensors), name=label, config=raw)
+
+
+def target_config(target: Any, *, endpoint: str | None = None, timeout: float | None = None,
+                  token: str | bool | None = None) -> Mapping[str, Any]:
+    """``target``'s config.json as a mapping: a parsed config, a published name, a config.json path or a checkpoint
+    location."""
+    if isinstance(target, Mapping):
+        return target
+    text = os.fspath(target)
+    if text in PUBLISHED and not os.path.exists(text):
+        return published(text)[1]
+    return load_config(text, kind="target", endpoint=endpoint, timeout=timeout, token=token,
+                       label=location_label(text))

@@ -26,15 +26,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from eaglekit.core.errors import InputError
-from eaglekit.core.render import kv_html
+from eaglekit.core.render import html_table, kv_html, text_table
 from eaglekit.core.serving.costmodel import (
+    GPUS,
     CostModel,
     ModelShape,
     Point,
     calibrate,
     check_parallel,
+    parse_split,
     shape_from_config,
+    split_name,
+    split_verify,
 )
+from eaglekit.core.uncertainty import Verdict
 from eaglekit.core.serving.published import published
 from eaglekit.core.speedup.specmath import (
     Reach,
@@ -49,7 +54,7 @@ from eaglekit.core.speedup.specmath import (
     throughput,
 )
 
-__all__ = ["Account", "Projection"]
+__all__ = ["Account", "Fork", "Projection"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,18 @@ class GrowingVerify:
     baseline_tps: float
     targets: tuple[tuple[float, int | None], ...]
     expected: tuple[tuple[float, int], ...]
+    split: float = 0.0  # the share of the verify's excess over bytes and FLOPs paid per forward (0: per token)
+    tp: int = 1
+    excess_ms: float = 0.0  # what the measured verify holds beyond bytes and FLOPs, per verify forward
+
+    @property
+    def reading(self) -> str:
+        """``per-token``, ``per-forward`` or the fraction (:func:`~eaglekit.core.serving.costmodel.split_name`)."""
+        return split_name(self.split)
+
+    def break_even(self, k: int) -> float:
+        """Break-even accept length at ``k`` steps on this cycle (cycle x baseline tok/s / 1000)."""
+        return self.cycle_ms(k) * self.baseline_tps / 1000.0
 
     def cycle_ms(self, k: int) -> float:
         return self.verify_ms[k - 1] + k * self.draft_ms + self.overhead_ms
@@ -125,10 +142,10 @@ class GrowingVerify:
                         *(m for _, m in self.expected if m <= top)} - {self.measured_steps})
         ks = ", ".join(str(k) for k in shown[:-1]) + f" and {shown[-1]}"
         ms = ", ".join(f"{self.verify_ms[k - 1]:.1f}" for k in shown[:-1]) + f" and {self.verify_ms[shown[-1] - 1]:.1f}"
-        parts = [f"With a verify that grows with k ({self.label}: a cost model of its forward from its config, "
-                 f"calibrated to the {1000.0 / self.baseline_tps:.1f} ms decode step and the "
-                 f"{self.verify_ms[self.measured_steps - 1]:g} ms verify at k = {self.measured_steps}; uniform "
-                 f"routing), the verify of k = {ks} drafts takes {ms} ms"]
+        parts = [f"With a verify that grows with k ({self.label} on TP {self.tp}: a cost model of its forward from its "
+                 f"config, calibrated to the {1000.0 / self.baseline_tps:.1f} ms decode step and the "
+                 f"{self.verify_ms[self.measured_steps - 1]:g} ms verify at k = {self.measured_steps}, its excess over "
+                 f"bytes and FLOPs read {self.reading}; uniform routing), the verify of k = {ks} drafts takes {ms} ms"]
         out_of_reach = []
         for t, c in self.targets:
             m = self.steps_for(t)
@@ -152,21 +169,183 @@ class GrowingVerify:
         return parts[0] + ": " + "; ".join(parts[1:]) + "." if len(parts) > 1 else parts[0] + "."
 
     def to_json(self) -> dict[str, Any]:
-        return {"target_model": self.label, "verify_ms": list(self.verify_ms),
+        return {"target_model": self.label, "tp": self.tp, "verify_split": self.split, "reading": self.reading,
+                "verify_ms": list(self.verify_ms),
                 "targets": [{"tokens_per_s": t, "steps": self.steps_for(t), "constant_verify_steps": c}
                             for t, c in self.targets],
                 "projections": [{"accept_length": L, "steps": m, "tokens_per_s": self.tokens_per_s(L, m)}
                                 for L, m in self.expected]}
 
 
+#: The most memory a GPU of the table holds (GB): a target whose weights per GPU exceed it cannot run on that TP.
+LARGEST_GPU_GB = max(g.memory_gb or 0.0 for g in GPUS.values())
+
+
+#: The one measurement that settles the split, as commands (``{k}`` the step to try, ``{n}`` its draft tokens):
+#: SGLang's scripts/playground/bench_speculative.py (flags as its usage block gives them) and vLLM's ``bench
+#: latency`` (engine arguments, ``--speculative-config`` as docs/features/speculative_decoding takes it).
+SETTLE_SGLANG = ("python scripts/playground/bench_speculative.py --model-path TARGET --speculative-draft-model-path "
+                 "DRAFTER --tp-size {tp} --batch-size 1 --steps {k} --topk 1 --num_draft_tokens {n}")
+SETTLE_VLLM = ("vllm bench latency --model TARGET --tensor-parallel-size {tp} --batch-size 1 --input-len 2048 "
+               "--output-len 128 --speculative-config '{{\"method\": \"eagle3\", \"model\": \"DRAFTER\", "
+               "\"num_speculative_tokens\": {k}}}'")
+#: What would move the verify under the per-forward reading: the levers the seed names.
+LEVERS = ("CUDA graphs for the verify (SGLang: leave out --disable-cuda-graph and raise --cuda-graph-max-bs to the "
+          "served batch; vLLM: leave out --enforce-eager) and the PCIe all-reduce (two per layer under TP: NCCL "
+          "settings, or expert parallelism for the MoE layers)")
+
+
+def _verdict(tps: float, baseline: float) -> Verdict:
+    return "GO" if tps > baseline else "NO-GO"
+
+
+@dataclass(frozen=True)
+class Fork:
+    """The seed's fork under both readings of its verify: what a measured verify holds beyond bytes and FLOPs is a
+    cost per verified token (:attr:`per_token`) or a cost per verify forward (:attr:`per_forward`: launches without
+    CUDA graphs, the all-reduces over PCIe). One decode and one verify at one k go through both; each prices every
+    other k differently. The verdict under each reading, TOO CLOSE TO CALL where they disagree, and the one
+    measurement that settles it."""
+
+    per_token: GrowingVerify
+    per_forward: GrowingVerify
+
+    @property
+    def steps(self) -> int:
+        return self.per_token.measured_steps
+
+    @property
+    def next_k(self) -> int:
+        """The step to measure: one past the deployment's."""
+        return self.steps + 1
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Each expected accept length at its k: tok/s and verdict under each reading, and the verdict of both."""
+        out = []
+        base = self.per_token.baseline_tps
+        for L, k in self.per_token.expected:
+            a, b = self.per_token.tokens_per_s(L, k), self.per_forward.tokens_per_s(L, k)
+            va, vb = _verdict(a, base), _verdict(b, base)
+            out.append({"accept_length": L, "steps": k, "per_token_tokens_per_s": a, "per_token_verdict": va,
+                        "per_forward_tokens_per_s": b, "per_forward_verdict": vb,
+                        "verdict": va if va == vb else "TOO CLOSE TO CALL"})
+        return out
+
+    def verdict_sentence(self) -> str:
+        base = self.per_token.baseline_tps
+        parts = []
+        for r in self.rows():
+            parts.append(f"accept length {r['accept_length']:g} at k = {r['steps']} gives "
+                         f"{r['per_token_tokens_per_s']:.0f} tok/s per-token ({r['per_token_tokens_per_s'] / base - 1:+.0%}, "
+                         f"{r['per_token_verdict']}) and {r['per_forward_tokens_per_s']:.0f} tok/s per-forward "
+                         f"({r['per_forward_tokens_per_s'] / base - 1:+.0%}, {r['per_forward_verdict']}): {r['verdict']}")
+        k = self.next_k
+        return (f"Both readings of the verify ({self.per_token.label} on TP {self.per_token.tp}; the "
+                f"{self.per_token.verify_ms[self.steps - 1]:g} ms verify at k = {self.steps} holds more than bytes and "
+                f"FLOPs explain, as a cost per verified token or per verify forward): the verify at k = {k} is "
+                f"{self.per_token.verify_ms[k - 1]:.1f} ms per-token, {self.per_forward.verify_ms[k - 1]:.1f} ms "
+                f"per-forward; " + "; ".join(parts) + ".")
+
+    def settle_sentence(self) -> str:
+        k, tp = self.next_k, self.per_token.tp
+        return (f"One measurement settles it: the verify at k = {k} (per-token predicts "
+                f"{self.per_token.verify_ms[k - 1]:.1f} ms, per-forward {self.per_forward.verify_ms[k - 1]:.1f} ms), or "
+                f"the same k = {self.steps} verify with CUDA graphs on (per-forward predicts it falls toward "
+                f"{self.per_forward.verify_ms[self.steps - 1] - self._excess():.1f} ms). SGLang: "
+                f"`{SETTLE_SGLANG.format(tp=tp, k=k, n=k + 1)}`; vLLM: `{SETTLE_VLLM.format(tp=tp, k=k)}` (latency "
+                f"per output token x the logged mean acceptance length, minus {k} draft steps, is the verify). The "
+                f"lever, if per-forward: {LEVERS}.")
+
+    def _excess(self) -> float:
+        """The per-forward reading's cost per verify forward (what graphs and the all-reduce would have to remove)."""
+        return self.per_forward.excess_ms
+
+    def answers(self) -> list[str]:
+        """The fork (a better drafter: a warm start or more samples; or fix the verify first) under each reading."""
+        out = []
+        k = max([self.next_k] + [m for _, m in self.per_token.expected])
+        for g in (self.per_token, self.per_forward):
+            be = g.break_even(k)
+            top = max(range(1, len(g.verify_ms) + 1), key=g.ceiling_tps)
+            Ls = [L for L, _ in g.expected]
+            pays = [L for L, m in g.expected if g.tokens_per_s(L, m) > g.baseline_tps]
+            if pays:
+                drafter = (f"a drafter at accept length {', '.join(f'{L:g}' for L in pays)} pays (a warm start, if it "
+                           f"keeps that accept length on the new target; more samples, if they reach {be:.2f} at "
+                           f"k = {k}); fix the verify too, it multiplies every gain")
+            else:
+                drafter = (f"no drafter at accept length {', '.join(f'{L:g}' for L in Ls)} pays (neither a warm start "
+                           f"nor more samples, unless they pass {be:.2f} at k = {k}); the most any k gives is "
+                           f"{g.ceiling_tps(top):.0f} tok/s with every draft accepted, so fix the verify first")
+            out.append(f"If {g.reading}: break-even at k = {k} is {be:.2f} (the account's cycle: the "
+                       f"{g.verify_ms[k - 1]:.1f} ms verify + {k} x {g.draft_ms:.2f} ms drafting); {drafter}.")
+        return out
+
+    def sentences(self) -> list[str]:
+        return [self.verdict_sentence(), *self.answers(), self.settle_sentence()]
+
+    def table_rows(self) -> list[list[str]]:
+        """One row per reading: the verify at the next k, each expected accept length's tok/s and verdict, the
+        break-even at that k; a last row with the verdict of both."""
+        rows = []
+        k = max([self.next_k] + [m for _, m in self.per_token.expected])
+        base = self.per_token.baseline_tps
+        for g in (self.per_token, self.per_forward):
+            cells = [g.reading, f"{g.verify_ms[k - 1]:.1f}"]
+            for L, m in g.expected:
+                tps = g.tokens_per_s(L, m)
+                cells.append(f"{tps:.0f} ({tps / base - 1:+.0%}, {_verdict(tps, base)})")
+            rows.append(cells + [f"{g.break_even(k):.2f}"])
+        rows.append(["both", "", *(r["verdict"] for r in self.rows()), ""])
+        return rows
+
+    def headers(self) -> list[str]:
+        k = max([self.next_k] + [m for _, m in self.per_token.expected])
+        return ["reading", f"verify ms at k = {k}",
+                *(f"accept length {L:g} at k = {m}: tok/s" for L, m in self.per_token.expected),
+                f"break-even at k = {k}"]
+
+    def __str__(self) -> str:
+        wrap = textwrap.TextWrapper(width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False)
+        return (text_table(self.headers(), self.table_rows(), title="The verify, read two ways") + "\n"
+                + "\n".join(wrap.fill(x) for x in self.sentences()))
+
+    def _repr_html_(self) -> str:
+        return (html_table(self.headers(), self.table_rows(), caption="The verify, read two ways")
+                + kv_html([(f"the fork, {g.reading}", a) for g, a in zip((self.per_token, self.per_forward),
+                                                                        self.answers())]
+                          + [("what settles it", self.settle_sentence())]))
+
+    def to_json(self) -> dict[str, Any]:
+        k = self.next_k
+        return {"target_model": self.per_token.label, "tp": self.per_token.tp, "rows": self.rows(),
+                "verify_ms_at_next_k": {"steps": k, "per_token": self.per_token.verify_ms[k - 1],
+                                        "per_forward": self.per_forward.verify_ms[k - 1]},
+                "settle": {"sglang": SETTLE_SGLANG.format(tp=self.per_token.tp, k=k, n=k + 1),
+                           "vllm": SETTLE_VLLM.format(tp=self.per_token.tp, k=k)},
+                "levers": LEVERS, "answers": self.answers(),
+                "per_token": self.per_token.to_json(), "per_forward": self.per_forward.to_json()}
+
+
 def growing_verify(shape: ModelShape | Mapping[str, Any], *, baseline_tps: float, verify_ms: float,
-                   steps: int, tp: int = 1, context: int = 4096) -> CostModel:
+                   steps: int, tp: int = 1, context: int = 4096, split: float | str = 0.0,
+                   name: str = "target") -> CostModel:
     """``shape``'s cost model at batch 1 on ``tp`` GPUs at ``context`` tokens, calibrated to a deployment's decode
-    step and its verify at ``steps`` (the model ``eaglekit plan`` fits to the same two forwards)."""
+    step and its verify at ``steps`` (the model ``eaglekit plan`` fits to the same two forwards); what the verify
+    holds beyond bytes and FLOPs read per verified token (``split`` 0), per verify forward (1) or a share of each
+    (:func:`~eaglekit.core.serving.costmodel.split_verify`). A target whose weights per GPU exceed the largest GPU
+    in the table is refused: it cannot have run on ``tp`` GPUs."""
     check_parallel(tp, context)
-    s = shape if isinstance(shape, ModelShape) else shape_from_config(shape)
-    return calibrate(CostModel(s, None, tp, context),
-                     [Point(1, 1, 1000.0 / baseline_tps), Point(1, steps + 1, verify_ms)])
+    s = shape if isinstance(shape, ModelShape) else shape_from_config(shape, name=name)
+    per_gpu = s.resident_bytes() / tp / 1e9
+    if per_gpu > LARGEST_GPU_GB:
+        need = math.ceil(s.resident_bytes() / 1e9 / LARGEST_GPU_GB)
+        raise InputError(f"{s.name} holds {s.resident_bytes() / 1e9:.0f} GB of weights, {per_gpu:.0f} GB per GPU on TP "
+                         f"{tp}: no GPU holds that (the largest in the table, {LARGEST_GPU_GB:g} GB); give the TP the "
+                         f"deployment ran on (--tp; at least {need})")
+    model = calibrate(CostModel(s, None, tp, context),
+                      [Point(1, 1, 1000.0 / baseline_tps), Point(1, steps + 1, verify_ms)])
+    return split_verify(model, split)
 
 
 #: The seed deployment's targets: Kimi-K2.5 with INT4 experts (what it serves) and Kimi-K2 in FP8.
@@ -196,19 +375,24 @@ class Account:
     targets: tuple[Reach, ...]
     projections: tuple[Projection, ...]
     growing: tuple[GrowingVerify, ...] = ()
+    fork: Fork | None = None
 
     @classmethod
     def from_measurements(cls, baseline_tps: float, spec_tps: float, accept_length: float, *, verify_ms: float,
                           steps: int, draft_ms: float | None = None, targets: Sequence[float] = (),
                           expected: Sequence[float] = (),
-                          verify_grows_for: GrowsFor | None = None, tp: int = 1, context: int = 4096) -> Account:
+                          verify_grows_for: GrowsFor | None = None, tp: int = 1, context: int = 4096,
+                          verify_split: float | str = 0.0) -> Account:
         """The account of a deployment measured at ``spec_tps`` with accept length ``accept_length`` and
         ``steps`` draft steps, against ``baseline_tps`` without speculation and ``verify_ms`` per verify.
 
         ``verify_grows_for`` names target models ({label: config or shape}, or published names such as
         ``"kimi-k25-int4"``): for each, every target and expected accept length is priced again with a verify
         that grows with k (:class:`GrowingVerify`), the model calibrated to this deployment on ``tp`` GPUs at
-        ``context`` tokens (the plan's cost model of the same two forwards, so both price a verify alike)."""
+        ``context`` tokens (the plan's cost model of the same two forwards, so both price a verify alike), with the
+        verify's excess over bytes and FLOPs read ``verify_split`` (``per-token``, ``per-forward`` or the fraction
+        per forward). The first such model is also priced at both ends (:attr:`fork`): one decode and one verify
+        cannot tell the readings apart."""
         k = check_steps(steps)
         if k is None:
             raise InputError("the account needs the deployment's draft steps k (num_speculative_tokens): "
@@ -237,23 +421,30 @@ class Account:
             cycle = verify_ms + overhead + m * draft
             tps = throughput(L, cycle_ms=cycle)
             projections.append(Projection(L, m, cycle, tps, tps / baseline_tps))
+        split = parse_split(verify_split)
         growing = []
+        fork = None
         grows = verify_grows_for or {}
         named = grows.items() if isinstance(grows, Mapping) else (published(n) for n in grows)
         # the verify table reaches past the measured k and every projection's k (the slope needs one beyond k)
         top = max(GROWTH_STEPS, k + 1, *(p.steps for p in projections))
         for label, shape in named:
-            model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k, tp=tp,
-                                   context=context)
-            # one verify model for every page: the cost model calibrated through the measured decode and verify,
-            # the curve the plan prices (its k + 1 tokens); the calculator's verify growth is the line through the
-            # measured k and k + 1, so it meets the curve there and drifts from it by under 1% out to the top
-            verify = tuple(float(verify_ms) if j == k else model.ms(1, j + 1) for j in range(1, top + 1))
-            growing.append(GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
-                                         tuple((r.target_tps, r.min_steps) for r in ts),
-                                         tuple((p.accept_length, p.steps) for p in projections)))
+            def priced(f: float) -> GrowingVerify:
+                model = growing_verify(shape, baseline_tps=baseline_tps, verify_ms=verify_ms, steps=k, tp=tp,
+                                       context=context, split=f, name=label)
+                # one verify model for every page: the cost model calibrated through the measured decode and verify,
+                # the curve the plan prices (its k + 1 tokens); the calculator's verify growth is the line through
+                # the measured k and k + 1, so it meets the curve there and drifts from it by under 1% out to the top
+                verify = tuple(float(verify_ms) if j == k else model.ms(1, j + 1) for j in range(1, top + 1))
+                return GrowingVerify(label, verify, draft, overhead, k, float(baseline_tps),
+                                     tuple((r.target_tps, r.min_steps) for r in ts),
+                                     tuple((p.accept_length, p.steps) for p in projections), f, tp,
+                                     model.per_verify_ms)
+            growing.append(priced(split))
+            if fork is None:
+                fork = Fork(priced(0.0), priced(1.0))
         return cls(float(baseline_tps), float(verify_ms), k, fit.accept_length, fit.spec_tps, draft, overhead, ts,
-                   tuple(projections), tuple(growing))
+                   tuple(projections), tuple(growing), fork)
 
     @classmethod
     def seed(cls) -> Account:
@@ -283,6 +474,16 @@ class Account:
         if not self.growing:
             return self.scenario
         return replace(self.scenario, verify_growth_ms=round(self.growing[0].slope_ms, 2))  # already to 0.01 ms
+
+    def scenario_for(self, reading: str) -> Scenario:
+        """:attr:`growing_scenario` under one end of the verify split (``per-token`` or ``per-forward``,
+        :attr:`fork`): its verify growth is that reading's growth from the measured k to k + 1."""
+        if self.fork is None:
+            return self.scenario
+        g = {"per-token": self.fork.per_token, "per-forward": self.fork.per_forward}.get(reading)
+        if g is None:
+            raise InputError(f"reading {reading!r}: give per-token or per-forward")
+        return replace(self.scenario, verify_growth_ms=round(g.slope_ms, 2))
 
     @property
     def break_even(self) -> float:
@@ -335,7 +536,8 @@ class Account:
         """The account in sentences: measured cycle, the verify-only figures and why they differ, targets,
         projections."""
         return [self.measured_sentence(), self.verify_only_sentence(), *(r.sentence() for r in self.targets),
-                *(p.sentence(self) for p in self.projections), *(g.sentence() for g in self.growing)]
+                *(p.sentence(self) for p in self.projections), *(g.sentence() for g in self.growing),
+                *(self.fork.sentences() if self.fork is not None else ())]
 
     def rows(self) -> list[tuple[str, str]]:
         k, d = self.steps, self.draft_ms
@@ -356,6 +558,11 @@ class Account:
                                                      f"{alpha:.0%} per-token acceptance.)"))
         rows += [(f"accept length {p.accept_length:g}", p.sentence(self)) for p in self.projections]
         rows += [(f"verify grows with k ({g.label})", g.sentence()) for g in self.growing]
+        if self.fork is not None:
+            f = self.fork
+            rows += [("both readings of the verify", f.verdict_sentence()),
+                     *((f"the fork, {g.reading}", a) for g, a in zip((f.per_token, f.per_forward), f.answers())),
+                     ("what settles it", f.settle_sentence())]
         return rows
 
     def to_json(self) -> dict:
@@ -373,6 +580,7 @@ class Account:
             "projections": [{"accept_length": p.accept_length, "steps": p.steps, "cycle_ms": p.cycle_ms,
                              "tokens_per_s": p.tokens_per_s, "speedup": p.speedup} for p in self.projections],
             "growing_verify": [g.to_json() for g in self.growing],
+            "verify_readings": None if self.fork is None else self.fork.to_json(),
         }
 
     def __str__(self) -> str:

@@ -34,8 +34,8 @@ from eaglekit.core.configs.config import TEXT_CONFIG_KEYS
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.saferegex import UnsafePattern, safe_match
 
-__all__ = ["GPUS", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel", "distinct_experts",
-           "drafter_shape",
+__all__ = ["GPUS", "SPLIT_NAMES", "CostModel", "Gpu", "ModelShape", "Point", "calibrate", "check_parallel",
+           "distinct_experts", "drafter_shape", "fitted_split", "mtp_drafter", "parse_split", "split_name", "split_verify",
            "estimate_model", "fit_model", "gpu", "shape_from_config"]
 
 
@@ -398,22 +398,87 @@ def _bytes_from_header(tensors: Iterable[tuple[str, int]], *, layers: int,
     return always, expert_bytes, what
 
 
+_ANY_EXPERT = re.compile(r"experts\.(\d+)\.")
+
+
 def drafter_shape(heads: int, kv_heads: int, head_dim: int, layers: int,
-                  tensors: Iterable[tuple[str, str, int, int]], *, name: str = "drafter") -> ModelShape:
-    """An EAGLE-3 drafter's draft step as a dense :class:`ModelShape` from its header ((name, dtype, parameters,
-    nbytes) per tensor): every weight read once per step but the embedding (the target's, B rows read) and the
-    integer vocabulary maps (d2t, t2d: looked up, not multiplied); one token row per request per step; its
-    own KV cache (``layers`` layers of ``kv_heads`` x ``head_dim``, bf16) over the context."""
+                  tensors: Iterable[tuple[str, str, int, int]], *, name: str = "drafter",
+                  config: Mapping[str, Any] | None = None) -> ModelShape:
+    """A drafter's draft step as a :class:`ModelShape` from its header ((name, dtype, parameters, nbytes) per
+    tensor): every weight read once per step but the embedding (the target's, B rows read) and the integer
+    vocabulary maps (d2t, t2d: looked up, not multiplied); one token row per request per step; its own KV cache
+    over the context.
+
+    Sized from the drafter's own layer (``config``, its config.json): an MLA layer (``kv_lora_rank``) caches its
+    latent and rope key (``kv_lora_rank + qk_rope_head_dim`` per token per layer, replicated across TP ranks) and
+    attends over them; a MoE MLP's routed experts (tensors ``...experts.<i>.``; ``n_routed_experts``,
+    ``num_experts_per_tok``) are read only where a row routes to them, so a step reads its
+    ``num_experts_per_tok`` experts (and the shared ones, always), not all of them. Without them: a Llama layer of
+    ``kv_heads`` x ``head_dim``."""
     read, params = 0.0, 0.0
+    per_expert: dict[tuple[str, int], tuple[float, float]] = {}
     for tname, dtype, n_params, nbytes in tensors:
         if "embed_tokens" in tname or dtype.upper() in ("I64", "I32", "BOOL", "U8"):
             continue
+        m = _ANY_EXPERT.search(tname)
+        if m is not None and "shared" not in tname:
+            key = (tname[:m.start()], int(m.group(1)))
+            b0, p0 = per_expert.get(key, (0.0, 0.0))
+            per_expert[key] = (b0 + nbytes, p0 + n_params)
+            continue
         read += nbytes
         params += n_params
-    if read == 0:
+    if read == 0 and not per_expert:
         raise InputError(f"{name}: the header holds no weights to price a draft step with")
-    return ModelShape(name, layers, 0, 0, 0, 0.0, 0.0, read, params, layers * 2.0 * kv_heads * head_dim * 2.0,
-                      kv_heads, layers * 4.0 * heads * head_dim, "bf16", "header")
+    cfg = config or {}
+    experts, k_e, moe_layers, e_bytes, e_params = 0, 0, 0, 0.0, 0.0
+    notes: list[str] = []
+    if per_expert:
+        moe_layers = len({prefix for prefix, _ in per_expert})
+        experts = max(1, len(per_expert) // moe_layers)
+        n_cfg = cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts")
+        experts = n_cfg if isinstance(n_cfg, int) and n_cfg >= experts else experts
+        k_cfg = cfg.get("num_experts_per_tok")
+        k_e = k_cfg if isinstance(k_cfg, int) and 0 < k_cfg <= experts else min(8, experts)
+        e_bytes = sum(b for b, _ in per_expert.values()) / len(per_expert)
+        e_params = sum(q for _, q in per_expert.values()) / len(per_expert)
+        notes.append(f"MoE MLP: {experts} routed experts, {k_e} per row (a step reads the experts its rows route "
+                     "to, not all)")
+    kv_lora = cfg.get("kv_lora_rank")
+    if isinstance(kv_lora, int) and kv_lora > 0:
+        rope = cfg.get("qk_rope_head_dim") if isinstance(cfg.get("qk_rope_head_dim"), int) else 64
+        kv_per_token = layers * (kv_lora + rope) * 2.0
+        attn_ctx = layers * 2.0 * heads * (2 * kv_lora + rope)
+        kv_h: int | None = None
+        notes.append(f"MLA attention: a {kv_lora + rope}-wide latent cache per token, replicated across TP ranks")
+    else:
+        kv_per_token = layers * 2.0 * kv_heads * head_dim * 2.0
+        attn_ctx = layers * 4.0 * heads * head_dim
+        kv_h = kv_heads
+    return ModelShape(name, layers, moe_layers, experts, k_e, e_bytes, e_params, read, params + moe_layers * k_e * e_params,
+                      kv_per_token, kv_h, attn_ctx, "bf16", "header", tuple(notes))
+
+
+def mtp_drafter(raw: Mapping[str, Any], *, name: str = "MTP layer") -> ModelShape:
+    """A target's own multi-token-prediction layer as its drafter (DeepSeek-V3 / Kimi NextN, GLM, Qwen3-Next MTP):
+    one decoder layer of the target (its attention and, past ``first_k_dense_replace``, its MoE MLP: the experts a
+    row routes to and the shared ones), the ``eh_proj`` that joins the embedding and the hidden state (2H x H),
+    its norms and the shared lm_head; bytes from the target's quantisation."""
+    if not isinstance(raw, Mapping):
+        raise InputError("the target config must be a JSON object (config.json)")
+    body = _body(raw)
+    one = {**body, "num_hidden_layers": 1, "first_k_dense_replace": 0}
+    if "quantization_config" in raw and "quantization_config" not in one:
+        one["quantization_config"] = raw["quantization_config"]
+    layer = shape_from_config(one, name=name)
+    H = layer.hidden_size
+    eh = 2 * H * H
+    notes = ["one decoder layer of the target (MoE where the target's layers are), eh_proj and the shared lm_head"]
+    if not any(isinstance(body.get(k), int) and body.get(k) > 0 for k in ("num_nextn_predict_layers",
+                                                                          "mtp_num_hidden_layers")):
+        notes.append("the config names no MTP layer (num_nextn_predict_layers): priced as one of its decoder layers")
+    return replace(layer, always_bytes=layer.always_bytes + eh * 2.0, active_params=layer.active_params + eh,
+                   notes=tuple(notes))
 
 
 # -- time -----------------------------------------------------------------------------------------
@@ -483,6 +548,14 @@ class CostModel:
     #: decode plus what the terms add for its extra tokens); interpolated linearly in log batch size between
     #: anchors, held past them (:func:`anchor_decodes`)
     misfit: tuple[tuple[int, float], ...] = ()
+    #: beyond bytes and FLOPs: ms per verify forward (any forward of more than one token per request), whatever
+    #: its tokens and batch: the per-forward reading of a measured verify's excess (:func:`split_verify`)
+    per_verify_ms: float = 0.0
+
+    def excess_ms(self, tokens: int) -> float:
+        """What a forward of ``tokens`` per request holds beyond bytes and FLOPs: the per-token and per-verify
+        costs (0 for a decode step)."""
+        return 0.0 if tokens <= 1 else self.per_token_ms * (tokens - 1) + self.per_verify_ms
 
     def offset_ms(self, batch: int) -> float:
         """The measured decodes' offset from the terms at ``batch`` (:attr:`misfit`)."""
@@ -511,14 +584,21 @@ class CostModel:
     def terms_ms(self, batch: int, tokens: int) -> float:
         """The forward from the fitted terms alone (no :attr:`misfit`)."""
         m, c = self.features(batch, tokens)
-        extra = self.per_token_ms * (tokens - 1) + self.per_request_ms * batch
+        extra = self.excess_ms(tokens) + self.per_request_ms * batch
         if self.combine == "max":
             return self.fixed_ms + max(self.mem * m, self.compute * c) + extra
         return self.fixed_ms + self.mem * m + self.compute * c + extra
 
     def ms(self, batch: int, tokens: int) -> float:
+        """One forward. A verify (``tokens`` > 1) costs, beyond its measured excess (:meth:`excess_ms`), no more
+        than a decode step of ``batch x tokens`` requests: n tokens of one request do the same expert and GEMM
+        work as n requests' decode with less KV cache to read and fewer requests to schedule."""
         base = self.terms_ms(batch, tokens)
-        return max(base + self.offset_ms(batch), 0.5 * base) if self.misfit else base
+        core = max(base + self.offset_ms(batch), 0.5 * base) if self.misfit else base
+        if tokens <= 1:
+            return core
+        excess = self.excess_ms(tokens)
+        return min(core - excess, self.ms(min(batch * tokens, MAX_BATCH), 1)) + excess
 
     def verify_ratio(self, steps: int, *, batch: int = 1) -> float:
         """Verify of ``steps`` drafts (``steps + 1`` tokens) over a decode step, at ``batch``."""
@@ -529,6 +609,7 @@ class CostModel:
                                                                              self.misfit)) if self.misfit else ""
         if self.shape is None:
             per_token = f" + {self.per_token_ms:.3g} ms per verified token past the first" if self.per_token_ms else ""
+            per_token += f" + {self.per_verify_ms:.3g} ms per verify forward" if self.per_verify_ms else ""
             return (f"fitted to {len(self.points)} measurements without a target config: {self.fixed_ms:.3g} ms "
                     f"+ {self.compute:.3g} ms per token row{per_token}{anchored}")
         where = f"{self.gpu.name} x {self.tp}" if self.gpu else f"TP {self.tp}, no GPU table"
@@ -540,6 +621,9 @@ class CostModel:
                     f"calibrated to {len(self.points)} measurement")
         extra = (f" + {self.per_token_ms:.3g} ms per verified token past the first (what bytes and FLOPs leave "
                  "out of the measured verify; independent of batch size)" if self.per_token_ms else "")
+        if self.per_verify_ms:
+            extra += (f" + {self.per_verify_ms:.3g} ms per verify forward (what the measured verify holds beyond "
+                      "bytes and FLOPs, read as a cost per forward: launches without graphs, all-reduces)")
         if self.per_request_ms:
             extra += (f" + {self.per_request_ms:.3g} ms per request (what the batch's growth holds beyond the "
                       f"roofline at {COMPUTE_PRIOR:g} x compute time; it does not grow with verified tokens)")
@@ -549,7 +633,7 @@ class CostModel:
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "combine": self.combine, "fixed_ms": self.fixed_ms, "memory_factor": self.mem,
                 "compute_factor": self.compute, "per_token_ms": self.per_token_ms,
-                "per_request_ms": self.per_request_ms, "tp": self.tp, "context": self.context,
+                "per_request_ms": self.per_request_ms, "per_verify_ms": self.per_verify_ms, "tp": self.tp, "context": self.context,
                 "gpu": None if self.gpu is None else {"name": self.gpu.name, "hbm_tb_s": self.gpu.hbm_tb_s,
                                                       "bf16_tflops": self.gpu.bf16_tflops,
                                                       "fp8_tflops": self.gpu.fp8_tflops},
@@ -560,6 +644,75 @@ class CostModel:
 
 #: Offsets smaller than this (ms) are the fit's rounding, not a misfit.
 MISFIT_FLOOR_MS = 1e-6
+
+
+#: The two ends of the verify split: what a measured verify holds beyond bytes and FLOPs is a cost per verified
+#: token (0.0) or a cost per verify forward (1.0); a fraction between puts that share on the forward.
+SPLIT_NAMES = {"per-token": 0.0, "per-forward": 1.0}
+
+
+def parse_split(value: object) -> float:
+    """``per-token``, ``per-forward`` or a fraction from 0 to 1 (the share of the excess paid per forward)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in SPLIT_NAMES:
+            return SPLIT_NAMES[text]
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise InputError(f"verify split {_short(value)}: give per-token, per-forward or the fraction of the verify's "
+                         "excess paid per forward (0 = per-token, 1 = per-forward)")
+    return float(value)
+
+
+def split_name(fraction: float) -> str:
+    """``per-token``, ``per-forward`` or ``60% per forward``."""
+    for name, f in SPLIT_NAMES.items():
+        if abs(fraction - f) < 1e-12:
+            return name
+    return f"{fraction:.0%} per forward"
+
+
+def split_verify(model: CostModel, fraction: float) -> CostModel:
+    """``model`` with ``fraction`` of its per-token excess read as a cost per verify forward instead, the measured
+    verify kept exact: at its ``n`` tokens, ``per_token x (n - 1)`` becomes ``(1 - f) per_token x (n - 1) + f x
+    per_token x (n - 1)`` per forward. One decode and one verify point cannot tell the readings apart (both go
+    through both points); a verify at another k, or the same verify with CUDA graphs on, does. A model without a
+    per-token excess is returned as it is."""
+    f = parse_split(fraction)
+    if model.per_token_ms <= 0 and model.per_verify_ms <= 0:
+        return model
+    ref = reference_verify_tokens(model)
+    total = model.per_token_ms * (ref - 1) + model.per_verify_ms
+    return replace(model, per_token_ms=(1.0 - f) * total / (ref - 1), per_verify_ms=f * total)
+
+
+def reference_verify_tokens(model: CostModel) -> int:
+    """The tokens of the verify the model was calibrated through (the smallest measured above 1; 3 without one)."""
+    return min((p.tokens for p in model.points if p.tokens > 1), default=3)
+
+
+def fitted_split(model: CostModel) -> float | None:
+    """The split the measured verifies themselves set, where they were measured at two or more token counts at one
+    batch size (least squares over f in [0, 1]); None where they cannot tell."""
+    if model.per_token_ms <= 0 and model.per_verify_ms <= 0:
+        return None
+    by_batch: dict[int, dict[int, float]] = {}
+    for p in model.points:
+        if p.tokens > 1:
+            by_batch.setdefault(p.batch, {})[p.tokens] = p.ms
+    if not any(len(v) > 1 for v in by_batch.values()):
+        return None
+    best = None
+    for i in range(101):
+        m = split_verify(model, i / 100)
+        sse = sum((m.ms(b, n) - ms) ** 2 for b, v in by_batch.items() for n, ms in v.items())
+        if best is None or sse < best[0] - 1e-12:
+            best = (sse, i / 100)
+    return None if best is None else best[1]
 
 
 def anchor_decodes(model: CostModel, decodes: Mapping[int, float]) -> CostModel:

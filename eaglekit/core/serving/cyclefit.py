@@ -42,6 +42,9 @@ TERMS = ("draft_ms", "draft_ms_per_row", "overhead_ms")
 #: lookup and the engine's bookkeeping between steps (counted from SGLang's llama_eagle3.py forward and its
 #: eagle worker's draft loop; vLLM's llama_eagle3.py is the same layer).
 DRAFT_KERNELS = 24
+#: Kernels a MoE MLP adds to a draft step (router GEMM, top-k, token permute, two grouped expert GEMMs, combine),
+#: and an MLA attention (q_a / kv_a projections, their norms, q_b / kv_b), counted from SGLang's deepseek_v2.py.
+MOE_KERNELS, MLA_KERNELS = 6, 5
 #: Microseconds per kernel in a captured graph's step, launch gap included, on a datacenter GPU.
 KERNEL_US = 20.0
 #: Microseconds per tensor-parallel all-reduce of one hidden-state row (two per layer when TP > 1).
@@ -107,16 +110,23 @@ def draft_prior(drafter: ModelShape | None, gpu: Gpu | None, *, tp: int = 1, con
         return DraftPrior((0.9, 0.004 + ENGINE_ROW_MS, 1.2), (0.9, 0.004 + ENGINE_ROW_MS, OVERHEAD_SPREAD * 1.2),
                           "prior: an 8B-class EAGLE-3 drafter on an H100 (about 0.9 ms per step, 1.2 ms per cycle; "
                           f"no drafter shape or GPU given), sd = mean ({OVERHEAD_SPREAD:g} x for the overhead)")
-    launch = DRAFT_KERNELS * KERNEL_US / 1000.0 + (2 * drafter.layers * ALLREDUCE_US / 1000.0 if tp > 1 else 0.0)
-    read = drafter.always_bytes / tp / 1e9 / (gpu.hbm_tb_s * SMALL_READ_EFFICIENCY)
+    kernels = DRAFT_KERNELS + (MOE_KERNELS if drafter.moe_layers else 0) + (MLA_KERNELS if drafter.kv_heads is None
+                                                                             else 0)
+    launch = kernels * KERNEL_US / 1000.0 + (2 * drafter.layers * ALLREDUCE_US / 1000.0 if tp > 1 else 0.0)
+    # a MoE drafter's step reads the experts one row routes to (shared ones are in always_bytes); each further row
+    # of a step adds the experts it routes to that the others did not (the mean over 1 to 16 rows)
+    step_bytes = drafter.weight_bytes(1)
+    read = step_bytes / tp / 1e9 / (gpu.hbm_tb_s * SMALL_READ_EFFICIENCY)
     step = launch + read
     flop_ms = 2.0 * drafter.active_params / tp / (gpu.bf16_tflops * 0.5 * 1e12) * 1000.0
     kv_ms = context * drafter.kv_bytes_per_token / max(1, min(tp, drafter.kv_heads or 1)) / 1e9 / gpu.hbm_tb_s
-    per_row = flop_ms + kv_ms + ENGINE_ROW_MS
+    expert_ms = ((drafter.weight_bytes(16) - step_bytes) / 15 / tp / 1e9 / (gpu.hbm_tb_s * SMALL_READ_EFFICIENCY)
+                 if drafter.moe_layers else 0.0)
+    per_row = flop_ms + kv_ms + expert_ms + ENGINE_ROW_MS
     overhead = step + CYCLE_BOOKKEEPING_MS
     return DraftPrior((step, per_row, overhead), (step, per_row, OVERHEAD_SPREAD * overhead),
                       f"prior from {drafter.name} on {gpu.name} x {tp}: {step:.2f} ms per step "
-                      f"({launch:.2f} launch floor + {read:.2f} reading {drafter.always_bytes / 1e9:.2f} GB / {tp}), "
+                      f"({launch:.2f} launch floor + {read:.2f} reading {step_bytes / 1e9:.2f} GB / {tp}), "
                       f"{per_row * 1000:.2f} us per row, {overhead:.2f} ms per cycle; sd = mean "
                       f"({OVERHEAD_SPREAD:g} x for the overhead)")
 
@@ -147,10 +157,15 @@ class CycleFit:
     target_noise: float  # relative scatter of the target forward's fit
 
     def draft_ms(self, batch: int, topk: int = 1) -> float:
-        return self.value[0] + self.value[1] * batch * topk
+        """One draft step at ``batch``: one batched pass per level (the step's floor is paid once per level,
+        whatever ``topk``), its ``batch x topk`` rows each adding the per-row cost. AngelSlim #163's tree (4, 4, 16)
+        grows about 0.06 ms per drafted row (batch x topk) per step from batch 1 to 64, so the branches' rows are
+        priced as rows (benchmarks/RESULTS.md: without that the sweep's batch 32 is predicted 2x fast)."""
+        return self.value[0] + self.value[1] * batch * max(topk, 1)
 
     @staticmethod
     def features(batch: int, steps: int, topk: int = 1) -> tuple[float, float, float]:
+        """(steps, steps x batch x topk, 1 if any step): one floor per level, every drafted row (:meth:`draft_ms`)."""
         return (float(steps), float(steps * batch * max(topk, 1)), 1.0 if steps else 0.0)
 
     def extra_ms(self, batch: int, steps: int, topk: int = 1) -> float:
@@ -163,8 +178,22 @@ class CycleFit:
         return sum(x[i] * self.cov[i][j] * y[j] for i in range(3) for j in range(3))
 
     def set_by(self, i: int) -> str:
-        """"rows" when the runs narrowed term ``i`` to under half its prior spread, else "prior"."""
-        return "rows" if math.sqrt(max(self.cov[i][i], 0.0)) < 0.5 * self.prior.sd[i] else "prior"
+        """"fitted" when the runs narrowed term ``i`` to under half its prior spread or moved it by more than half
+        that spread from the prior's mean, else "prior"."""
+        narrowed = math.sqrt(max(self.cov[i][i], 0.0)) < 0.5 * self.prior.sd[i]
+        moved = abs(self.value[i] - self.prior.mean[i]) > 0.5 * self.prior.sd[i]
+        return "fitted" if narrowed or moved else "prior"
+
+    def off_prior(self) -> list[str]:
+        """The terms the rows put outside their prior's 95% range, each as a sentence."""
+        out = []
+        for i, name in enumerate(("the draft step", "the cost per drafted row", "the per-cycle overhead")):
+            m, sd, v = self.prior.mean[i], self.prior.sd[i], self.value[i]
+            lo, hi = max(0.0, m - Z * sd), m + Z * sd
+            if not lo <= v <= hi:
+                out.append(f"{name} fitted to {v:.3g} ms, {v / m:.1f}x its prior {m:.3g} ms (the prior's 95% range "
+                           f"{lo:.3g}-{hi:.3g} ms)")
+        return out
 
     def to_json(self) -> dict[str, Any]:
         terms = []

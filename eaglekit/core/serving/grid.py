@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eaglekit.core.serving.cyclefit import CycleFit, Z
+from eaglekit.core.serving.cyclefit import RUN_NOISE, CycleFit, Z
 from eaglekit.core.serving.plan import (
     Acceptance,
     BatchPlan,
@@ -32,6 +32,11 @@ from eaglekit.core.uncertainty import Interval
 __all__ = ["TreeConfig", "monotone", "next_measurement", "price_grid"]
 
 TargetCost = Callable[[int, int], Cost]
+#: The log spread a speculative cell gains per doubling of batch size past the largest speculative run: a batch
+#: sweep of an MTP target (one NextN MoE layer as drafter) predicted from batch 1 and 2 runs came out 37-78% fast
+#: at batch 16-64 (published SGLang figures), what the cycle's terms cannot see from small batches (scheduling,
+#: graphs captured up to a batch size, the drafter's experts touched per row).
+EXTRAPOLATION_PER_DOUBLING = 0.07
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class TreeConfig:
 
 def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCost, fit: CycleFit,
           draft_measured: Mapping[int, float], run: Run | None, base: tuple[float, float, bool] | None,
-          extrapolated: bool, target_sd: Callable[[int, int], float] | None = None
+          extrapolated: bool, target_sd: Callable[[int, int], float] | None = None, widen: float = 0.0
           ) -> tuple[StepOption, tuple[float, float, bool]]:
     """One cell, and (cycle, target ms, measured) for the speedup's baseline."""
     v = target(batch, n if steps else 1)
@@ -58,9 +63,9 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
     if d_ms is not None and steps:
         extra = steps * d_ms + overhead
     noise, tn = fit.noise, (0.0 if v.measured else fit.target_noise)
-    if run is not None:
+    if run is not None:  # a measured cell keeps its measurement: the run-to-run spread, not the fit's scatter
         L, cycle = run.accept_length, run.cycle_ms
-        var_log, t_share = noise ** 2, 0.0
+        var_log, t_share = RUN_NOISE ** 2, 0.0
     else:
         cycle = v.ms + extra
         x = fit.features(batch, steps, topk)
@@ -71,7 +76,7 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
         else:
             t_var = (tn * v.ms) ** 2
         var = fit.extra_var(x) + t_var + (noise * cycle) ** 2
-        var_log, t_share = var / cycle ** 2, math.sqrt(t_var) / cycle
+        var_log, t_share = var / cycle ** 2 + (widen ** 2 if steps else 0.0), math.sqrt(t_var) / cycle
     tps = batch * L * 1000.0 / cycle
     sd = math.sqrt(var_log)
     how = "measured run, run-to-run noise" if run is not None else "fit of the cycle's terms, 95%"
@@ -82,7 +87,7 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
     else:
         c0, t0, m0 = base
         # log speedup = log L + log c0 - log c: the target model's share is common to both cycles
-        var_s = var_log + (noise ** 2 if m0 else (noise ** 2 + t0 ** 2)) - 2 * t0 * t_share
+        var_s = var_log + (RUN_NOISE ** 2 if m0 else (noise ** 2 + t0 ** 2)) - 2 * t0 * t_share
         s = L * c0 / cycle
         sd_s = math.sqrt(max(var_s, 0.0))
         gain = Interval(s, s * math.exp(-Z * sd_s), s * math.exp(Z * sd_s), how)
@@ -95,28 +100,33 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
 def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCost, fit: CycleFit, *,
                max_steps: int, runs: RunSet | None = None, draft_measured: Mapping[int, float] | None = None,
                trees: Sequence[TreeConfig] = (), fits: Callable[[int], tuple[bool, float | None]] | None = None,
-               target_sd: Callable[[int, int], float] | None = None) -> tuple[BatchPlan, ...]:
+               target_sd: Callable[[int, int], float] | None = None,
+               spec_batches: Sequence[int] = ()) -> tuple[BatchPlan, ...]:
     """Every batch size's chain k = 0 .. ``max_steps`` and the given trees, priced with intervals;
     ``target_sd(B, n)``: the standard deviation (ms) of an unmeasured target forward (its fit's scatter and what
-    its terms leave open); without it, the fit's relative scatter ``fit.target_noise``."""
+    its terms leave open); without it, the fit's relative scatter ``fit.target_noise``. ``spec_batches``: the batch
+    sizes speculative runs were measured at; a speculative cell past the largest is an extrapolation, its log
+    spread widened by :data:`EXTRAPOLATION_PER_DOUBLING` per doubling past it."""
     check_batches(batches)
     runs = runs or RunSet(())
     dm = dict(draft_measured or {})
     out = []
+    top = max(spec_batches, default=None)
     for b in batches:
+        widen = 0.0 if top is None or b <= top else EXTRAPOLATION_PER_DOUBLING * math.log2(b / top)
         base = None
         options = []
         for k in range(max_steps + 1):
             run = runs.get(b, (k, 1, k + 1) if k else (0, 0, 0))
             opt, base0 = _cell(b, k, 1, k + 1, acceptance.at(k), target, fit, dm, run, base,
-                               acceptance.extrapolated(k), target_sd)
+                               acceptance.extrapolated(k), target_sd, widen)
             base = base if base is not None else base0
             options.append(opt)
         tree_opts = []
         for t in trees:
             run = runs.get(b, (t.steps, t.topk, t.draft_tokens))
             tree_opts.append(_cell(b, t.steps, t.topk, t.draft_tokens, t.accept_length, target, fit, dm, run, base,
-                                   False, target_sd)[0])
+                                   False, target_sd, widen)[0])
         ok, need = fits(b) if fits is not None else (True, None)
         out.append(BatchPlan(b, tuple(options), tuple(tree_opts), ok, need))
     return tuple(out)

@@ -216,6 +216,15 @@ class BatchPlan:
         return b
 
     @property
+    def challenger(self) -> StepOption | None:
+        """The best option with speculation: the best itself, or where that is k = 0 the fastest chain or tree with
+        steps (whose interval the verdict reads)."""
+        b = self.best
+        if b.steps:
+            return b
+        return max([*self.options[1:], *self.trees], key=lambda o: o.tokens_per_s, default=None)
+
+    @property
     def overlapping(self) -> tuple[int, ...]:
         """Chain k other than the best whose speedup interval (against no speculation at this batch size, so the
         target forward's error they share cancels) overlaps the best's; k = 0 when the best's reaches 1."""
@@ -226,11 +235,8 @@ class BatchPlan:
     def verdict(self) -> str:
         """GO / NO-GO / TOO CLOSE TO CALL for speculation at this batch size (the best option's speedup
         interval against 1)."""
-        b = self.best
-        if b.steps == 0:
-            spec = max(self.options[1:], key=lambda o: o.tokens_per_s, default=None)
-            return "NO-GO" if spec is None else verdict(spec.gain, 1.0)
-        return verdict(b.gain, 1.0)
+        spec = self.challenger
+        return "NO-GO" if spec is None else verdict(spec.gain, 1.0)
 
     def to_json(self) -> dict[str, Any]:
         if not self.fits:
