@@ -269,3 +269,25 @@ def test_a_one_mib_special_token_is_cut_in_text_and_whole_in_json(tmp_path, caps
     code = main(["tokenizer-diff", str(a), str(b), "--json"])
     out, _ = capsys.readouterr()
     assert code == 4 and huge in json.loads(out)["added_only_b"][0]["content"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--measured", "RUNS", "--batch", "1" * 5000], "(5,000 characters)' is not a batch size"),
+    (["--per-step", "0.8", "--target", "llama-3.1-8b", "--gpu", "H200", "--calibrate", "1," + "1" * 5000 + ",3"],
+     "(5,004 characters)': B and N are whole numbers"),
+    (["--accept-length", "2", "--steps", "1" * 250, "--costs", "COSTS"], "expected a whole number no larger than"),
+])
+def test_huge_integers_in_plan_flags_are_one_short_line(tmp_path, capsys, args, message):
+    runs = _write(tmp_path, "ok.csv", RUNS + "1,0,,,,100\n1,3,1,4,2.5,200\n")
+    costs = _write(tmp_path, "costs.csv", "batch,tokens,ms\n1,1,10\n1,4,12\n")
+    line = _one_line(capsys, ["plan", *[{"RUNS": runs, "COSTS": costs}.get(a, a) for a in args]])
+    assert message in line and "1" * 100 not in line
+
+
+def test_sample_counts_past_any_training_run_are_one_line(trained, capsys):
+    ck = trained.checkpoints("scratch")
+    dump = str(trained.hidden_dump("k25"))
+    for flag, value in (("--samples", "1e300,1e305,1e307"), ("--predict", "1e308"), ("--reach", "1e300")):
+        extra = [] if flag == "--samples" else ["--samples", "1,2,3"]
+        line = _one_line(capsys, ["acceptance-curve", *ck[:3], flag, value, *extra, "--hidden-states", dump])
+        assert "must be at most" in line

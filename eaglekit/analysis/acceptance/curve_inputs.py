@@ -23,7 +23,7 @@ from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import open_checkpoint
 from eaglekit.io.sources.local import PIPE_WAIT_S, read_local_file
 
-__all__ = ["TRAINING_STATE", "check_series", "checkpoint_samples", "read_plan_break_even", "read_training_step"]
+__all__ = ["MAX_ACCEPT_LENGTH", "MAX_SAMPLES", "TRAINING_STATE", "check_series", "checkpoint_samples", "read_plan_break_even", "read_training_step"]
 
 #: SpecForge's saved training state, beside each checkpoint (scripts/train_eagle3.py, save_checkpoints)
 TRAINING_STATE = "training_state.pt"
@@ -54,6 +54,9 @@ def checkpoint_samples(path: str | os.PathLike[str], *, batch_size: int | None) 
     if step > MAX_TRAINING_STEP:
         raise InputError(f"{shown(str(path))}: {where} says step {_short(step)}, more than any training run takes "
                          f"(at most {MAX_TRAINING_STEP:,}); give --samples N,N,...")
+    if step * batch_size > MAX_SAMPLES:
+        raise InputError(f"{shown(str(path))}: {where} says step {step} x batch {batch_size}, more samples than any "
+                         f"training run sees (at most {MAX_SAMPLES:g}); give --samples N,N,...")
     return float(step * batch_size), f"{where} = {step} x batch {batch_size}"
 
 
@@ -61,6 +64,10 @@ def checkpoint_samples(path: str | os.PathLike[str], *, batch_size: int | None) 
 #: them a count is not a training run's (and 10^400 would overflow a float).
 MAX_TRAINING_STEP = 10 ** 12
 MAX_BATCH_SIZE = 1 << 24
+#: The most samples a checkpoint, a prediction or a reach is taken at (10^15: past any training run), and the
+#: largest accept length asked about (65: 64 draft steps and the bonus token).
+MAX_SAMPLES = 1e15
+MAX_ACCEPT_LENGTH = 65.0
 
 
 def _short(value: Any) -> str:
