@@ -214,6 +214,8 @@ def sweep(path: str | os.PathLike[str]) -> None:
             if kind == "old" and not os.path.lexists(path) and kept.is_dir() and not kept.is_symlink():
                 os.rename(kept, path)
             shutil.rmtree(folder, ignore_errors=True)
+    if _ours(path, path.name):   # killed between the final rename and the marker's removal: the build is whole
+        (path / MARKER).unlink()
 
 
 def _umask() -> int:
