@@ -3,7 +3,9 @@
 ``eaglekit lab --demo build/demo --port 8888`` builds the demo on first use, copies the committed notebooks
 into ``build/lab/`` (:func:`working_copy`: outputs and autosaves land there, never in the checkout, and no
 jupytext twin is paired there), then runs JupyterLab on that copy, bound to 127.0.0.1 with a fresh token,
-and prints the URL to open (the only place the token is shown: Jupyter masks a token it did not generate).
+and prints the URL to open (the only place the token is shown: Jupyter masks a token it did not generate)
+once the server serves: :func:`wait_until_serving` waits for the server's ``jpserver-<pid>.json`` in a private
+runtime folder, however slow the start.
 The token never goes on a command line, which every local user can read in /proc/PID/cmdline: Jupyter
 reads it from ``JUPYTER_TOKEN_FILE`` (jupyter_server's ``IdentityProvider``), a file only this user can
 read, in a private folder removed when the server stops. The kernels see ``EAGLEKIT_DEMO`` (the demo, relative to the copy so outputs
