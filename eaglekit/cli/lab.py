@@ -203,7 +203,16 @@ def run(args: argparse.Namespace) -> int:
               f"{args.workdir} (the checkout stays as committed); the URL follows once it serves", flush=True)
         server = subprocess.Popen(command, env=env)
         signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
-        wait_until_serving(server, runtime)
+        try:
+            wait_until_serving(server, runtime)
+        except BaseException:   # Ctrl-C while it starts, or it exited: no server is left behind
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            raise
         print(f"JupyterLab is serving; open this URL (Ctrl-C stops the server):\n\n    {lab_url(args.port, token)}\n",
               flush=True)
         # Ctrl-C reaches the server too (same terminal): it asks to confirm, then stops its kernels and exits.
