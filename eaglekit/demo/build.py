@@ -40,7 +40,7 @@ from eaglekit.core.errors import InputError
 
 #: The stamp a complete build holds: ``{"version": ..., "build": <uuid>}``, written last.
 STAMP = ".eaglekit-built.json"
-#: The marker inside every temporary folder eaglekit creates beside a build (removed before the rename).
+#: The marker inside every temporary folder eaglekit creates beside a build (removed once the folder is in place).
 MARKER = ".eaglekit-temporary"
 #: The marker's first line; the second names the folder the temporary was made for.
 SIGNATURE = "eaglekit temporary build folder: safe to delete once no eaglekit build runs"
