@@ -235,6 +235,9 @@ def test_training_steps_past_a_float_are_one_line(trained, tmp_path, capsys):
     torch.save({"global_step": 10 ** 400}, huge / "training_state.pt")
     line = _one_line(capsys, ["acceptance-curve", huge, ck[1], ck[2], "--batch-size", "8", "--hidden-states", dump])
     assert "more than any training run takes" in line and "0" * 100 not in line
+    torch.save({"global_step": 10 ** 5000}, huge / "training_state.pt")   # past str()'s 4,300 digits too
+    line = _one_line(capsys, ["acceptance-curve", huge, ck[1], ck[2], "--batch-size", "8", "--hidden-states", dump])
+    assert "0" * 100 not in line
     named = tmp_path / f"step_{'1' * 250}"
     shutil.copytree(ck[0], named)
     (named / "training_state.pt").unlink()

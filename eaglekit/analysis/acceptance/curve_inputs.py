@@ -23,7 +23,8 @@ from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import open_checkpoint
 from eaglekit.io.sources.local import PIPE_WAIT_S, read_local_file
 
-__all__ = ["MAX_ACCEPT_LENGTH", "MAX_SAMPLES", "TRAINING_STATE", "check_series", "checkpoint_samples", "read_plan_break_even", "read_training_step"]
+__all__ = ["MAX_ACCEPT_LENGTH", "MAX_SAMPLES", "TRAINING_STATE", "check_series",
+           "checkpoint_samples", "read_plan_break_even", "read_training_step"]
 
 #: SpecForge's saved training state, beside each checkpoint (scripts/train_eagle3.py, save_checkpoints)
 TRAINING_STATE = "training_state.pt"
@@ -71,8 +72,9 @@ MAX_ACCEPT_LENGTH = 65.0
 
 
 def _short(value: Any) -> str:
-    text = str(value) if not isinstance(value, int) or value < 10 ** 40 else f"{str(value)[:20]}... ({len(str(value))} digits)"
-    return text[:80]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 40:
+        return f"about 10^{int(abs(value).bit_length() * 0.30103)}"   # str() of 4,300+ digits would raise
+    return str(value)[:80]
 
 
 def read_training_step(path: str | os.PathLike[str]) -> int:
