@@ -163,7 +163,7 @@ def built_beside(path: Path, build: Callable[[Path], object], *, stamp: dict[str
             if path.is_symlink() or path.exists():
                 path.unlink()
             os.rename(tmp, path)
-        (path / MARKER).unlink()   # the marker went with the rename: a leftover is always marked until here
+        (path / MARKER).unlink(missing_ok=True)   # the marker went with the rename: a leftover is marked until here
     finally:
         shutil.rmtree(tmp, ignore_errors=True)   # our own mkdtemp folder, gone already when renamed into place
 
