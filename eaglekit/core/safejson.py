@@ -81,8 +81,8 @@ MAX_LISTED = 1000
 
 
 def summarised(value: Any, *, most: int = MAX_LISTED, keep: int = 20) -> Any:
-    """``value`` with every list (or tuple) longer than ``most`` replaced by a summary object: ``{"count": n,
-    "first": the first ``keep`` items, "last": the last ``keep``, "summarised": a sentence}``. An output that
+    """``value`` with every list (or tuple) or object longer than ``most`` replaced by a summary object:
+    ``{"count": n, "first": the first ``keep`` items, "last": the last ``keep``, "summarised": a sentence}``. An output that
     echoes its inputs (a million measured rows) stays a size a terminal, a notebook or ``jq`` can take, and
     says that it was cut. Iterative, like :func:`finite`."""
     def cut(items: Any) -> Any:
@@ -90,6 +90,10 @@ def summarised(value: Any, *, most: int = MAX_LISTED, keep: int = 20) -> Any:
             n = len(items)
             return {"count": n, "first": list(items[:keep]), "last": list(items[-keep:]),
                     "summarised": f"{n:,} items: the first and last {keep} are listed"}
+        if isinstance(items, dict) and len(items) > most:   # a mapping by batch size, say: the same summary
+            n, keys = len(items), list(items)
+            return {"count": n, "first": {k: items[k] for k in keys[:keep]}, "last": {k: items[k] for k in keys[-keep:]},
+                    "summarised": f"{n:,} entries: the first and last {keep} are listed"}
         return items
 
     root = [cut(value)]

@@ -294,3 +294,11 @@ def test_sample_counts_past_any_training_run_are_one_line(trained, capsys):
         extra = [] if flag == "--samples" else ["--samples", "1,2,3"]
         line = _one_line(capsys, ["acceptance-curve", *ck[:3], flag, value, *extra, "--hidden-states", dump])
         assert "must be at most" in line
+
+
+def test_a_long_draft_table_is_summarised_too(tmp_path, capsys):
+    costs = _write(tmp_path, "costs.csv", "batch,tokens,ms\n1,1,10\n1,4,12\n")
+    draft = _write(tmp_path, "draft.csv", "batch,ms\n" + "".join(f"{b},{1 + b // 1000}\n" for b in range(1, 5001)))
+    got = _plan_json(capsys, ["plan", "--costs", costs, "--draft-costs", draft, "--per-step", "0.8"])
+    measured = got["draft"]["measured"]
+    assert measured["count"] == 5000 and measured["first"]["1"] == 1.0 and len(measured["last"]) == 20
