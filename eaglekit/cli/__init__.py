@@ -3,7 +3,8 @@
 Each subcommand module defines ``add_parser(subparsers)`` (registering its arguments from the shared
 options of :mod:`.common` and setting ``func``) and imports the analysis it runs inside its handler: the
 analyses pull numpy, torch, plotly or the Hub client, and ``eaglekit --help`` must not. Any
-:class:`~eaglekit.core.errors.EaglekitError` becomes one line on stderr and exit code 2, never a traceback.
+:class:`~eaglekit.core.errors.EaglekitError` becomes one line on stderr and exit code 2, never a traceback; so
+does an ``OverflowError`` no input check caught (a figure past a float's range), as a last net.
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except EaglekitError as e:
         print(f"eaglekit {args.command}: error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except OverflowError as e:  # the last net: an input's figure past a float's range that no check caught
+        print(f"eaglekit {args.command}: error: a figure from the input is too large to compute ({_one_line(str(e))}); "
+              "check the inputs for values far outside what a measurement gives", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"eaglekit {args.command}: interrupted", file=sys.stderr)

@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
-from eaglekit.cli.common import (NEW_TOKENS, STEPS, add_json_option, add_location, add_remote_options,
+from eaglekit.cli.common import (NEW_TOKENS, STEPS, capped, add_json_option, add_location, add_remote_options,
                                  add_trust_remote_code_option, emit,
                                  temperature)
 
@@ -47,9 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     tree = p.add_argument_group("tree drafts (SGLang's --speculative-eagle-topk / --speculative-num-draft-tokens)")
-    tree.add_argument("--topk", type=int, default=None, metavar="K",
+    tree.add_argument("--topk", type=capped(), default=None, metavar="K",
                       help="draft a tree: K children per node, K best kept per level (1 is the chain)")
-    tree.add_argument("--draft-tokens", type=int, default=None, metavar="N",
+    tree.add_argument("--draft-tokens", type=capped(), default=None, metavar="N",
                       help="tokens verified per cycle, the root included (N - 1 drafted; topk 1: steps + 1)")
     tree.add_argument("--tree-grid", metavar="S:K:N,...", default=None,
                       help="several trees in one run (steps:topk:draft tokens), sharing the target run and the "

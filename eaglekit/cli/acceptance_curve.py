@@ -16,7 +16,11 @@ import argparse
 import re
 
 from eaglekit.cli._dumps import DUMP_ONLY, add_dump_options, check_sources
-from eaglekit.cli.common import add_json_option, add_remote_options, add_trust_remote_code_option, emit
+from eaglekit.cli.common import (NEW_TOKENS, SEED, STEPS, add_json_option, add_remote_options, add_trust_remote_code_option,
+                                 emit, whole)
+
+#: eaglekit.core.acceptance.curve.MAX_RESAMPLES (not imported: it pulls numpy, and `eaglekit --help` must not)
+MAX_RESAMPLES = 20_000
 
 _SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9}
 
@@ -46,7 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=number_list, action="append", metavar="N,N,...",
                    help="samples seen by each checkpoint (37K, 1.4M allowed); once per curve, in order. Default: read "
                         "from each checkpoint's training_state.pt (global_step) or folder name (step_N) x --batch-size")
-    p.add_argument("--batch-size", type=int, metavar="B",
+    p.add_argument("--batch-size", type=whole(1, 1 << 24, "a batch size"), metavar="B",
                    help="samples per training step, summed over data-parallel ranks (turns steps into samples)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--target", metavar="T", help="a causal LM transformers loads (folder or Hub repo id)")
@@ -55,8 +59,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--prompts", metavar="FILE", help="JSONL prompts (needed with --target)")
     p.add_argument("--embeddings", metavar="LOCATION", help="with --hidden-states: the target checkpoint whose "
                    "embed_tokens the drafters use (default: the dump's target when it is a local folder)")
-    p.add_argument("--max-new-tokens", type=int, default=64, metavar="N", help="greedy continuation length (64)")
-    p.add_argument("--steps", type=int, default=5, metavar="K", help="draft steps per cycle (5)")
+    p.add_argument("--max-new-tokens", type=NEW_TOKENS, default=64, metavar="N", help="greedy continuation length (64)")
+    p.add_argument("--steps", type=STEPS, default=5, metavar="K", help="draft steps per cycle (5)")
     p.add_argument("--predict", type=number_list, default=[], metavar="N,N,...",
                    help="sample counts to predict the accept length at")
     p.add_argument("--reach", type=number_list, default=[], metavar="AL,AL,...",
@@ -67,8 +71,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--family", choices=("loglogistic", "power", "exp", "auto"), default="loglogistic",
                    help="the curve: log-logistic from 1 to a ceiling (default), power law or exponential toward a "
                         "ceiling, or auto (the lowest error predicting each next checkpoint from the ones before)")
-    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="S", help="seed of the fit's bootstrap (0)")
-    p.add_argument("--resamples", type=int, default=1000, metavar="R", help="bootstrap resamples of the fit (1000)")
+    p.add_argument("--bootstrap-seed", type=SEED, default=0, metavar="S", help="seed of the fit's bootstrap (0)")
+    p.add_argument("--resamples", type=whole(100, MAX_RESAMPLES, "a resample count"), default=1000, metavar="R",
+                   help=f"bootstrap resamples of the fit (1000; 100 to {MAX_RESAMPLES:,})")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     add_json_option(p)
@@ -102,10 +107,6 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--samples given {len(args.samples)} times for {len(series)} curves: give it once per "
                              "curve, in the order of the curves (or read samples from the checkpoints).")
         samples = dict(zip(series, args.samples))
-    if args.batch_size is not None and args.batch_size < 1:
-        raise InputError(f"--batch-size must be a positive whole number, got {args.batch_size}.")
-    if args.resamples < 100:
-        raise InputError(f"--resamples must be at least 100 for a 95% interval, got {args.resamples}.")
     training_dump = check_sources(args)
     dump: dict = {}
     if training_dump:

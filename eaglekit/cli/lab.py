@@ -3,7 +3,9 @@
 ``eaglekit lab --demo build/demo --port 8888`` builds the demo on first use, copies the committed notebooks
 into ``build/lab/`` (:func:`working_copy`: outputs and autosaves land there, never in the checkout, and no
 jupytext twin is paired there), then runs JupyterLab on that copy, bound to 127.0.0.1 with a fresh token,
-and prints the URL to open (the only place the token is shown: Jupyter masks a token it did not generate).
+and prints the URL to open (the only place the token is shown: Jupyter masks a token it did not generate)
+once the server serves: :func:`wait_until_serving` waits for the server's ``jpserver-<pid>.json`` in a private
+runtime folder, however slow the start.
 The token never goes on a command line, which every local user can read in /proc/PID/cmdline: Jupyter
 reads it from ``JUPYTER_TOKEN_FILE`` (jupyter_server's ``IdentityProvider``), a file only this user can
 read, in a private folder removed when the server stops. The kernels see ``EAGLEKIT_DEMO`` (the demo, relative to the copy so outputs
@@ -193,12 +195,41 @@ def run(args: argparse.Namespace) -> int:
     token = secrets.token_hex(24)
     command = lab_command(root_dir=args.workdir, port=args.port)
     with token_file(token) as secret:
-        print(f"demo workspace ready at {args.demo}\nJupyterLab on a working copy of {args.notebooks} in "
-              f"{args.workdir} (the checkout stays as committed); open this URL (Ctrl-C stops the server):\n\n"
-              f"    {lab_url(args.port, token)}\n", flush=True)
-        server = subprocess.Popen(command, env=lab_env(demo=args.demo, root_dir=args.workdir, token=secret,
-                                                       config_dir=lab_config_dir(args.workdir)))
+        runtime = secret.parent / "runtime"   # private (0700 parent), removed with the token
+        runtime.mkdir(mode=0o700)
+        env = lab_env(demo=args.demo, root_dir=args.workdir, token=secret, config_dir=lab_config_dir(args.workdir))
+        env["JUPYTER_RUNTIME_DIR"] = str(runtime)
+        print(f"demo workspace ready at {args.demo}\nstarting JupyterLab on a working copy of {args.notebooks} in "
+              f"{args.workdir} (the checkout stays as committed); the URL follows once it serves", flush=True)
+        server = subprocess.Popen(command, env=env)
+        signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
+        try:
+            wait_until_serving(server, runtime)
+        except BaseException:   # Ctrl-C while it starts, or it exited: no server is left behind
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            raise
+        print(f"JupyterLab is serving; open this URL (Ctrl-C stops the server):\n\n    {lab_url(args.port, token)}\n",
+              flush=True)
         # Ctrl-C reaches the server too (same terminal): it asks to confirm, then stops its kernels and exits.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
         return server.wait()
+
+
+def wait_until_serving(server, runtime: str | os.PathLike[str], *, poll_s: float = 0.1) -> None:
+    """Return once the Jupyter server ``server`` (a Popen) serves: it writes ``jpserver-<pid>.json`` into its
+    runtime folder after it has bound its port (jupyter_server ``ServerApp.start_app``). No deadline: a slow
+    start on a busy machine is waited for as long as it takes (Ctrl-C stops it); a server that exits first is
+    one :class:`InputError` (its own messages are above on the terminal)."""
+    import time
+
+    info = Path(runtime) / f"jpserver-{server.pid}.json"
+    while not info.exists():
+        code = server.poll()
+        if code is not None:
+            raise InputError(f"JupyterLab exited (code {code}) before it served; its messages are above.")
+        time.sleep(poll_s)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from eaglekit.cli.common import add_json_option, add_remote_options, emit, whole
+from eaglekit.cli.common import add_json_option, add_remote_options, capped, emit, whole
 from eaglekit.core.serving.costmodel import MAX_CONTEXT, MAX_TP
 
 _EPILOG = ("Accept length at k steps = 1 + sum over j <= k of the product of the first j per-step acceptances "
@@ -46,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     acc.add_argument("--vllm-log", metavar="LOG", help="a vLLM log: its last 'Per-position acceptance rate' line")
     acc.add_argument("--accept-length", metavar="L", help="one accept length (SGLang's 'accept len') at --steps K: a "
                      "constant per-step acceptance, labelled as such")
-    p.add_argument("--steps", type=int, default=None, metavar="K", help="the draft steps --accept-length was measured at")
+    p.add_argument("--steps", type=capped(), default=None, metavar="K", help="the draft steps --accept-length was measured at")
     p.add_argument("--measured", action="append", default=[], metavar="RUNS",
                    help="measured runs (repeatable): CSV batch,steps,topk,draft_tokens,accept_length,tokens_per_s, or "
                         "SGLang bench_speculative.py / bench_one_batch JSONL, SpecForge bench_eagle3.py JSON, `vllm "
@@ -89,10 +89,14 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 
     out = []
     for part in text.split(","):
+        part = part.strip()
+        shown = part if len(part) <= 40 else f"{part[:40]}... ({len(part):,} characters)"
+        if len(part) > 40:   # no batch size has 40 digits: refused before int() (and shown cut)
+            raise InputError(f"{what}: {shown!r} is not a batch size (give e.g. 1,2,4,8)")
         try:
-            out.append(int(part.strip()))
+            out.append(int(part))
         except ValueError:
-            raise InputError(f"{what}: {part.strip()!r} is not a whole number (give e.g. 1,2,4,8)") from None
+            raise InputError(f"{what}: {shown!r} is not a whole number (give e.g. 1,2,4,8)") from None
     return tuple(out)
 
 
@@ -101,12 +105,15 @@ def _point(text: str):
     from eaglekit.core.errors import InputError
 
     parts = [s.strip() for s in text.split(",")]
+    shown = text if len(text) <= 80 else f"{text[:80]}... ({len(text):,} characters)"
     if len(parts) != 3:
-        raise InputError(f"--calibrate {text!r}: give B,N,MS (batch, tokens per request, milliseconds)")
+        raise InputError(f"--calibrate {shown!r}: give B,N,MS (batch, tokens per request, milliseconds)")
     try:
+        if max(len(x) for x in parts) > 40:   # past any measurement: refused before int() and float()
+            raise ValueError
         b, n, ms = int(parts[0]), int(parts[1]), float(parts[2])
     except ValueError:
-        raise InputError(f"--calibrate {text!r}: B and N are whole numbers, MS a number") from None
+        raise InputError(f"--calibrate {shown!r}: B and N are whole numbers, MS a number") from None
     return Point(b, n, ms)
 
 

@@ -74,3 +74,37 @@ def finite(value: Any) -> Any:
             item = holder[key] = list(item)
             todo.extend((item, i) for i in range(len(item)))
     return root[0]
+
+
+#: Longest list :func:`summarised` keeps whole.
+MAX_LISTED = 1000
+
+
+def summarised(value: Any, *, most: int = MAX_LISTED, keep: int = 20) -> Any:
+    """``value`` with every list (or tuple) or object longer than ``most`` replaced by a summary object:
+    ``{"count": n, "first": the first ``keep`` items, "last": the last ``keep``, "summarised": a sentence}``. An output that
+    echoes its inputs (a million measured rows) stays a size a terminal, a notebook or ``jq`` can take, and
+    says that it was cut. Iterative, like :func:`finite`."""
+    def cut(items: Any) -> Any:
+        if isinstance(items, (list, tuple)) and len(items) > most:
+            n = len(items)
+            return {"count": n, "first": list(items[:keep]), "last": list(items[-keep:]),
+                    "summarised": f"{n:,} items: the first and last {keep} are listed"}
+        if isinstance(items, dict) and len(items) > most:   # a mapping by batch size, say: the same summary
+            n, keys = len(items), list(items)
+            return {"count": n, "first": {k: items[k] for k in keys[:keep]}, "last": {k: items[k] for k in keys[-keep:]},
+                    "summarised": f"{n:,} entries: the first and last {keep} are listed"}
+        return items
+
+    root = [cut(value)]
+    todo: list[tuple[Any, Any]] = [(root, 0)]
+    while todo:
+        holder, key = todo.pop()
+        item = holder[key]
+        if isinstance(item, dict):
+            item = holder[key] = {k: cut(v) for k, v in item.items()}
+            todo.extend((item, k) for k in item)
+        elif isinstance(item, (list, tuple)):
+            item = holder[key] = [cut(v) for v in item]
+            todo.extend((item, i) for i in range(len(item)))
+    return root[0]

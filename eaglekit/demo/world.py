@@ -273,19 +273,18 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
 
 
 def _build(root: Path, final: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> None:
-    """Write the workspace into ``root`` (a fresh folder beside ``final``, renamed into place when done)."""
+    """Write the workspace into ``root`` (a fresh folder beside ``final``, renamed into place when done).
+
+    A rebuild keeps the trained world (minutes of training) without moving it: ``final/trained`` is copied in as
+    hard links (a link is copied as a link), so until the new workspace takes its place the old one holds its
+    complete trained world, whatever happens to this build (a crash, SIGKILL)."""
     kept = final / "trained"
-    moved = kept.is_symlink() or kept.is_dir()
-    if moved:  # a rebuild keeps the trained world (minutes of training)
-        with build_lock(kept):
-            os.rename(kept, root / "trained")
-    try:
-        _build_into(root, trained=trained, progress=progress)
-    except BaseException:
-        if moved:  # back where it was: a failed rebuild loses nothing
-            with build_lock(kept):
-                os.rename(root / "trained", kept)
-        raise
+    if kept.is_symlink():
+        os.symlink(os.readlink(kept), root / "trained", target_is_directory=True)
+    elif kept.is_dir():
+        with build_lock(kept):   # no trained build swaps it while it is copied
+            shutil.copytree(kept, root / "trained", symlinks=True, copy_function=_link)
+    _build_into(root, trained=trained, progress=progress)
 
 
 def _build_into(root: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> None:

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from eaglekit.cli import main
 from eaglekit.cli.lab import ANNOUNCEMENTS, ROOT, lab_command, lab_config_dir, lab_env, lab_url, working_copy
 
@@ -114,3 +116,44 @@ def test_no_news_question_jupyterlab_reads_the_page_config(tmp_path):
     env = {**os.environ, "JUPYTER_CONFIG_PATH": env["JUPYTER_CONFIG_PATH"], "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
     assert ANNOUNCEMENTS in json.loads(out.stdout)
+
+
+SLOW_SERVER = """
+import os, sys, pathlib
+go, runtime = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+fd = os.open(go, os.O_RDONLY)          # a FIFO: blocks until the test opens it for writing, however long that takes
+os.read(fd, 1)
+(runtime / f"jpserver-{os.getpid()}.json").write_text("{}")
+sys.stdin.read()                       # serves until the test closes its stdin
+"""
+
+
+def test_the_lab_waits_for_a_slow_server_as_long_as_it_takes(tmp_path):
+    """A start slowed at will (the fake server writes its jpserver-<pid>.json only when the test says go): the
+    wait returns after that, not before, and a server that exits first is one line."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from eaglekit.cli.lab import wait_until_serving
+    from eaglekit.core.errors import InputError
+
+    go = tmp_path / "go"
+    os.mkfifo(go)
+    server = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(go), str(tmp_path)], stdin=subprocess.PIPE)
+    try:
+        done = threading.Event()
+        waiter = threading.Thread(target=lambda: (wait_until_serving(server, tmp_path, poll_s=0.01), done.set()))
+        waiter.start()
+        assert not done.is_set() and not (tmp_path / f"jpserver-{server.pid}.json").exists()
+        with open(go, "w") as f:                                     # now the server may come up
+            f.write("x")
+        waiter.join(600)
+        assert done.is_set() and (tmp_path / f"jpserver-{server.pid}.json").exists()
+    finally:
+        server.stdin.close()
+        server.wait(60)
+    dead = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    with pytest.raises(InputError, match=r"JupyterLab exited \(code 3\) before it served"):
+        wait_until_serving(dead, tmp_path, poll_s=0.01)

@@ -21,7 +21,9 @@ from pathlib import Path
 from eaglekit.cli.lab import lab_env, token_file
 
 REPO = Path(__file__).resolve().parents[2]
-START_LIMIT = 180  # seconds for JupyterLab to come up on a loaded machine; the test fails past it
+#: A guard against a hang only: the command prints its URL once JupyterLab serves (it waits for the server's
+#: jpserver-<pid>.json, however slow the start), so nothing here races the server's start.
+START_LIMIT = 900
 
 
 def _free_port() -> int:
@@ -99,9 +101,8 @@ def test_the_token_is_on_no_command_line_and_reaches_jupyter_by_a_private_file(d
         url, printed = _read_url(proc, deadline)
         token = url.rsplit("=", 1)[1]
         base = f"http://127.0.0.1:{port}/api/status"
-        while _status_or_none(f"{base}?token={token}") != 200:
-            assert time.monotonic() < deadline and proc.poll() is None, "JupyterLab did not come up"
-            time.sleep(0.5)
+        assert "JupyterLab is serving" in printed
+        assert _status(f"{base}?token={token}") == 200        # printed only once it serves: no wait, no retry
         assert _status(base) == 403 and _status(f"{base}?token=an-inherited-token-jupyter-would-prefer") == 403
         assert printed.count(token) == 1  # shown once, in the URL
         assert _listening(port) == {"0100007F"}  # 127.0.0.1 only (no 0.0.0.0, no IPv6 wildcard)

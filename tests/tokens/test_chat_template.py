@@ -52,10 +52,34 @@ def test_hostile_templates_are_one_line(template, kind, message):
     assert "\n" not in str(e.value) and str(e.value).startswith("T ")
 
 
-def test_a_template_that_never_ends_is_stopped():
+def test_a_template_that_never_ends_is_stopped_by_its_work_not_the_clock():
+    """10^10 empty iterations: cut after MAX_TEMPLATE_STEPS lines of template code, whatever the machine's
+    load (the clock, 600 s here, is never what stops it)."""
+    from eaglekit.core.tokens.chat_template import MAX_TEMPLATE_STEPS
+
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    with pytest.raises(TemplateLimitError, match=f"ran more than {MAX_TEMPLATE_STEPS:,} steps of template code"):
+        render_bounded(loop, CHAT, timeout=600)
+    macro = "{% macro f(n) %}{% for i in range(100000) %}{% endfor %}{% endmacro %}" \
+            "{% for i in range(100000) %}{{ f(i) }}{% endfor %}"
+    with pytest.raises(TemplateLimitError, match="steps of template code"):
+        render_bounded(macro, CHAT, timeout=600)
+
+
+def test_the_step_count_is_per_prompt_and_real_templates_stay_far_below_it():
+    from eaglekit.core.tokens.chat_template import render
+
+    long_chat = [[{"role": "user" if i % 2 else "assistant", "content": f"m{i}"} for i in range(1000)]] * 3
+    out = render(LLAMA_LIKE, long_chat, max_steps=100_000)          # 1,000 messages: far under the cap
+    assert len(out) == 3 and all("m999" in t for t in out)
+    with pytest.raises(TemplateLimitError, match="more than 1,000 steps"):
+        render(LLAMA_LIKE, long_chat, max_steps=1_000)
+
+
+def test_the_clock_still_stops_a_template_whose_steps_are_slow():
+    slow = "{% for i in range(100000) %}{% set x = ('a' * (20000000 + i)) | length %}{% endfor %}"
     with pytest.raises(TemplateLimitError, match="still rendering after 2 s"):
-        render_bounded(loop, CHAT, timeout=2)
+        render_bounded(slow, CHAT, timeout=2)
 
 
 def test_template_files_are_read_with_their_size_checked(tmp_path):

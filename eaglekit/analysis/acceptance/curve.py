@@ -22,7 +22,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eaglekit.analysis.acceptance.curve_inputs import (check_series, checkpoint_samples, read_plan_break_even,
+from eaglekit.analysis.acceptance.curve_inputs import (MAX_ACCEPT_LENGTH, MAX_SAMPLES, check_series, checkpoint_samples,
+                                                       read_plan_break_even,
                                                        read_training_step)
 from eaglekit.analysis.acceptance.curve_result import (MAX_WIDTH_TEXT, AcceptanceCurve, Curve, CurvePoint, PlanLine,
                                                        samples_text)
@@ -79,11 +80,14 @@ def _point(path: str, samples: float, where: str, r) -> CurvePoint:
                       tuple(r.accept_length_by_steps), counts)
 
 
-def _as_numbers(values: Sequence[float] | None, what: str) -> tuple[float, ...]:
+def _as_numbers(values: Sequence[float] | None, what: str, most: float = MAX_SAMPLES) -> tuple[float, ...]:
     out = []
     for v in values or ():
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise InputError(f"{what} must be positive numbers, got {v!r}.")
+        if v > most:
+            raise InputError(f"{what} must be at most {most:g} (more than any training run or drafter reaches), "
+                             f"got {v:g}.")
         out.append(float(v))
     return tuple(out)
 
@@ -118,9 +122,10 @@ def acceptance_curve(checkpoints: Sequence[str | os.PathLike[str]] | Mapping[str
         raise InputError(f"curve family must be one of {', '.join(FAMILIES)} or auto, got {family!r}.")
     if (target is None) == (hidden_states is None):
         raise InputError("give exactly one of target (with prompts) or hidden_states (a dump folder).")
-    predict, reach = _as_numbers(predict, "--predict sample counts"), _as_numbers(reach, "--reach accept lengths")
+    predict = _as_numbers(predict, "--predict sample counts")
+    reach = _as_numbers(reach, "--reach accept lengths", MAX_ACCEPT_LENGTH)
     if break_even is not None:
-        _as_numbers([break_even], "--break-even")
+        _as_numbers([break_even], "--break-even", MAX_ACCEPT_LENGTH)
     given = _samples_by_label(samples, series)
     lines = list(read_plan_break_even(plan, steps=steps)) if plan is not None else []
     if break_even is not None:

@@ -21,8 +21,10 @@ from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.redact import shown
 from eaglekit.io.drafter import read_maps
 from eaglekit.io.reader import open_checkpoint
+from eaglekit.io.sources.local import PIPE_WAIT_S, read_local_file
 
-__all__ = ["TRAINING_STATE", "check_series", "checkpoint_samples", "read_plan_break_even", "read_training_step"]
+__all__ = ["MAX_ACCEPT_LENGTH", "MAX_SAMPLES", "TRAINING_STATE", "check_series",
+           "checkpoint_samples", "read_plan_break_even", "read_training_step"]
 
 #: SpecForge's saved training state, beside each checkpoint (scripts/train_eagle3.py, save_checkpoints)
 TRAINING_STATE = "training_state.pt"
@@ -46,9 +48,33 @@ def checkpoint_samples(path: str | os.PathLike[str], *, batch_size: int | None) 
         raise InputError(f"{shown(str(path))}: no {TRAINING_STATE} and no step in the folder name (step_N, "
                          "epoch_E_step_N, checkpoint-N): give --samples N,N,... (samples seen by each checkpoint).")
     if batch_size is None:
-        raise InputError(f"{shown(str(path))}: {where} says step {step}; give --batch-size (samples per step, summed "
-                         "over data-parallel ranks) to turn steps into samples, or --samples N,N,...")
+        raise InputError(f"{shown(str(path))}: {where} says step {_short(step)}; give --batch-size (samples per step, "
+                         "summed over data-parallel ranks) to turn steps into samples, or --samples N,N,...")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InputError(f"batch size must be a whole number from 1 to {MAX_BATCH_SIZE:,}, got {_short(batch_size)}.")
+    if step > MAX_TRAINING_STEP:
+        raise InputError(f"{shown(str(path))}: {where} says step {_short(step)}, more than any training run takes "
+                         f"(at most {MAX_TRAINING_STEP:,}); give --samples N,N,...")
+    if step * batch_size > MAX_SAMPLES:
+        raise InputError(f"{shown(str(path))}: {where} says step {step} x batch {batch_size}, more samples than any "
+                         f"training run sees (at most {MAX_SAMPLES:g}); give --samples N,N,...")
     return float(step * batch_size), f"{where} = {step} x batch {batch_size}"
+
+
+#: The largest step count read from a training state or a folder name, and the largest samples per step: past
+#: them a count is not a training run's (and 10^400 would overflow a float).
+MAX_TRAINING_STEP = 10 ** 12
+MAX_BATCH_SIZE = 1 << 24
+#: The most samples a checkpoint, a prediction or a reach is taken at (10^15: past any training run), and the
+#: largest accept length asked about (65: 64 draft steps and the bonus token).
+MAX_SAMPLES = 1e15
+MAX_ACCEPT_LENGTH = 65.0
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10 ** 40:
+        return f"about 10^{int(abs(value).bit_length() * 0.30103)}"   # str() of 4,300+ digits would raise
+    return str(value)[:80]
 
 
 def read_training_step(path: str | os.PathLike[str]) -> int:
@@ -84,7 +110,12 @@ def read_training_step(path: str | os.PathLike[str]) -> int:
 
 
 # -- the serving plan --------------------------------------------------------------------------------------
-def read_plan_break_even(plan: str | os.PathLike[str] | Mapping[str, Any], *, steps: int) -> tuple[PlanLine, ...]:
+#: The largest plan file read (an `eaglekit plan --json` output is a few hundred KiB).
+PLAN_LIMIT = 16 * 2 ** 20
+
+
+def read_plan_break_even(plan: str | os.PathLike[str] | Mapping[str, Any], *, steps: int,
+                         pipe_wait: float = PIPE_WAIT_S) -> tuple[PlanLine, ...]:
     """Break-even accept lengths at K = ``steps`` from an ``eaglekit plan --json`` object (a path or the dict),
     read defensively. Keys read, per entry of ``batches``: ``batch``; ``break_even_accept_length`` or
     ``break_even`` (a number, or a mapping by k) when the plan states it, else from ``steps[k].cycle_ms``:
@@ -92,10 +123,13 @@ def read_plan_break_even(plan: str | os.PathLike[str] | Mapping[str, Any], *, st
     plain decoding; ``best_steps`` and ``tokens_per_s`` (the plan's best configuration) for reference."""
     if not isinstance(plan, Mapping):
         p = Path(os.path.expanduser(os.fspath(plan)))
+        # the guarded reader of every small input: a regular file under the size cap, or a pipe read within its
+        # time limit; /dev/zero, a link to /dev/urandom, a FIFO nobody writes and a 3 GiB sparse file are refused
+        data = read_local_file(p, limit=PLAN_LIMIT, what="--plan", pipe_wait=pipe_wait)
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"--plan {shown(str(plan))}: cannot read it ({e.__class__.__name__}).") from e
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"--plan {shown(str(plan))} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
         plan = safejson.loads(text, what=f"plan {p.name}", error=InputError)
     batches = plan.get("batches") if isinstance(plan, Mapping) else None
     if not isinstance(batches, list) or not batches:
@@ -151,10 +185,18 @@ def check_series(paths: Sequence[str], *, endpoint: str | None = None, timeout: 
     """Every checkpoint of one curve has the same tensors, shapes and vocabulary map as the first: a curve
     through different drafters would measure something else."""
     first = None
+    seen: dict[str, tuple[int, str]] = {}
     for i, path in enumerate(paths, start=1):
         with open_checkpoint(path, endpoint=endpoint, timeout=timeout) as ckpt:
             shapes = {t.name: tuple(t.shape) for t in ckpt.inventory.tensors}
             maps = read_maps(ckpt)
+            mark = weights_fingerprint(ckpt)
+        if mark in seen:
+            j, other = seen[mark]
+            raise InputError(f"checkpoint {i} ({shown(str(path))}) holds the same weights as checkpoint {j} "
+                             f"({shown(str(other))}): every tensor's name, shape and sampled bytes agree (a copy, a link "
+                             "or the same folder twice); a curve needs each checkpoint of the run once.")
+        seen[mark] = (i, str(path))
         if first is None:
             first = (path, shapes, maps)
             continue
@@ -172,3 +214,29 @@ def check_series(paths: Sequence[str], *, endpoint: str | None = None, timeout: 
                 raise VocabMapError(f"checkpoints with different vocabulary maps: {key} of checkpoint {i} "
                                     f"({shown(str(path))}) differs from checkpoint 1's ({shown(str(p0))}){diff}; a "
                                     "curve's checkpoints must share one draft vocabulary.")
+
+
+#: Bytes read from each tensor for :func:`weights_fingerprint`: this many windows of this many bytes, spread
+#: evenly from the first byte to the last (a training step moves nearly every weight, so two checkpoints of one
+#: run differ in every window; a copy agrees in all).
+FINGERPRINT_WINDOWS = 4
+FINGERPRINT_BYTES = 4096
+
+
+def weights_fingerprint(ckpt: Any) -> str:
+    """A SHA-256 over every tensor's name, dtype and shape and :data:`FINGERPRINT_WINDOWS` windows of its bytes
+    (read by range: a few KiB per tensor however large the checkpoint, local or remote). The same weights give
+    the same fingerprint whatever path or link they are reached by."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for t in sorted(ckpt.inventory.tensors, key=lambda t: t.name):
+        h.update(f"{t.name}\0{t.dtype}\0{list(t.shape)}\0{t.nbytes}\0".encode())
+        size = min(FINGERPRINT_BYTES, t.nbytes)
+        if size == 0:
+            continue
+        last = t.nbytes - size
+        starts = sorted({last * k // max(FINGERPRINT_WINDOWS - 1, 1) for k in range(FINGERPRINT_WINDOWS)})
+        for start in starts:
+            h.update(ckpt.read_bytes(t.name, start, size))
+    return h.hexdigest()

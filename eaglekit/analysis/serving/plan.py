@@ -413,8 +413,9 @@ class ServingPlan:
                 + f"<p style='font-size:0.85em'>{_FITTED}; {_EXTRAPOLATED}</p></div>")
 
     def to_json(self) -> dict[str, Any]:
-        """The ``eaglekit plan --json`` object."""
-        return {
+        """The ``eaglekit plan --json`` object; a list of more than :data:`~eaglekit.core.safejson.MAX_LISTED`
+        items (a million measured forwards echoed) is summarised as its count, first and last items."""
+        return safejson.summarised({
             "batches": [p.to_json() for p in self.plans],
             "schedule": self.schedule,
             "stops_paying_at": self.stops_paying_at,
@@ -448,12 +449,21 @@ class ServingPlan:
                                 for r, p in self.readings],
             "one_measurement": self.no_run_interval,
             "notes": list(self.notes),
-        }
+        })
 
 
 # -- inputs -----------------------------------------------------------------------------------------
 
 PathLike = str | os.PathLike[str]
+
+#: Repeats of one forward further apart than this factor contradict each other (refused, not averaged).
+CONTRADICTION = 10.0
+#: The largest relative scatter of measurements around their fit (100%) before the plan refuses them as not one
+#: server's: past it every interval spans orders of magnitude (and exp(z x spread) overflows).
+MAX_SCATTER = 1.0
+
+#: The most batch sizes one plan prices (engines schedule a few dozen; 1..512 every one still fits).
+MAX_BATCHES = 512
 
 
 def _read_text(path: PathLike, what: str) -> str:
@@ -684,6 +694,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
           measured: Any = None, trees: Any = None, extrapolate: bool = False, verify_split: float = 0.0,
           given: bool = False) -> ServingPlan:
     check_parallel(tp, context)
+    batches = tuple(batches)
+    if len(batches) > MAX_BATCHES:
+        raise InputError(f"{len(batches):,} batch sizes to plan: give at most {MAX_BATCHES} (each is priced at every "
+                         "k and compared with every other for the next measurement)")
     verifies: list[Point] = []
     runs = _runs(measured, verifies)
     acc = _acceptance(acceptance) if acceptance is not None else _acceptance_from_runs(runs)
@@ -717,6 +731,11 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
     fwd: dict[tuple[int, int], list[float]] = {}
     for p in points:
         fwd.setdefault((p.batch, p.tokens), []).append(p.ms)
+    for (b, n), times in fwd.items():
+        if max(times) > CONTRADICTION * min(times):
+            raise InputError(f"the forward at batch {b}, {n} token(s) is measured at {min(times):g} ms and {max(times):g} ms "
+                             f"(more than {CONTRADICTION:g}x apart, across --costs, --calibrate and the no-speculation "
+                             "runs): they contradict each other; check the units and keep one server's measurements")
     measured_fwd = {key: sum(v) / len(v) for key, v in sorted(fwd.items())}
     base = CostModel(shape, g if shape is not None else None, tp, context)
     if shape is not None and g is not None and not points:
@@ -757,6 +776,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
         except InputError:
             alt = None
     tnoise = _target_noise(model, points)
+    if tnoise > MAX_SCATTER:
+        raise InputError(f"the target forward's measurements scatter by {tnoise * 100:.3g}% around the best fit through them "
+                         f"(more than {MAX_SCATTER:.0%}): rows that far apart (a baseline 1000x off, ms for seconds) "
+                         "are not one server's forwards; check the units and the rows")
     # where a decode step was measured at a batch size, a verify there is that decode plus what the terms add for
     # the extra tokens: the terms' miss at that batch (launches, scheduling, what the bench timed) is a cost per
     # forward, not per token, so a verify never comes out cheaper than the decode measured beside it
@@ -841,6 +864,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
                 "verify (a verify_ms column in the runs CSV, or --costs B,k+1,MS), or read it as a verify dearer than "
                 "its bytes")
         warnings.append(f"fitted-term-off-prior: {words}{hint}")
+    if fit.noise > MAX_SCATTER:
+        raise InputError(f"the speculative runs scatter by {fit.noise * 100:.3g}% around the best fit of drafting and overhead "
+                         f"(more than {MAX_SCATTER:.0%}): runs that far apart are not one server's; check the units "
+                         "(tokens_per_s over the whole batch) and the rows")
     if not runs.speculative and dt is None:
         what = (f"{dshape.name}" if dshape is not None else "an 8B-class EAGLE-3 drafter")
         notes.append(f"no speculative run or draft table: drafting and the per-cycle overhead come from a prior "
@@ -866,6 +893,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
         return (True, None) if cap is None else (cap.fits(b), cap.need_gb(b))
 
     tree_cfgs = _trees(trees, runs)
+    deep = sorted({t.steps for t in tree_cfgs if t.steps > max_steps})
+    if deep:   # --max-steps bounds trees too: a tree of more steps is not planned
+        tree_cfgs = tuple(t for t in tree_cfgs if t.steps <= max_steps)
+        notes.append(f"trees of {', '.join(map(str, deep))} steps are past max steps {max_steps}: left out of the plan")
     plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=runs,
                                 draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
                                 fits=fits, target_sd=target_sd,

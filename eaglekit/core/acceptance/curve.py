@@ -47,6 +47,9 @@ FAMILIES: dict[str, str] = {"loglogistic": "AL(n) = 1 + (A - 1) / (1 + (m / n)^c
 MIN_POINTS = 3
 #: bootstrap resamples of a curve by default
 CURVE_RESAMPLES = 1000
+#: The most bootstrap resamples a fit takes: 20 times the default, far more than a 95% interval needs, and a
+#: bound on the (resamples x prompts) draws held in memory (10^9 resamples would ask for tens of GiB).
+MAX_RESAMPLES = 20_000
 #: a prediction whose interval is wider than this (in accept length) is not constrained by the data
 MAX_WIDTH = 1.0
 #: a sample count to reach whose interval spans more than this factor (high / low) is not constrained
@@ -303,6 +306,10 @@ def bootstrap_fits(points: Sequence[PointCounts], *, cap: float, family: Family 
     """Fit ``points`` and refit ``resamples`` resamples: prompts drawn with replacement (the same draw for every
     checkpoint when all have the same number of prompts: the same prompts measured them), and checkpoints
     drawn with replacement, keeping draws with at least :data:`MIN_POINTS` distinct sample counts."""
+    if isinstance(resamples, bool) or not isinstance(resamples, (int, np.integer)) or not 1 <= resamples <= MAX_RESAMPLES:
+        raise InputError(f"resamples must be a whole number from 1 to {MAX_RESAMPLES:,}, got {str(resamples)[:40]}.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
+        raise InputError(f"the bootstrap seed must be a whole number from 0 to 2**63 - 1, got {str(seed)[:40]}.")
     n = np.asarray([p.samples for p in points], dtype=float)
     y = np.asarray([p.accept_length for p in points], dtype=float)
     _check_points(n, y)

@@ -80,7 +80,7 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
     tps = batch * L * 1000.0 / cycle
     sd = math.sqrt(var_log)
     how = "measured run, run-to-run noise" if run is not None else "fit of the cycle's terms, 95%"
-    tps_iv = Interval(tps, tps * math.exp(-Z * sd), tps * math.exp(Z * sd), how)
+    tps_iv = Interval(tps, tps * _exp(-Z * sd), tps * _exp(Z * sd), how)
     if base is None:
         base = (cycle, t_share, run is not None)
         gain = Interval(1.0, 1.0, 1.0, "the baseline itself")
@@ -90,11 +90,16 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
         var_s = var_log + (RUN_NOISE ** 2 if m0 else (noise ** 2 + t0 ** 2)) - 2 * t0 * t_share
         s = L * c0 / cycle
         sd_s = math.sqrt(max(var_s, 0.0))
-        gain = Interval(s, s * math.exp(-Z * sd_s), s * math.exp(Z * sd_s), how)
+        gain = Interval(s, s * _exp(-Z * sd_s), s * _exp(Z * sd_s), how)
     opt = StepOption(batch, steps, L, v, draft, cycle, L * 1000.0 / cycle, tps, gain.value,
                      extrapolated and run is None, tps_iv,
                      gain, run is not None, overhead, topk, n if steps else 0)
     return opt, base
+
+
+def _exp(x: float) -> float:
+    """exp, infinite past a float's range instead of OverflowError (an interval's bound, never a figure itself)."""
+    return math.exp(x) if x < 709.0 else math.inf
 
 
 def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCost, fit: CycleFit, *,

@@ -47,14 +47,20 @@ def csv_rows(text: str, what: str, columns: tuple[str, ...]) -> list[tuple[int, 
     if not lines:
         raise InputError(f"{what} is empty: expected a header {','.join(columns)} and one row per measurement")
     reader = csv.reader(io.StringIO("\n".join(lines)))
-    header = [h.strip().lower() for h in next(reader)]
-    if sorted(header) != sorted(columns):
-        raise InputError(f"{what}: the header must be {','.join(columns)}, got {','.join(header)!r}")
-    out = []
-    for i, row in enumerate(reader, 2):
-        if len(row) != len(columns):
-            raise InputError(f"{what} row {i}: expected {len(columns)} values ({','.join(header)}), got {len(row)}")
-        out.append((i, dict(zip(header, (c.strip() for c in row)))))
+    try:
+        header = [h.strip().lower() for h in next(reader)]
+        if sorted(header) != sorted(columns):
+            shown = ",".join(header)
+            raise InputError(f"{what}: the header must be {','.join(columns)}, got "
+                             f"{shown if len(shown) <= 200 else shown[:200] + '...'!r}")
+        out = []
+        for i, row in enumerate(reader, 2):
+            if len(row) != len(columns):
+                raise InputError(f"{what} row {i}: expected {len(columns)} values ({','.join(header)}), got {len(row)}")
+            out.append((i, dict(zip(header, (c.strip() for c in row)))))
+    except csv.Error as e:   # a field past the csv module's limit (131,072 characters), a NUL byte...
+        raise InputError(f"{what} row {max(reader.line_num, 1)}: not a CSV row this table takes ({e}); each field is a "
+                         "short number") from None
     return out
 
 
@@ -115,6 +121,18 @@ def _ms(value: str, what: str) -> float:
     return x
 
 
+#: Repeated rows further apart than this factor contradict each other: refused, never averaged.
+CONTRADICTION = 10.0
+
+
+def _refuse_contradictions(sums: Mapping[Any, list[float]], what: str, name: Any) -> None:
+    for key, times in sums.items():
+        if max(times) > CONTRADICTION * min(times):
+            raise InputError(f"{what}: the rows at {name(key)} give {min(times):g} ms and {max(times):g} ms, more than "
+                             f"{CONTRADICTION:g}x apart: they contradict each other; check the units and keep one "
+                             "server's measurements")
+
+
 def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) -> tuple[Point, ...]:
     """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify) unless
     ``need_two`` is off (measured runs give the decode steps)."""
@@ -123,6 +141,7 @@ def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) ->
         where = f"{what} row {i}"
         key = (_whole(row["batch"], where, "batch"), _whole(row["tokens"], where, "tokens"))
         sums.setdefault(key, []).append(_ms(row["ms"], where))
+    _refuse_contradictions(sums, what, lambda key: f"batch {key[0]}, {key[1]} token(s)")
     if len(sums) < (2 if need_two else 1):
         raise InputError(f"{what} has {len(sums)} distinct row: the plan needs at least two (batch, tokens) "
                          "measurements, e.g. a decode step (tokens 1) and a verify (tokens k + 1) at batch 1")
@@ -215,6 +234,7 @@ def parse_draft_costs(text: str, *, what: str = "DRAFT.csv") -> DraftTable:
     for i, row in csv_rows(text, what, ("batch", "ms")):
         where = f"{what} row {i}"
         sums.setdefault(_whole(row["batch"], where, "batch"), []).append(_ms(row["ms"], where))
+    _refuse_contradictions(sums, what, lambda b: f"batch {b}")
     measured = {b: sum(v) / len(v) for b, v in sorted(sums.items())}
     if not measured:
         raise InputError(f"{what} has no rows: add one draft step time per batch size (batch,ms)")

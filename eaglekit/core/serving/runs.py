@@ -47,6 +47,8 @@ __all__ = ["REPEAT_SPREAD", "Run", "RunSet", "merge_runs", "parse_runs"]
 
 #: Repeats of one configuration that differ by more than this (relative) are named in a warning.
 REPEAT_SPREAD = 0.15
+#: Repeats further apart than this factor are refused: no mean of them describes one server.
+CONTRADICTION = 10.0
 _MAX_BATCH, _MAX_STEPS, _MAX_TOPK, _MAX_DRAFT_TOKENS, _MAX_TPS = 1 << 20, 64, 64, 4096, 1e9
 RUN_COLUMNS = ("batch", "steps", "topk", "draft_tokens", "accept_length", "tokens_per_s")
 
@@ -101,7 +103,13 @@ class RunSet:
     warnings: tuple[str, ...] = ()
 
     def get(self, batch: int, config: tuple[int, int, int]) -> Run | None:
-        return next((r for r in self.runs if r.batch == batch and r.config == config), None)
+        index = self.__dict__.get("_index")
+        if index is None:   # built once: the grid asks for every batch size x k, and runs may number thousands
+            index = {}
+            for r in self.runs:
+                index.setdefault((r.batch, r.config), r)
+            object.__setattr__(self, "_index", index)
+        return index.get((batch, config))
 
     @property
     def baseline(self) -> tuple[Run, ...]:
@@ -140,6 +148,9 @@ def make_run(batch: Any, steps: Any, topk: Any, draft_tokens: Any, accept_length
         raise InputError(f"{where}: a speculative row (steps {k}) needs its accept length (tokens per cycle, bonus "
                          "included; SGLang's 'accept len', vLLM's 'Mean acceptance length')")
     L = _rate(accept_length, where, "accept_length", 1.0, k + 1.0)
+    if n and L > n:   # a cycle emits at most the draft tokens it verifies (the bonus token among them)
+        raise InputError(f"{where}: accept length {L:g} is more than the {n} draft tokens a cycle verifies (steps {k}, "
+                         f"topk {topk_v}, draft_tokens {n}): impossible; check the row's columns")
     if topk_v <= 1 and n != k + 1:
         raise InputError(f"{where}: a chain (topk 1) of {k} steps verifies {k + 1} draft tokens, got draft_tokens {n}; "
                          f"fix draft_tokens (SGLang forces --speculative-num-draft-tokens {k + 1} with topk 1)")
@@ -159,6 +170,10 @@ def merge_runs(runs: Sequence[Run]) -> RunSet:
     for (b, _), rs in sorted(groups.items()):
         tps = [r.tokens_per_s for r in rs]
         mean = sum(tps) / len(tps)
+        if max(tps) > CONTRADICTION * min(tps):
+            raise InputError(f"{len(rs)} runs of {rs[0].label()} give {min(tps):g} to {max(tps):g} tok/s, more than "
+                             f"{CONTRADICTION:g}x apart: they contradict each other (a unit or column mix-up?); keep one "
+                             "server's runs")
         if len(rs) > 1 and (max(tps) - min(tps)) / mean > REPEAT_SPREAD:
             warnings.append(f"contradicting-repeats: {len(rs)} runs of {rs[0].label()} give {min(tps):g} to "
                             f"{max(tps):g} tok/s (more than {REPEAT_SPREAD:.0%} apart); their mean is used and the "

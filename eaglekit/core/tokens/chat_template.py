@@ -10,14 +10,19 @@ and the tokenizer's special tokens (``bos_token``, ``eos_token``, ...) and refus
 
 The sandbox stops a template from reaching Python internals; it does not stop one from looping 10^10 times
 or building a 3 GB string (jinja2 even folds ``'x' * 3000000000`` while compiling). :func:`render` stops
-output past ``max_chars``; time and memory are bounded by the process that calls it
-(:mod:`eaglekit.io.tokens.templates` renders in a child process under a wall clock and an address-space limit).
+output past ``max_chars`` and work past ``max_steps``: every line of the compiled template's own code that runs
+(each loop iteration, each ``set``, each macro call's body) is one step, counted with a line tracer on the
+template's frames only, so a template that loops without printing is cut after the same amount of work on an
+idle or a loaded machine (real templates take a few dozen steps per message). Memory, and time as a last
+resort, are bounded by the process that calls it (:mod:`eaglekit.io.tokens.templates` renders in a child
+process under a wall clock and an address-space limit).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from eaglekit.core.errors import InputError
@@ -26,6 +31,9 @@ from eaglekit.core.errors import InputError
 MAX_RENDERED_CHARS = 4 * 1024 * 1024
 #: Bytes a chat template file may have (real ones are a few KiB, the largest about 50 KiB).
 MAX_TEMPLATE_BYTES = 1024 * 1024
+#: Lines of template code one prompt's rendering may run (real templates: tens per message; a 1,000-message
+#: conversation through a tool-calling template stays under 100,000).
+MAX_TEMPLATE_STEPS = 2_000_000
 
 
 class TemplateLimitError(InputError):
@@ -101,9 +109,10 @@ def environment():
 
 def render(template: str, conversations: Sequence[Sequence[Mapping[str, Any]]], *, add_generation_prompt: bool = True,
            variables: Mapping[str, Any] | None = None, max_chars: int = MAX_RENDERED_CHARS,
-           what: str = "the chat template") -> list[str]:
-    """Each conversation rendered with ``template``; a template error, a sandbox refusal or output past
-    ``max_chars`` is one :class:`InputError` naming ``what``. Run it where time and memory are bounded."""
+           what: str = "the chat template", max_steps: int = MAX_TEMPLATE_STEPS) -> list[str]:
+    """Each conversation rendered with ``template``; a template error, a sandbox refusal, output past
+    ``max_chars`` or work past ``max_steps`` is one :class:`InputError` naming ``what``. Run it where time and
+    memory are bounded."""
     import jinja2  # see environment()
 
     env = environment()
@@ -115,8 +124,9 @@ def render(template: str, conversations: Sequence[Sequence[Mapping[str, Any]]], 
     for messages in conversations:
         parts, size = [], 0
         try:
-            for chunk in compiled.generate(messages=[dict(m) for m in messages], tools=None, documents=None,
-                                           add_generation_prompt=add_generation_prompt, **dict(variables or {})):
+            for chunk in _counted(compiled.generate(messages=[dict(m) for m in messages], tools=None, documents=None,
+                                                    add_generation_prompt=add_generation_prompt,
+                                                    **dict(variables or {})), max_steps, what):
                 size += len(chunk)
                 if size > max_chars:
                     raise TemplateLimitError(f"{what} renders more than {max_chars:,} characters for one prompt; "
@@ -136,3 +146,39 @@ def render(template: str, conversations: Sequence[Sequence[Mapping[str, Any]]], 
             raise InputError(f"{what} failed on the prompt: {type(e).__name__}: {str(e)[:200]}.") from e
         out.append("".join(parts))
     return out
+
+
+#: The file name jinja2 gives the code it compiles from a string (``Environment.compile``).
+_TEMPLATE_FILE = "<template>"
+
+
+def _counted(chunks: Iterator[str], max_steps: int, what: str) -> Iterator[str]:
+    """``chunks`` (a template's generator) with every line of template code it runs counted: past ``max_steps``
+    a :class:`TemplateLimitError` is raised inside the template (a trace function's exception propagates into
+    the traced frame). Only frames of the compiled template are traced line by line; the tracer that was set
+    before (a coverage tool's) is restored after every chunk."""
+    steps = 0
+
+    def local(frame, event, arg):
+        nonlocal steps
+        if event == "line":
+            steps += 1
+            if steps > max_steps:
+                raise TemplateLimitError(f"{what} ran more than {max_steps:,} steps of template code for one prompt; "
+                                         "stopped (a template that loops without end, counted by work, not by the "
+                                         "clock).")
+        return local
+
+    def calls(frame, event, arg):
+        return local if frame.f_code.co_filename == _TEMPLATE_FILE else None
+
+    while True:
+        before = sys.gettrace()
+        sys.settrace(calls)
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        finally:
+            sys.settrace(before)
+        yield chunk

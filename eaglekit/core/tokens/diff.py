@@ -170,7 +170,8 @@ class TokenizerDiff:
                 "differences": list(self.differences), "notes": list(self.notes)}
 
     def _pairs(self) -> list[tuple[str, Any]]:
-        pairs: list[tuple[str, Any]] = [("A", visible(self.a, newlines=False)), ("B", visible(self.b, newlines=False)), ("vocabulary", self._vocab_line()),
+        pairs: list[tuple[str, Any]] = [("A", visible(_cut(self.a, 400), newlines=False)),
+                                        ("B", visible(_cut(self.b, 400), newlines=False)), ("vocabulary", self._vocab_line()),
                                         ("vocab sha256", f"{self.vocab_sha256[0][:16]} / {self.vocab_sha256[1][:16]}")]
         pairs += [("difference", visible(d, newlines=False)) for d in self.differences]
         pairs += [("drafter", visible(d, newlines=False)) for d in self.drafter_impact]
@@ -189,13 +190,13 @@ class TokenizerDiff:
     def __str__(self) -> str:
         text = kv_text(self._pairs(), title=self.summary)
         for name, lines in self.template_diff.items():
-            text += f"\n\nchat template {name!r}:\n" + "\n".join(visible(ln, newlines=False) for ln in lines)
+            text += f"\n\nchat template {name!r}:\n" + "\n".join(visible(_cut(ln, 1000), newlines=False) for ln in lines)
         return text
 
     def _repr_html_(self) -> str:
         parts = [kv_html(self._pairs(), caption=self.summary)]
         for name, lines in self.template_diff.items():
-            body = "\n".join(f"<span style='color:{_colour(ln)}'>{escape(visible(ln, newlines=False))}</span>"
+            body = "\n".join(f"<span style='color:{_colour(ln)}'>{escape(visible(_cut(ln, 1000), newlines=False))}</span>"
                              for ln in lines)
             parts.append(f"<p>chat template <code>{escape(name)}</code></p><pre>{body}</pre>")
         return "<div>" + "".join(parts) + "</div>"
@@ -214,8 +215,20 @@ def _span(ids: tuple[TokenChange, ...]) -> str:
     return f"id {lo}" if lo == hi else f"ids {lo}-{hi}"
 
 
+#: Characters of one token (or template line) the text and HTML reports show; the JSON carries it whole.
+SHOWN_CHARS = 120
+
+
+def _cut(text: str, most: int = SHOWN_CHARS) -> str:
+    return text if len(text) <= most else f"{text[:most]}... ({len(text):,} characters)"
+
+
 def _tok(token: str | None) -> str:
-    return "(none)" if token is None else visible(repr(token), newlines=False)
+    if token is None:
+        return "(none)"
+    if len(token) > SHOWN_CHARS:   # a 1 MB special token is one short line, not 2 MB of report
+        return visible(repr(token[:SHOWN_CHARS]), newlines=False) + f"... ({len(token):,} characters)"
+    return visible(repr(token), newlines=False)
 
 
 def diff_tokenizers(a: TokenizerFiles, b: TokenizerFiles) -> TokenizerDiff:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,10 +180,13 @@ def _list(value: Any, what: str) -> list:
 
 
 def _int_key(key: Any, what: str) -> int:
-    try:
-        i = int(key)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: {shown(repr(key)[:80])} is not a token id.") from None
+    """A token id: a JSON integer, or an object key of decimal digits (added_tokens_decoder's "7"); ``true``,
+    ``7.9`` or ``"7.0"`` are refused, never read as 1 or 7."""
+    if isinstance(key, str) and re.fullmatch(r"[0-9]{1,12}", key.strip()):
+        key = int(key.strip())
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise InputError(f"{what}: {shown(repr(key)[:80])} is not a token id (a whole number).")
+    i = key
     if not 0 <= i < MAX_VOCAB:
         raise InputError(f"{what}: token id {shown(str(key)[:40])} is outside 0..{MAX_VOCAB - 1}.")
     return i

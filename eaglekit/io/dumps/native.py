@@ -284,8 +284,12 @@ def open_dump(path: str | os.PathLike[str]) -> HiddenStateDump:
 
 
 def check_new_folder(path: str | os.PathLike[str]) -> Path:
-    """The folder a dump will be written to: new or empty, never an existing one with files."""
+    """The folder a dump will be written to: new or empty, never an existing one with files, never a symbolic
+    link (dangling, a loop, or to a folder: eaglekit does not write through links)."""
     folder = Path(path).expanduser()
+    if folder.is_symlink():
+        raise InputError(f"{folder} is a symbolic link; eaglekit does not write through links: give a new folder's "
+                         "real path for --out.")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise InputError(f"{folder} exists and is not an empty folder; choose a new --out folder "
                          "(eaglekit never overwrites files).")
@@ -298,7 +302,13 @@ def write_dump(path: str | os.PathLike[str], manifest: DumpManifest, samples: It
     folder = check_new_folder(path)
     if manifest.dtype not in _SAFETENSORS_DTYPE:
         raise InputError(f"dump dtype must be 'bfloat16' or 'float32', got {manifest.dtype!r}.")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the dump folder {folder}: {e.strerror or e}; choose a new folder you can "
+                         "write to for --out.") from None
+    if folder.is_symlink() or not folder.is_dir():   # planted after the check
+        raise InputError(f"{folder} became a link or a file while eaglekit created it; nothing was written.")
     n = 0
     for sample in samples:
         hs = np.asarray(sample.hidden_states)

@@ -96,7 +96,9 @@ def render_bounded(template: str, conversations: Sequence[Sequence[Mapping[str, 
 
 
 def _package_root() -> str:
-    return str(Path(__file__).resolve().parents[2])
+    """The folder holding this ``eaglekit`` package (eaglekit/io/tokens/templates.py: three levels up), so the
+    child imports this same code, not another copy installed in site-packages."""
+    return str(Path(__file__).resolve().parents[3])
 
 
 def _child() -> int:
