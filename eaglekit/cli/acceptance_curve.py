@@ -64,9 +64,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--break-even", type=float, metavar="AL", help="the break-even accept length at K (from the account)")
     p.add_argument("--plan", metavar="PLAN.json",
                    help="an `eaglekit plan --json` file: its break-even at K for each batch size, and its best tok/s")
-    p.add_argument("--family", choices=("loglogistic", "power", "exp", "auto"), default="loglogistic",
-                   help="the curve: log-logistic from 1 to a ceiling (default), power law or exponential toward a "
-                        "ceiling, or auto (the lowest error predicting each next checkpoint from the ones before)")
+    p.add_argument("--family", choices=("average", "loglogistic", "power", "exp", "loglinear", "sigmoid", "growth", "auto"),
+                   default="average",
+                   help="the curve: average (default: every form fitted, weighted by fit; the interval is the union of "
+                        "the plausible forms' intervals, and the output says when they disagree), or one form: "
+                        "log-logistic from 1 to a ceiling, power law or exponential toward a ceiling, straight in log "
+                        "samples, a logistic in log samples from a fitted floor to the cap, a power rise from a fitted "
+                        "floor; or auto (the one form with the lowest error predicting each next checkpoint)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="S", help="seed of the fit's bootstrap (0)")
     p.add_argument("--resamples", type=int, default=1000, metavar="R", help="bootstrap resamples of the fit (1000)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
