@@ -61,7 +61,12 @@ def test_json_keys_and_each_point_equals_acceptance_alone(capsys, trained, serie
         assert point["per_step"] == alone["per_step_acceptance"]
         assert point["accept_length_by_steps"] == alone["accept_length_by_steps"]
         assert point["low"] <= point["accept_length"] <= point["high"]
-    assert got["fit"]["family"] == "loglogistic" and "bootstrap over 5 checkpoints" in got["fit"]["method"]
+    assert got["fit"]["family"] == "average" and "bootstrap over 5 checkpoints" in got["fit"]["method"]
+    forms = got["fit"]["forms"]
+    assert [f["family"] for f in forms] == ["loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"]
+    assert sum(f["weight"] for f in forms) == pytest.approx(1.0)
+    assert all((f["weight"] > 0) == f["plausible"] for f in forms) and got["fit"]["leading"]["form"]
+    assert all("forms_disagree" in p for p in got["predictions"])
     assert [p["samples"] for p in got["predictions"]] == [1000.0, 4000.0]
     for p in got["predictions"]:
         assert p["low"] <= p["accept_length"] <= p["high"]
@@ -93,9 +98,9 @@ def test_demo_fit_without_the_largest_checkpoint_predicts_it(both):
         held = fit_points(curve.label, curve.checkpoints[:-1], steps=K, predict=[last.samples])
         (n, predicted), = held.predictions
         assert predicted.low <= last.accept_length.value <= predicted.high, (curve.label, predicted, last.accept_length)
-    # the default family is the one that predicts each next checkpoint best, over the demo's curves
-    mean = {f: sum(c.held_out[f] for c in both.curves) / len(both.curves) for f in ("loglogistic", "power", "exp")}
-    assert min(mean, key=mean.__getitem__) == "loglogistic", mean
+        # every form is scored on held-out checkpoints, and the text names the forms fitted
+        assert set(curve.held_out) == {"loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"}
+        assert "forms fitted" in str(curve) and "union of the plausible forms' intervals" in str(curve)
 
 
 def test_seed_question_on_the_demo(both):

@@ -223,13 +223,13 @@ def fit_points(label: str, points: Sequence[CurvePoint], *, steps: int, predict:
     if exact:
         notes.append(f"{MIN_POINTS} checkpoints for the curve's {MIN_POINTS} parameters: it passes through them and "
                      "nothing tests it; predictions past the largest checkpoint are not constrained.")
-    loose = [n for n, i in preds if not curve.constrained_at(n, i)]
     unpinned = [n for n, _ in preds if curve.forms_disagree(n)]
+    loose = [n for n, i in preds if not curve.constrained_at(n, i) and n not in unpinned]
     for n in unpinned:
         (fa, va), (fb, vb) = boot.spread(n)  # type: ignore[union-attr]
         notes.append(f"the points do not pin the curve down at {samples_text(n)} samples: the plausible forms predict "
                      f"{va:.2f} ({fa}) to {vb:.2f} ({fb}), one outside another's interval; the interval is their union. "
-                     "A checkpoint nearer that sample count would settle it.")
+                     "Checkpoints nearer that sample count would settle it.")
     if loose:
         notes.append(f"the data do not constrain the prediction at {', '.join(samples_text(n) for n in loose)} samples: its "
                      f"interval is wider than {MAX_WIDTH_TEXT} accept length or unbounded"

@@ -51,6 +51,8 @@ PARAMETERS: dict[str, int] = {"loglogistic": 3, "power": 3, "exp": 3, "loglinear
 #: a form whose information criterion is within this of the best one's is plausible: its interval joins the union
 #: (a relative likelihood exp(-delta / 2) of 1/20 or more)
 PLAUSIBLE_DELTA = 6.0
+#: plausible forms whose predictions spread less than this (in accept length) do not disagree materially
+MATERIAL_SPREAD = 0.1
 #: the fewest checkpoints a fit takes (three parameters)
 MIN_POINTS = 3
 #: bootstrap resamples of a curve by default
@@ -534,7 +536,11 @@ class CurveAverage:
         return vals[0], vals[-1]
 
     def disagree(self, n: float) -> bool:
-        """Whether plausible forms disagree at ``n``: one's prediction lies outside another's interval."""
+        """Whether plausible forms disagree at ``n``: one's prediction lies outside another's interval, and their
+        predictions spread by :data:`MATERIAL_SPREAD` or more."""
+        (_, low), (_, high) = self.spread(n)
+        if high - low < MATERIAL_SPREAD:
+            return False
         parts = [f.boot.predict(n) for f in self.plausible]
         for a in parts:
             for b in parts:
@@ -569,13 +575,13 @@ class CurveAverage:
 
 
 def _union(value: float, parts: Sequence[Interval], method: str, *, samples: bool = False) -> Interval:
-    """The union of intervals (with ``value`` inside): unbounded above when any part is; no interval when a part
-    has none (most resamples never reach a sample count)."""
-    if any(not p.has_interval for p in parts):
-        return Interval(value, None, None, method + "; unbounded: most resamples of a plausible form never reach it"
-                        if samples else method)
-    lows = [p.low for p in parts]
+    """The union of intervals (with ``value`` inside): unbounded above when any part is (a part without an interval:
+    most of that form's resamples never reach a sample count); no interval when no part has one."""
+    lows = [p.low for p in parts if p.low is not None]
     highs = [p.high for p in parts]
+    if not lows:
+        return Interval(value, None, None, method + "; unbounded: most resamples of every plausible form never reach it"
+                        if samples else method)
     low = min(min(lows), value) if math.isfinite(value) else min(lows)  # type: ignore[type-var]
     if any(h is None or not math.isfinite(h) for h in highs) or not math.isfinite(value):
         return Interval(value, low, None, method)
