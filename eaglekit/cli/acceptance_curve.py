@@ -64,6 +64,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--break-even", type=float, metavar="AL", help="the break-even accept length at K (from the account)")
     p.add_argument("--plan", metavar="PLAN.json",
                    help="an `eaglekit plan --json` file: its break-even at K for each batch size, and its best tok/s")
+    p.add_argument("--compare", nargs=3, metavar=("CANDIDATE", "BASELINE", "N"),
+                   help="the seed's question in two sentences, as notebook 06 ends: with N samples (37K allowed), does "
+                        "curve CANDIDATE (a warm start) reach the break-even, and how many samples would BASELINE (from "
+                        "scratch) need; needs --break-even or --plan and two --label curves")
     p.add_argument("--family", choices=("average", "loglogistic", "power", "exp", "loglinear", "sigmoid", "growth", "auto"),
                    default="average",
                    help="the curve: average (default: every form fitted, weighted by fit; the interval is the union of "
@@ -110,6 +114,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--batch-size must be a positive whole number, got {args.batch_size}.")
     if args.resamples < 100:
         raise InputError(f"--resamples must be at least 100 for a 95% interval, got {args.resamples}.")
+    compare = None
+    if args.compare:
+        if args.break_even is None and args.plan is None:
+            raise InputError("--compare judges against a break-even: give --break-even AL or --plan PLAN.json.")
+        missing = [n for n in args.compare[:2] if n not in series]
+        if missing:
+            raise InputError(f"--compare names {missing[0]!r}, not a curve: name two of the --label curves "
+                             f"({', '.join(series)}).")
+        try:
+            (at,) = number_list(args.compare[2])
+        except (argparse.ArgumentTypeError, ValueError) as e:
+            raise InputError(f"--compare N: expected one sample count (37K allowed), got {args.compare[2]!r}.") from e
+        compare = (args.compare[0], args.compare[1], at)
     training_dump = check_sources(args)
     dump: dict = {}
     if training_dump:
@@ -125,5 +142,7 @@ def run(args: argparse.Namespace) -> int:
         plan=args.plan, family=args.family, seed=args.bootstrap_seed, resamples=args.resamples, device=args.device,
         dtype=args.dtype, embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
         trust_remote_code=args.trust_remote_code, **dump)
+    if compare is not None:
+        result = result.with_comparison(compare[0], compare[1], samples=compare[2], break_even=args.break_even)
     emit(result, args)
     return 0

@@ -272,3 +272,20 @@ def test_family_auto_keeps_the_lower_held_out_error(both):
         best = min(curve.held_out, key=curve.held_out.__getitem__)
         auto = fit_points(curve.label, curve.checkpoints, steps=K, family="auto")
         assert auto.fit.fit.family == best and f"family chosen by held-out error: {best}" in auto.notes
+
+
+def test_cli_prints_the_pages_conclusion(capsys, trained, series, batch, both):
+    """`--compare` prints the sentence notebook 06 ends with, from the same function (issue 39: the CLI omitted it)."""
+    dump = trained.hidden_dump("k25")
+    args = ["acceptance-curve", "--label", "scratch", *series["scratch"], "--label", "warm", *series["warm"],
+            "--batch-size", batch, "--hidden-states", dump, "--steps", K, "--predict", "2048", "--reach", "2,3",
+            "--break-even", "2.2"]
+    code, out, err = cli(capsys, *args, "--compare", "warm", "scratch", "64")
+    assert code == 0, err
+    sentence = both.compare("warm", "scratch", samples=64, break_even=2.2)
+    assert out.rstrip().endswith(sentence) and sentence.startswith("With 64 samples, warm measures")
+    code, out, err = cli(capsys, *args, "--compare", "warm", "scratch", "64", "--json")
+    assert json.loads(out)["comparison"] == sentence
+    assert "not a curve" in fails(capsys, *args, "--compare", "warm", "nope", "64")
+    assert "give --break-even" in fails(capsys, *args[:-2], "--compare", "warm", "scratch", "64")
+    assert "one sample count" in fails(capsys, *args, "--compare", "warm", "scratch", "lots")

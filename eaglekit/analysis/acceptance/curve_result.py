@@ -5,9 +5,10 @@ the whole result (:class:`AcceptanceCurve`); they render as text and HTML and se
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eaglekit.core.acceptance.curve import (BEYOND, FAMILIES, MIN_POINTS, CurveAverage, CurveBootstrap, constrained,
@@ -216,6 +217,23 @@ class AcceptanceCurve:
 
     curves: tuple[Curve, ...]
     measured_on: str
+    #: :meth:`compare`'s sentences when asked for (``eaglekit acceptance-curve --compare``): the page's conclusion
+    comparison: str | None = None
+
+    def with_comparison(self, candidate: str, baseline: str, *, samples: float, break_even: float | None = None
+                        ) -> AcceptanceCurve:
+        """This result with :meth:`compare`'s answer attached (shown last in the text, ``comparison`` in the JSON).
+        ``break_even``: default the first curve's first plan line (``--break-even`` or ``--plan``)."""
+        for name in (candidate, baseline):
+            if name not in [c.label for c in self.curves]:
+                raise InputError(f"--compare names {name!r}, not a curve: the curves are "
+                                 + ", ".join(c.label for c in self.curves) + ".")
+        if break_even is None:
+            lines = self.curves[0].plan
+            if not lines:
+                raise InputError("--compare judges against a break-even: give --break-even AL or --plan PLAN.json.")
+            break_even = lines[0].break_even
+        return replace(self, comparison=self.compare(candidate, baseline, samples=samples, break_even=break_even))
 
     def __getitem__(self, label: str) -> Curve:
         for c in self.curves:
@@ -242,13 +260,19 @@ class AcceptanceCurve:
 
     def to_json(self) -> dict[str, Any]:
         curves = [c.to_json() for c in self.curves]
-        return {**curves[0], "measured_on": self.measured_on, "curves": curves}
+        out = {**curves[0], "measured_on": self.measured_on, "curves": curves}
+        if self.comparison is not None:
+            out["comparison"] = self.comparison
+        return out
 
     def __str__(self) -> str:
-        return "\n\n".join(str(c) for c in self.curves) + f"\n\nmeasured on {self.measured_on}"
+        tail = "" if self.comparison is None else f"\n\n{self.comparison}"
+        return "\n\n".join(str(c) for c in self.curves) + f"\n\nmeasured on {self.measured_on}" + tail
 
     def _repr_html_(self) -> str:
-        return "<div>" + "".join(c._repr_html_() for c in self.curves) + f"<p>measured on {self.measured_on}</p></div>"
+        tail = "" if self.comparison is None else f"<p>{html.escape(self.comparison)}</p>"
+        return ("<div>" + "".join(c._repr_html_() for c in self.curves) + f"<p>measured on {self.measured_on}</p>"
+                + tail + "</div>")
 
 
 MAX_WIDTH_TEXT = "1.0"
