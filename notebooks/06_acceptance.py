@@ -208,7 +208,6 @@ conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scen
 # says how often). The tree pays in accept length; whether it pays in throughput depends on what a verify
 # of n tokens costs on the target (notebook 08).
 #
-#
 # The trees run on the page's 48 prompts and reach 6 and 8 steps deep: at 4 steps the wider trees accept
 # every draft of every cycle, the most 36 tokens a prompt allow (4.5 tokens a cycle), and such a table
 # cannot tell them apart (the ^ mark says where a row sits at that ceiling).
