@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -93,11 +94,17 @@ def test_demo_fit_without_the_largest_checkpoint_predicts_it(both):
     prediction's interval."""
     from eaglekit.analysis.acceptance.curve import fit_points
 
+    said = {}
     for curve in both.curves:
         last = curve.checkpoints[-1]
         held = fit_points(curve.label, curve.checkpoints[:-1], steps=K, predict=[last.samples])
         (n, predicted), = held.predictions
         assert predicted.low <= last.accept_length.value <= predicted.high, (curve.label, predicted, last.accept_length)
+        said[curve.label] = (predicted.text(2), f"{last.accept_length.value:.2f}")
+    # docs/acceptance.md states these figures: they come from here
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "acceptance.md").read_text().split())
+    assert (f"the average predicts it at {said['scratch'][0]} from scratch, measured {said['scratch'][1]}, and "
+            f"{said['warm'][0]} for the warm start, measured {said['warm'][1]}") in docs, said
         # every form is scored on held-out checkpoints, and the text names the forms fitted
         assert set(curve.held_out) == {"loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"}
         assert "forms fitted" in str(curve) and "union of the plausible forms' intervals" in str(curve)
@@ -121,6 +128,10 @@ def test_seed_question_on_the_demo(both):
     fig = __import__("eaglekit").accept_length_curve(both)
     names = [t.name for t in fig.data]
     assert "scratch: checkpoints" in names and "warm: 95% band" in names and "warm: extrapolated" in names
+    # the log axis is labelled at powers of two, few enough not to crowd (issue 39)
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert 3 <= len(ticks) <= 9 and all(float(t).is_integer() and int(t) & (int(t) - 1) == 0 for t in ticks)
+    assert list(fig.layout.xaxis.ticktext)[:2] == [f"{int(ticks[0]):,}", f"{int(ticks[1]):,}"]
 
 
 def test_samples_from_the_folder_name_and_specforge_state(capsys, trained, series, tmp_path, batch):
