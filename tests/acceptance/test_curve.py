@@ -105,6 +105,9 @@ def test_demo_fit_without_the_largest_checkpoint_predicts_it(both):
     docs = " ".join((Path(__file__).parents[2] / "docs" / "acceptance.md").read_text().split())
     assert (f"the average predicts it at {said['scratch'][0]} from scratch, measured {said['scratch'][1]}, and "
             f"{said['warm'][0]} for the warm start, measured {said['warm'][1]}") in docs, said
+    errors = ", ".join(f"{f} {both['scratch'].held_out[f]:.3f} / {both['warm'].held_out[f]:.3f}"
+                       for f in ("loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"))
+    assert f"scratch / warm start: {errors} accept length" in docs, errors
         # every form is scored on held-out checkpoints, and the text names the forms fitted
         assert set(curve.held_out) == {"loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"}
         assert "forms fitted" in str(curve) and "union of the plausible forms' intervals" in str(curve)
