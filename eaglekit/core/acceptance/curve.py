@@ -1,31 +1,34 @@
-"""Accept length against training samples: a saturating curve through checkpoints, its bootstrap, and what it
-predicts (pure maths: numbers in, records out).
+"""Accept length against training samples: curves through checkpoints, their bootstrap, the choice of form carried
+into the interval, and what they predict (pure maths: numbers in, records out).
 
 A training run leaves checkpoints; each has seen ``n`` samples and measures an accept length ``AL(n)``.
 Accept length is bounded: at least 1 (the bonus token when no draft is accepted) and at most ``K + 1``
-(every draft accepted; on short continuations a little less: :func:`perfect_accept_length`). Three
-saturating families are fitted, each with its ceiling ``A`` capped there:
+(every draft accepted; on short continuations a little less: :func:`perfect_accept_length`, the cap). How
+a run bends with more data is not known in advance, so several forms are fitted (:data:`FAMILIES`), each
+within the cap:
 
-* ``"loglogistic"`` (the default): ``AL(n) = 1 + (A - 1) / (1 + (m / n)^c)``: rises from the floor 1
-  (an untrained drafter) to the ceiling ``A``, half-way at ``m`` samples. For ``n >> m`` it is the
-  power law below (``A - (A - 1) (m / n)^c``), the form data-scaling studies fit (Hestness et al. 2017,
-  arXiv 1712.00409; Kaplan et al. 2020, arXiv 2001.08361: loss falls as a power of the data toward a
-  floor); unlike it, it also respects the floor, so early checkpoints that have barely learnt do not
-  bend the tail.
+* ``"loglogistic"``: ``AL(n) = 1 + (A - 1) / (1 + (m / n)^c)``: rises from the floor 1 (an untrained
+  drafter) to the ceiling ``A``, half-way at ``m`` samples. For ``n >> m`` it is the power law below
+  (``A - (A - 1) (m / n)^c``), the form data-scaling studies fit (Hestness et al. 2017, arXiv 1712.00409;
+  Kaplan et al. 2020, arXiv 2001.08361: loss falls as a power of the data toward a floor).
 * ``"power"``: ``AL(n) = A - B * n^(-c)``: a power law toward a ceiling (unbounded below as n -> 0).
-* ``"exp"``: ``AL(n) = A - B * exp(-n / s)``: a saturating exponential (the gap halves every ``s ln 2``
-  samples): it saturates much sooner, so it predicts little from more data.
+* ``"exp"``: ``AL(n) = A - B * exp(-n / s)``: a saturating exponential: it saturates soonest.
+* ``"loglinear"``: ``AL(n) = min(cap, a + b ln n)``: a straight line in log samples.
+* ``"sigmoid"``: ``AL(n) = L + (cap - L) / (1 + (m / n)^c)``: a logistic in log samples from a fitted floor
+  up to the cap: slow, then steep.
+* ``"growth"``: ``AL(n) = min(cap, L + B n^c)``: a rise from a fitted floor that has not bent yet.
 
-On the demo world's checkpoints, fitting each curve on all checkpoints before the next and predicting that
-one, the log-logistic had the lowest error (docs/acceptance.md, "How many samples"), so it is the default;
-``family="auto"`` picks per curve by the same held-out test (:func:`held_out_errors`).
+:func:`average_fits` fits them all and weighs them by fit (:class:`CurveAverage`): a prediction is the
+plausible forms' weighted mean, its interval the union of their intervals, and where plausible forms
+disagree the points do not pin the curve down. A single form's bootstrap, as narrow as that form, missed a
+held-out checkpoint of a run that rose slowly and then steeply (issue 39: 1.56-2.80 predicted, 2.90
+measured).
 
-Fitting: for each value of the shape parameters on a log grid (``m`` and ``c``; ``c``; ``s``) the rest
-is a weighted linear least-squares fit (weights 1 / variance of each point), with the curve rising (``B >=
-0``, ``A >= 1``) and its ceiling at most the cap; the best grid value wins. Uncertainty: a bootstrap that resamples
-the prompts (the same prompts for every checkpoint when they share them, so their errors stay paired) and
-the checkpoints themselves (at least three distinct sample counts per resample), refitting each time
-(:func:`bootstrap_fits`). Seeded.
+Fitting: for each value of the shape parameters on a log grid the rest is a weighted linear least-squares
+fit (weights 1 / variance of each point), with the curve rising and within the cap; the best grid value
+wins, refined twice. Uncertainty: a bootstrap that resamples the prompts (the same prompts for every
+checkpoint when they share them, so their errors stay paired) and the checkpoints themselves (at least three
+distinct sample counts per resample), refitting each time (:func:`bootstrap_fits`). Seeded.
 """
 
 from __future__ import annotations
