@@ -69,8 +69,9 @@ BEYOND = "beyond the fitted ceiling"
 
 @dataclass(frozen=True)
 class CurveFit:
-    """One fitted curve: ``family`` with ``ceiling`` A, ``scale`` (m for the log-logistic, B otherwise) and
-    ``shape`` (c, or s for the exponential)."""
+    """One fitted curve: ``family`` with ``ceiling`` A (the cap for loglinear, sigmoid and growth), ``scale``
+    (m for the log-logistic and the sigmoid, the intercept a for loglinear, B otherwise), ``shape`` (c; s for
+    the exponential; the slope b for loglinear) and ``floor`` L (sigmoid and growth; 1 otherwise)."""
 
     family: str
     ceiling: float
