@@ -172,3 +172,16 @@ def test_a_clean_curve_is_pinned_down_inside_its_range():
 def test_unknown_forms_are_refused():
     with pytest.raises(InputError, match="curve forms must be among"):
         average_fits(_points(list(_loglogistic(N))), cap=4.0, families=("loglogistic", "cubic"))
+
+
+def test_no_form_predicts_below_one_before_its_first_checkpoint():
+    """A power law or a line in log samples is unbounded below; the chart's band at half the first checkpoint
+    went to -2e12 (issue 39 page review). Accept length is at least 1: every prediction is too."""
+    pts = _measured(SHAPES["concave (saturating)"], 0)
+    for family in FAMILIES:
+        boot = bootstrap_fits(pts, cap=4.0, family=family, seed=0, resamples=200)
+        for n in (0.5, 4.0, 16.0):
+            p = boot.predict(n)
+            assert p.value >= 1.0 and (p.low is None or p.low >= 1.0), (family, n, p)
+    avg = average_fits(pts, cap=4.0, seed=0, resamples=200)
+    assert avg.predict(1.0).low >= 1.0

@@ -114,6 +114,12 @@ class CurveFit:
 
 
 def _curve(family: str, n, A, B, shape, L=1.0):
+    """The curve's accept length at ``n``, never below 1 (the bonus token: a form unbounded below, such as the power
+    law or a line in log samples, would otherwise predict less than nothing before its first checkpoint)."""
+    return np.maximum(1.0, _raw_curve(family, n, A, B, shape, L))
+
+
+def _raw_curve(family: str, n, A, B, shape, L=1.0):
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         if family == "loglogistic":
             return 1.0 + (A - 1.0) / (1.0 + np.power(B / n, shape))
