@@ -364,3 +364,14 @@ def test_executing_a_notebook_prints_no_kernel_transport_noise(tmp_path, capfd):
     assert nb.cells[0].outputs[0]["data"]["text/plain"] == "2"
     out, err = capfd.readouterr()
     assert "running over TCP" not in out + err
+
+
+def test_printed_lines_wrap_at_spaces_not_mid_word():
+    """Issue 39: JupyterLab's output CSS (word-break: break-all) split printed words ("scrat" / "ch"); the report's
+    template overrides it with a more specific rule, since the lab template's own comes later in the page."""
+    from eaglekit.view import report as report_module
+
+    template = (Path(report_module.__file__).parent / "report_template" / "index.html.j2").read_text()
+    rule = re.search(r"([^{}\n]+)\{\s*word-break:\s*normal;\s*overflow-wrap:\s*break-word;\s*\}", template)
+    assert rule, "the wrap rule"
+    assert rule.group(1).strip().count(".jp-OutputArea") >= 2 and rule.group(1).strip().endswith("pre")
