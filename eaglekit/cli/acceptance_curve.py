@@ -3,6 +3,8 @@ more data (or a warm start) would buy.
 
     eaglekit acceptance-curve CKPT CKPT CKPT ... --samples 37K,74K,148K --target T --prompts p.jsonl \\
         [--steps 3] [--predict 500K] [--reach 2.5] [--break-even 2.2 | --plan plan.json] [--json]
+    eaglekit acceptance-curve --label warm W1 W2 W3 --label scratch S1 S2 S3 --samples ... --samples ... \\
+        --hidden-states DUMP --break-even 3.6 --compare warm scratch 37K
     eaglekit acceptance-curve --label warm W1 W2 W3 --label scratch S1 S2 S3 --batch-size 32 \\
         --hidden-states DUMP [--target-head T --scheduler tcp://...]
 
@@ -36,9 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "acceptance-curve", help="accept length across training checkpoints, the curve in samples, and predictions",
         description="Measure each checkpoint's accept length (as `eaglekit acceptance` does, with a bootstrap interval "
-                    "over prompts), fit a saturating curve in training samples (3 checkpoints or more), and predict "
-                    "the accept length at more samples and the samples needed for an accept length or a serving "
-                    "plan's break-even.")
+                    "over prompts), fit six curve forms in training samples (3 checkpoints or more) weighted by fit, and "
+                    "predict the accept length at more samples (the interval the union of the plausible forms') and "
+                    "the samples needed for an accept length or a serving plan's break-even.")
     p.add_argument("checkpoints", nargs="*", metavar="CKPT",
                    help="checkpoints of one training run, in training order (local folder, hf://, https://, ssh://)")
     p.add_argument("--label", nargs="+", action="append", metavar=("NAME", "CKPT"),
