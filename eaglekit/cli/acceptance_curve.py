@@ -3,6 +3,8 @@ more data (or a warm start) would buy.
 
     eaglekit acceptance-curve CKPT CKPT CKPT ... --samples 37K,74K,148K --target T --prompts p.jsonl \\
         [--steps 3] [--predict 500K] [--reach 2.5] [--break-even 2.2 | --plan plan.json] [--json]
+    eaglekit acceptance-curve --label warm W1 W2 W3 --label scratch S1 S2 S3 --samples ... --samples ... \\
+        --hidden-states DUMP --break-even 3.6 --compare warm scratch 37K
     eaglekit acceptance-curve --label warm W1 W2 W3 --label scratch S1 S2 S3 --batch-size 32 \\
         --hidden-states DUMP [--target-head T --scheduler tcp://...]
 
@@ -40,9 +42,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "acceptance-curve", help="accept length across training checkpoints, the curve in samples, and predictions",
         description="Measure each checkpoint's accept length (as `eaglekit acceptance` does, with a bootstrap interval "
-                    "over prompts), fit a saturating curve in training samples (3 checkpoints or more), and predict "
-                    "the accept length at more samples and the samples needed for an accept length or a serving "
-                    "plan's break-even.")
+                    "over prompts), fit six curve forms in training samples (3 checkpoints or more) weighted by fit, and "
+                    "predict the accept length at more samples (the interval the union of the plausible forms') and "
+                    "the samples needed for an accept length or a serving plan's break-even.")
     p.add_argument("checkpoints", nargs="*", metavar="CKPT",
                    help="checkpoints of one training run, in training order (local folder, hf://, https://, ssh://)")
     p.add_argument("--label", nargs="+", action="append", metavar=("NAME", "CKPT"),
@@ -68,9 +70,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--break-even", type=float, metavar="AL", help="the break-even accept length at K (from the account)")
     p.add_argument("--plan", metavar="PLAN.json",
                    help="an `eaglekit plan --json` file: its break-even at K for each batch size, and its best tok/s")
-    p.add_argument("--family", choices=("loglogistic", "power", "exp", "auto"), default="loglogistic",
-                   help="the curve: log-logistic from 1 to a ceiling (default), power law or exponential toward a "
-                        "ceiling, or auto (the lowest error predicting each next checkpoint from the ones before)")
+    p.add_argument("--compare", nargs=3, metavar=("CANDIDATE", "BASELINE", "N"),
+                   help="the seed's question in two sentences, as notebook 06 ends: with N samples (37K allowed), does "
+                        "curve CANDIDATE (a warm start) reach the break-even, and how many samples would BASELINE (from "
+                        "scratch) need; needs --break-even or --plan and two --label curves")
+    p.add_argument("--family", choices=("average", "loglogistic", "power", "exp", "loglinear", "sigmoid", "growth", "auto"),
+                   default="average",
+                   help="the curve: average (default: every form fitted, weighted by fit; the interval is the union of "
+                        "the plausible forms' intervals, and the output says when they disagree), or one form: "
+                        "log-logistic from 1 to a ceiling, power law or exponential toward a ceiling, straight in log "
+                        "samples, a logistic in log samples from a fitted floor to the cap, a power rise from a fitted "
+                        "floor; or auto (the one form with the lowest error predicting each next checkpoint)")
     p.add_argument("--bootstrap-seed", type=SEED, default=0, metavar="S", help="seed of the fit's bootstrap (0)")
     p.add_argument("--resamples", type=whole(100, MAX_RESAMPLES, "a resample count"), default=1000, metavar="R",
                    help=f"bootstrap resamples of the fit (1000; 100 to {MAX_RESAMPLES:,})")
@@ -107,6 +117,19 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--samples given {len(args.samples)} times for {len(series)} curves: give it once per "
                              "curve, in the order of the curves (or read samples from the checkpoints).")
         samples = dict(zip(series, args.samples))
+    compare = None
+    if args.compare:
+        if args.break_even is None and args.plan is None:
+            raise InputError("--compare judges against a break-even: give --break-even AL or --plan PLAN.json.")
+        missing = [n for n in args.compare[:2] if n not in series]
+        if missing:
+            raise InputError(f"--compare names {missing[0]!r}, not a curve: name two of the --label curves "
+                             f"({', '.join(series)}).")
+        try:
+            (at,) = number_list(args.compare[2])
+        except (argparse.ArgumentTypeError, ValueError) as e:
+            raise InputError(f"--compare N: expected one sample count (37K allowed), got {args.compare[2]!r}.") from e
+        compare = (args.compare[0], args.compare[1], at)
     training_dump = check_sources(args)
     dump: dict = {}
     if training_dump:
@@ -122,5 +145,7 @@ def run(args: argparse.Namespace) -> int:
         plan=args.plan, family=args.family, seed=args.bootstrap_seed, resamples=args.resamples, device=args.device,
         dtype=args.dtype, embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
         trust_remote_code=args.trust_remote_code, **dump)
+    if compare is not None:
+        result = result.with_comparison(compare[0], compare[1], samples=compare[2], break_even=args.break_even)
     emit(result, args)
     return 0

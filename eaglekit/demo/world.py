@@ -227,7 +227,7 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False, trained: st
                progress: bool | None = None) -> DemoWorkspace:
     """Write (or reuse) the demo workspace at ``path``: the trained world, the real-shape random drafters, target
     configs and a Hub folder serving both. ``trained``: an already built trained world to link in as
-    ``trained/`` instead of training one (about a minute on 2 cores; cached either way)."""
+    ``trained/`` instead of training one (under two minutes on an idle 2-core machine; cached either way)."""
 
     root = Path(path)
     if root.exists() and not root.is_dir():

@@ -183,10 +183,34 @@ def accept_length_curve(curves, *, break_even: float | None = None, up_to: float
         fig.add_hline(y=break_even, line={"dash": "dash", "color": "#d92d20"},
                       annotation_text=f"break-even {break_even:.2f}", annotation_position="bottom right")
     steps = max(c.steps for c in series)
-    fig.update_layout(title=f"Accept length vs training samples (K = {steps}; bands: bootstrap over checkpoints and "
-                            "prompts)", xaxis_title="samples seen (log)", yaxis_title="accept length",
-                      xaxis_type="log", template="plotly_white", height=420)
+    lo_x = min(min(c.samples) for c in series) / 2
+    hi_x = max(end, top)
+    ticks = _doubling_ticks(lo_x, hi_x)
+    fig.update_layout(title=f"Accept length vs training samples (K = {steps}; bands: the plausible curve forms' "
+                            "bootstrap over checkpoints and prompts)", yaxis_title="accept length",
+                      xaxis={"type": "log", "title": {"text": "samples seen (log)"}, "tickmode": "array",
+                             "tickvals": ticks, "ticktext": [_samples_label(t) for t in ticks]},
+                      template="plotly_white", height=420)
     return fig
+
+
+def _doubling_ticks(low: float, high: float, most: int = 9) -> list[float]:
+    """Tick values on a log axis from ``low`` to ``high``: powers of two, every other one (or sparser) when more
+    than ``most`` would fit, so the labels never crowd (plotly's own log ticks label 2 and 5 of every decade)."""
+    import math
+
+    first, last = math.ceil(math.log2(max(low, 1e-9))), math.floor(math.log2(max(high, 1e-9)))
+    exps = list(range(first, last + 1))
+    step = max(1, math.ceil(len(exps) / most))
+    return [2.0 ** e for e in exps[::step]]
+
+
+def _samples_label(n: float) -> str:
+    if n >= 1e6:
+        return f"{n / 1e6:g}M"
+    if n >= 1e4:
+        return f"{n / 1e3:g}K"
+    return f"{n:,.0f}" if n >= 1 else f"{n:g}"
 
 
 def _tint(colour: str) -> str:

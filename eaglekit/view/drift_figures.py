@@ -96,7 +96,9 @@ def drafter_view(report: DriftReport):
     # bars are lengths from zero: a log axis (no zero) would cut them at an arbitrary floor, so it is used only
     # where the figures span more than a factor of 10 and a linear one would flatten the small ones to nothing
     spread = max(y) / min(y) if y else 1.0
-    axis = ({"type": "log", "title": {"text": "1 − cosine (log scale)"}} if spread > LOG_SPREAD else
+    # one label a decade on a log axis (plotly's default labels 2 and 5 of each decade too, crowding the axis)
+    axis = ({"type": "log", "title": {"text": "1 − cosine (log scale)"}, "dtick": 1, "exponentformat": "power"}
+            if spread > LOG_SPREAD else
             {"type": "linear", "rangemode": "tozero", "title": {"text": "1 − cosine"}})
     fig.update_layout(title={"text": "Where the drafter looks: 1 − cosine (bars: interval)"},
                       yaxis=axis, height=380, margin={"l": 70, "r": 20, "t": 60, "b": 110})

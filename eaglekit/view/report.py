@@ -22,8 +22,9 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from html import escape
+from html import escape, unescape
 from pathlib import Path
+from typing import Any
 
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.render import strip_ansi
@@ -247,6 +248,35 @@ el.dataset.rendered = "true";
 """
 
 
+def _model(ref: Any, state: dict) -> dict | None:
+    """The model an ``IPY_MODEL_<id>`` reference names (None when it is not stored)."""
+    return state.get(ref[len("IPY_MODEL_"):]) if isinstance(ref, str) and ref.startswith("IPY_MODEL_") else None
+
+
+def _hidden(model: dict, state: dict) -> bool:
+    """Whether a widget shows nothing: its layout hides it (``visibility: hidden`` or ``display: none``)."""
+    layout = _model(model.get("state", {}).get("layout"), state)
+    look = layout.get("state", {}) if layout else {}
+    return look.get("visibility") == "hidden" or look.get("display") == "none"
+
+
+def _finished_bar(model: dict, state: dict) -> str | None:
+    """A finished progress bar (tqdm's box: text, a progress at its maximum, text) as one line; else None."""
+    kids = [_model(k, state) for k in model.get("state", {}).get("children", [])]
+    bars = [k for k in kids if k and k.get("state", {}).get("_view_name") == "ProgressView"]
+    if len(bars) != 1 or any(k is None for k in kids):
+        return None
+    value, top = bars[0]["state"].get("value"), bars[0]["state"].get("max")
+    if not isinstance(value, (int, float)) or not isinstance(top, (int, float)) or top <= 0 or value < top:
+        return None
+    texts = [unescape(str(k["state"].get("value", ""))).replace("\u2007", " ").strip() for k in kids
+             if k.get("state", {}).get("_view_name") == "HTMLView"]
+    label = re.sub(r"\s*\d+%\s*$", "", texts[0]).rstrip(": ") if texts else ""
+    count = f"{value:g}/{top:g}"
+    rest = texts[-1] if len(texts) > 1 and texts[-1].startswith(count) else count
+    return f"{label}: 100% {rest}" if label else f"100% {rest}"
+
+
 def static_widgets(nb) -> list[str]:
     """Make every widget output honest in a page with no kernel. Rewrites ``nb`` in place; returns what it did.
 
@@ -256,25 +286,37 @@ def static_widgets(nb) -> list[str]:
     - A view holding input controls (sliders, text boxes, dropdowns, buttons: anything not in
       :data:`DISPLAY_VIEWS`) would move and change nothing; it is replaced by a note that it needs a kernel.
     - Any other model the static manager cannot load (:data:`STATIC_WIDGET_MODULES`) becomes such a note too.
-    - A view of a widget closed before the notebook ended (a finished progress bar) has nothing to show:
-      only its plain text stays, so the page is the same whether or not a bar appeared.
+    - A view of a widget closed before the notebook ended (a finished progress bar), or hidden at the end (tqdm
+      hides a ``leave=False`` bar by its layout's visibility, and the hidden box still takes a line), has nothing
+      to show: its output is dropped, so the page is the same whether or not a bar appeared.
+    - A finished progress bar that stays (tqdm's ``leave=True``) becomes one line of text.
     """
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
     controls = next((m["model_module_version"] for m in state.values()
                      if m["model_module"] == "@jupyter-widgets/controls"), "2.0.0")
     done, rendered = [], set()
     for cell in nb.cells:
+        dropped = []
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
             data = output.get("data", {})
             view = data.get(WIDGET_VIEW_MIME)
             if not view:
                 continue
             if view.get("model_id") not in state:  # closed before the notebook ended (a finished progress bar)
-                output["data"] = {"text/plain": data.get("text/plain", "")}
+                dropped.append(output)
                 done.append("dropped a closed widget")
                 continue
             model_id = view["model_id"]
             model = state[model_id]
+            if _hidden(model, state):
+                dropped.append(output)
+                done.append("dropped a hidden widget")
+                continue
+            line = _finished_bar(model, state)
+            if line is not None:
+                output["data"] = {"text/plain": line}
+                done.append("a finished progress bar as text")
+                continue
             if str(model["state"].get("_anywidget_id", "")).startswith(STATIC_ANYWIDGETS) and "_esm" in model["state"]:
                 output["data"] = {"text/html": _anywidget_html(model_id, model["state"]),
                                   "text/plain": data.get("text/plain", "")}
@@ -290,6 +332,8 @@ def static_widgets(nb) -> list[str]:
                     "kernel, so this page leaves them out. Open the notebook with <code>make lab</code> to use them."
                     "</em></p>"), "text/plain": data.get("text/plain", "")}
                 done.append(f"left out {what}")
+        if dropped:
+            cell["outputs"] = [o for o in cell["outputs"] if all(o is not d for d in dropped)]
     for model_id in rendered:  # drawn by their own code now: the static manager need not know them
         del state[model_id]
     for model in state.values():

@@ -55,9 +55,18 @@ def plan_throughput_figure(plan: ServingPlan) -> Any:
                                       "arrayminus": [b.tokens_per_s - (b.tps.low or b.tokens_per_s) for b in best]},
                              text=[f"k = {b.steps}" for b in best]))
     fig.update_layout(title="Throughput against batch size, one line per draft steps k (best: 95% interval)",
-                      xaxis={"title": "batch size (concurrent requests)", "type": "log"},
+                      xaxis={"title": "batch size (concurrent requests)", "type": "log", **_batch_ticks(xs)},
                       yaxis={"title": "tokens per second, all requests", "rangemode": "tozero"}, height=460)
     return fig
+
+
+def _batch_ticks(batches: list[int], most: int = 10) -> dict[str, Any]:
+    """A log axis labelled at the batch sizes priced (every other one past ``most``), not plotly's 2s and 5s of
+    each decade, which crowd the axis."""
+    xs = sorted(set(batches))
+    step = max(1, -(-len(xs) // most))
+    shown = xs[::step]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": [str(x) for x in shown]}
 
 
 def plan_steps_figure(plan: ServingPlan) -> Any:
@@ -71,7 +80,7 @@ def plan_steps_figure(plan: ServingPlan) -> Any:
                                hovertemplate="batch %{x}: k = %{y} (%{text} no speculation)<extra></extra>"))
     stop = plan.stops_paying_at
     title = "Best draft steps per batch size" + ("" if stop is None else f" (speculation stops paying at batch {stop})")
-    fig.update_layout(title=title, xaxis={"title": "batch size", "type": "log"},
+    fig.update_layout(title=title, xaxis={"title": "batch size", "type": "log", **_batch_ticks(xs)},
                       yaxis={"title": "best k", "rangemode": "tozero", "dtick": 1}, height=380)
     return fig
 

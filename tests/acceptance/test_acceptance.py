@@ -79,6 +79,13 @@ def test_aux_convention_changes_it(trained, k2, k2_result):
     wrong = measure_acceptance(trained.drafter("k2"), target=k2, prompts=trained.prompts("k2"), max_new_tokens=32,
                                steps=4, aux_convention="inputs", progress=False)
     assert wrong.accept_length == pytest.approx(by["inputs"])
+    # one K for both readings (issue 39): at the trained depth, whatever K the measurement ran to
+    assert k2_result.by_convention_at(3)["inputs"] == pytest.approx(wrong.accept_length_by_steps[2])
+    assert k2_result.by_convention_at(3)["outputs"] == pytest.approx(k2_result.accept_length_by_steps[2])
+    assert k2_result.by_convention_at(4) == by
+    assert "K = 3: " in str(k2_result) and "(outputs vs inputs, by K:" in str(k2_result)
+    with pytest.raises(InputError, match="measured up to K = 4"):
+        k2_result.by_convention_at(5)
     # the speculators copy names the same tensors as inputs ids [1, 2, 3]: same figures as the SpecForge one
     spec = measure_acceptance(trained.drafter("k2-speculators"), target=k2, prompts=trained.prompts("k2"),
                               max_new_tokens=32, steps=4, progress=False)

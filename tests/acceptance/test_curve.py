@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +62,12 @@ def test_json_keys_and_each_point_equals_acceptance_alone(capsys, trained, serie
         assert point["per_step"] == alone["per_step_acceptance"]
         assert point["accept_length_by_steps"] == alone["accept_length_by_steps"]
         assert point["low"] <= point["accept_length"] <= point["high"]
-    assert got["fit"]["family"] == "loglogistic" and "bootstrap over 5 checkpoints" in got["fit"]["method"]
+    assert got["fit"]["family"] == "average" and "bootstrap over 5 checkpoints" in got["fit"]["method"]
+    forms = got["fit"]["forms"]
+    assert [f["family"] for f in forms] == ["loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"]
+    assert sum(f["weight"] for f in forms) == pytest.approx(1.0)
+    assert all((f["weight"] > 0) == f["plausible"] for f in forms) and got["fit"]["leading"]["form"]
+    assert all("forms_disagree" in p for p in got["predictions"])
     assert [p["samples"] for p in got["predictions"]] == [1000.0, 4000.0]
     for p in got["predictions"]:
         assert p["low"] <= p["accept_length"] <= p["high"]
@@ -88,14 +94,23 @@ def test_demo_fit_without_the_largest_checkpoint_predicts_it(both):
     prediction's interval."""
     from eaglekit.analysis.acceptance.curve import fit_points
 
+    said = {}
     for curve in both.curves:
         last = curve.checkpoints[-1]
         held = fit_points(curve.label, curve.checkpoints[:-1], steps=K, predict=[last.samples])
         (n, predicted), = held.predictions
         assert predicted.low <= last.accept_length.value <= predicted.high, (curve.label, predicted, last.accept_length)
-    # the default family is the one that predicts each next checkpoint best, over the demo's curves
-    mean = {f: sum(c.held_out[f] for c in both.curves) / len(both.curves) for f in ("loglogistic", "power", "exp")}
-    assert min(mean, key=mean.__getitem__) == "loglogistic", mean
+        said[curve.label] = (predicted.text(2), f"{last.accept_length.value:.2f}")
+        # every form is scored on held-out checkpoints, and the text names the forms fitted
+        assert set(curve.held_out) == {"loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"}
+        assert "forms fitted" in str(curve) and "union of the plausible forms' intervals" in str(curve)
+    # docs/acceptance.md states these figures: they come from here
+    docs = " ".join((Path(__file__).parents[2] / "docs" / "acceptance.md").read_text().split())
+    assert (f"the average predicts it at {said['scratch'][0]} from scratch, measured {said['scratch'][1]}, and "
+            f"{said['warm'][0]} for the warm start, measured {said['warm'][1]}") in docs, said
+    errors = ", ".join(f"{f} {both['scratch'].held_out[f]:.3f} / {both['warm'].held_out[f]:.3f}"
+                       for f in ("loglogistic", "power", "exp", "loglinear", "sigmoid", "growth"))
+    assert f"scratch / warm start: {errors} accept length" in docs, errors
 
 
 def test_seed_question_on_the_demo(both):
@@ -116,6 +131,10 @@ def test_seed_question_on_the_demo(both):
     fig = __import__("eaglekit").accept_length_curve(both)
     names = [t.name for t in fig.data]
     assert "scratch: checkpoints" in names and "warm: 95% band" in names and "warm: extrapolated" in names
+    # the log axis is labelled at powers of two, few enough not to crowd (issue 39)
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert 3 <= len(ticks) <= 9 and all(float(t).is_integer() and int(t) & (int(t) - 1) == 0 for t in ticks)
+    assert list(fig.layout.xaxis.ticktext)[:2] == [f"{int(ticks[0]):,}", f"{int(ticks[1]):,}"]
 
 
 def test_samples_from_the_folder_name_and_specforge_state(capsys, trained, series, tmp_path, batch):
@@ -267,3 +286,20 @@ def test_family_auto_keeps_the_lower_held_out_error(both):
         best = min(curve.held_out, key=curve.held_out.__getitem__)
         auto = fit_points(curve.label, curve.checkpoints, steps=K, family="auto")
         assert auto.fit.fit.family == best and f"family chosen by held-out error: {best}" in auto.notes
+
+
+def test_cli_prints_the_pages_conclusion(capsys, trained, series, batch, both):
+    """`--compare` prints the sentence notebook 06 ends with, from the same function (issue 39: the CLI omitted it)."""
+    dump = trained.hidden_dump("k25")
+    args = ["acceptance-curve", "--label", "scratch", *series["scratch"], "--label", "warm", *series["warm"],
+            "--batch-size", batch, "--hidden-states", dump, "--steps", K, "--predict", "2048", "--reach", "2,3",
+            "--break-even", "2.2"]
+    code, out, err = cli(capsys, *args, "--compare", "warm", "scratch", "64")
+    assert code == 0, err
+    sentence = both.compare("warm", "scratch", samples=64, break_even=2.2)
+    assert out.rstrip().endswith(sentence) and sentence.startswith("With 64 samples, warm measures")
+    code, out, err = cli(capsys, *args, "--compare", "warm", "scratch", "64", "--json")
+    assert json.loads(out)["comparison"] == sentence
+    assert "not a curve" in fails(capsys, *args, "--compare", "warm", "nope", "64")
+    assert "give --break-even" in fails(capsys, *args[:-2], "--compare", "warm", "scratch", "64")
+    assert "one sample count" in fails(capsys, *args, "--compare", "warm", "scratch", "lots")

@@ -140,6 +140,19 @@ def test_cli_trees_json_and_refusals(capsys, trained):
     out = json.loads(capsys.readouterr().out)
     assert out["tree_attention"] == "sglang-slots" and out["steps"] == 3
     assert [(t["steps"], t["topk"], t["draft_tokens"]) for t in out["trees"]] == [(3, 3, 8)]
+    # the tree asked for is the headline (issue 39): top-level figures are the tree's, the chain is named
+    (tree,) = out["trees"]
+    assert out["headline"] == "tree 3:3:8" and (out["topk"], out["draft_tokens"]) == (3, 8)
+    for key in ("accept_length", "accept_length_low", "accept_length_high", "cycles", "generated_tokens"):
+        assert out[key] == tree[key], key
+    assert out["chain"]["steps"] == 3 and "accept_length_by_steps" in out["chain"]
+    assert "accept_length_by_steps" not in out and "per_step_acceptance" not in out
+    assert main(["acceptance", d, "--hidden-states", dump, "--steps", "3", "--topk", "3", "--draft-tokens", "8"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("Accept length, tree 3:3:8") and f"{tree['accept_length']:.3f}" in first.split(";")[0]
+    assert main(["acceptance", d, "--hidden-states", dump, "--steps", "3", "--tree-grid", "3:1:4,3:3:8", "--json"]) == 0
+    grid = json.loads(capsys.readouterr().out)   # a grid: the chain heads, as before
+    assert "headline" not in grid and grid["accept_length"] == grid["trees"][0]["accept_length"]
     assert main(["acceptance", d, "--hidden-states", dump, "--steps", "3", "--topk", "1"]) == 0
     assert "Tree drafts" in capsys.readouterr().out
     grid = ",".join(f"{s}:{k}:3" for s in range(1, 101) for k in range(1, 101))

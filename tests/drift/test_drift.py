@@ -450,3 +450,4 @@ def test_the_drafter_view_draws_bars_from_zero_unless_they_span_decades():
     assert near.layout.yaxis.type == "linear" and near.layout.yaxis.rangemode == "tozero"
     far = drafter_view(report((0.9999, 0.95, 0.5)))
     assert far.layout.yaxis.type == "log" and "log scale" in far.layout.yaxis.title.text
+    assert far.layout.yaxis.dtick == 1  # one label a decade: plotly's 2s and 5s crowded the axis (issue 39)

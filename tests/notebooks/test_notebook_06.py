@@ -27,3 +27,9 @@ def test_accept_length_notebook(executed_notebook):
     assert "per-step acceptance collapses at step 4" in text and "trained for 3 chain steps" in text
     assert "Reading the aux ids as inputs" in text and "reading accepts most over the outputs one at step 4, beyond the 3 chain steps" in text
     assert "prompt-to-prompt noise" in text
+    # issue 39: one K for the aux readings (the trained depth), the two training regimes side by side, and what
+    # the demo's sample counts stand for
+    assert "accept length by aux reading at K = 3" in text
+    assert "at K = 3, the depth the drafter was trained to" in text
+    assert "the seed's samples on the demo's scale: 37K -> 64, 200K -> 346, 500K -> 865" in text
+    assert text.count("fresh samples, one pass:") == 2 and "6 samples, ~130 passes" in text

@@ -53,6 +53,9 @@ def test_figures_draw_every_k_and_the_best(plan):
     fig = eaglekit.plan_throughput_figure(plan)
     assert len(fig.data) == plan.max_steps + 2 and fig.data[-1].name == "best k"
     assert list(fig.data[-1].y) == pytest.approx([p.best.tokens_per_s for p in plan.fitting])
+    # the log axis is labelled at the batch sizes priced, not plotly's crowded 2s and 5s (issue 39)
+    assert set(fig.layout.xaxis.tickvals) <= {p.batch for p in plan.fitting}
+    assert len(fig.layout.xaxis.tickvals) <= 10 and fig.layout.xaxis.tickvals[0] == min(p.batch for p in plan.fitting)
     steps = eaglekit.plan_steps_figure(plan)
     assert list(steps.data[0].y) == list(plan.best_steps)
     stop = plan.stops_paying_at

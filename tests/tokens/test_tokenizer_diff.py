@@ -70,7 +70,8 @@ def test_a_version_that_appends_special_tokens_is_diffed(capsys, tmp_path):
     assert "hold other tokens" not in text and "chat template 'default' differs" in text
     impact = "\n".join(d.drafter_impact)
     assert "12 of A's 12 ids keep their token in B: every old id keeps its meaning" in impact
-    assert "grow it from 12 to 14, the 2 appended ids False" in impact
+    assert "engines size it by the target config's vocab_size (not read here" in impact
+    assert "from 12 to 14, the 2 appended ids False" in impact
     assert "2 rows appended (ids 12-13)" in impact
     # A full-vocabulary drafter (no d2t/t2d) is told apart: its lm_head grows instead of t2d.
     assert d.drafter_impact[-1] == ("a full-vocabulary drafter (no d2t/t2d: lm_head row i drafts id i): it needs "
@@ -82,6 +83,27 @@ def test_a_version_that_appends_special_tokens_is_diffed(capsys, tmp_path):
     assert data["vocab_sizes"] == [12, 14] and data["kept_count"] == 12 and data["drafter_impact"]
     code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b))
     assert code == 4 and "drafter" in out and "d2t" in out
+
+
+def test_t2d_is_sized_by_the_configs_vocab_size(capsys, tmp_path):
+    """Issue 39: the demo's tokenizers name 96 and 98 ids while both configs say vocab_size 128; engines size t2d
+    (and the embedding) by the config, so t2d keeps 128 entries rather than growing from 96 to 98."""
+    a = write_tokenizer(tmp_path / "a", vocab=12)
+    b = write_tokenizer(tmp_path / "b", vocab=12, special=("<think>", "</think>"))
+    for folder in (a, b):
+        (folder / "config.json").write_text(json.dumps({"model_type": "deepseek_v3", "vocab_size": 16}))
+    d = diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert d.config_vocab_sizes == (16, 16)
+    impact = "\n".join(d.drafter_impact)
+    assert "config.json's vocab_size, 16 on both: it keeps its size" in impact and "grow it" not in impact
+    assert "keep their 16 rows" in impact and "rows appended" not in impact
+    # a multimodal config (Kimi-K2.5) keeps it under text_config; a grown one says from what to what
+    (b / "config.json").write_text(json.dumps({"model_type": "kimi_k25", "text_config": {"vocab_size": 32}}))
+    d = diff_tokenizers(read_tokenizer(a), read_tokenizer(b))
+    assert d.config_vocab_sizes == (16, 32)
+    assert "up to config.json's vocab_size: grow it from 16 to 32, the 2 appended ids False" in "\n".join(d.drafter_impact)
+    code, out, _ = _run(capsys, "tokenizer-diff", str(a), str(b), "--json")
+    assert code == 4 and json.loads(out)["config_vocab_sizes"] == [16, 32]
 
 
 def test_a_grown_vocabulary_that_also_renames_ids_says_which_moved(tmp_path):

@@ -193,8 +193,7 @@ def test_static_widgets_render_eaglekit_anywidgets_and_leave_out_controls_that_n
 
     nb = _nb([view("c1"), view("b1"), view("h1"), view("closed")], state)
     done = static_widgets(nb)
-    calc_out, box_out, bar_out, closed_out = nb.cells[0].outputs
-    assert closed_out["data"] == {"text/plain": "w"}  # a bar closed before the end: the same page with or without it
+    calc_out, box_out, bar_out = nb.cells[0].outputs  # a bar closed before the end: dropped, as if it never showed
     html = calc_out["data"]["text/html"]
     assert '<div class="eaglekit-anywidget" id="anywidget-c1">' in html and '"verify_ms": 30.0' in html
     assert '"export default {}"' in html and "await widget.render({model, el})" in html
@@ -202,6 +201,39 @@ def test_static_widgets_render_eaglekit_anywidgets_and_leave_out_controls_that_n
     assert "application/vnd.jupyter.widget-view+json" in bar_out["data"]  # a progress bar only shows: kept
     assert done == ["rendered CalculatorWidget", "left out Text, Dropdown", "dropped a closed widget"]
     assert "c1" not in nb.metadata["widgets"][WIDGET_STATE_MIME]["state"]  # drawn by its own code: not stored
+
+
+def test_hidden_and_finished_progress_bars_leave_no_gap():
+    """Issue 39: tqdm hides a leave=False bar by its layout (the hidden box still took a line of the page), and a
+    finished bar that stays is one line of text, not a widget."""
+    def model(name, view, **state):
+        return {"model_module": "@jupyter-widgets/controls", "model_module_version": "2.0.0", "model_name": name,
+                "state": {"_view_name": view, **state}}
+
+    def bar(prefix, value, top, left, right, **look):
+        return {f"{prefix}l": {"model_module": "@jupyter-widgets/base", "model_module_version": "2.0.0",
+                               "model_name": "LayoutModel", "state": look},
+                f"{prefix}a": model("HTMLModel", "HTMLView", value=left),
+                f"{prefix}p": model("FloatProgressModel", "ProgressView", value=value, max=top),
+                f"{prefix}b": model("HTMLModel", "HTMLView", value=right),
+                prefix: model("HBoxModel", "HBoxView", layout=f"IPY_MODEL_{prefix}l",
+                              children=[f"IPY_MODEL_{prefix}{k}" for k in "apb"])}
+
+    state = {**bar("hid", 12, 12, "hidden drift:\u2007\u2007\u20070%", "\u20070/12", visibility="hidden"),
+             **bar("done", 9, 9, "training the demo world: 100%", "9/9 [01:42&lt;00:00,  5.65s/it]"),
+             **bar("run", 3, 9, "measuring:  33%", "3/9")}
+
+    def view(model_id):
+        return {"output_type": "display_data", "metadata": {}, "data": {
+            "application/vnd.jupyter.widget-view+json": {"model_id": model_id, "version_major": 2, "version_minor": 0},
+            "text/plain": "w"}}
+
+    nb = _nb([view("hid"), view("done"), view("run")], state)
+    done = static_widgets(nb)
+    finished, running = nb.cells[0].outputs
+    assert finished["data"] == {"text/plain": "training the demo world: 100% 9/9 [01:42<00:00,  5.65s/it]"}
+    assert "application/vnd.jupyter.widget-view+json" in running["data"]  # unfinished: the widget stays
+    assert done == ["dropped a hidden widget", "a finished progress bar as text"]
 
 
 @pytest.mark.parametrize("html, problem", [
@@ -332,3 +364,14 @@ def test_executing_a_notebook_prints_no_kernel_transport_noise(tmp_path, capfd):
     assert nb.cells[0].outputs[0]["data"]["text/plain"] == "2"
     out, err = capfd.readouterr()
     assert "running over TCP" not in out + err
+
+
+def test_printed_lines_wrap_at_spaces_not_mid_word():
+    """Issue 39: JupyterLab's output CSS (word-break: break-all) split printed words ("scrat" / "ch"); the report's
+    template overrides it with a more specific rule, since the lab template's own comes later in the page."""
+    from eaglekit.view import report as report_module
+
+    template = (Path(report_module.__file__).parent / "report_template" / "index.html.j2").read_text()
+    rule = re.search(r"([^{}\n]+)\{\s*word-break:\s*normal;\s*overflow-wrap:\s*break-word;\s*\}", template)
+    assert rule, "the wrap rule"
+    assert rule.group(1).strip().count(".jp-OutputArea") >= 2 and rule.group(1).strip().endswith("pre")

@@ -125,9 +125,13 @@ def compare_readings(trained: AcceptanceResult, other: AcceptanceResult, *, chai
                       if a is not None and b is not None])
     changed = int((np.abs(diffs) > 1e-12).sum())
     se = float(diffs.std(ddof=1) / np.sqrt(len(diffs))) if len(diffs) > 1 else float("nan")
+    # the headline at the depth the drafter was trained to (the one every verdict uses), else at the measured K
+    at = chain_steps if chain_steps is not None and 1 <= chain_steps <= k else k
+    a_at, o_at = trained.accept_length_by_steps[at - 1], other.accept_length_by_steps[at - 1]
     out = [f"Reading the aux ids as {o} (hidden_states {list(other.aux_indices)}) instead of {t} as trained "
-           f"({list(trained.aux_indices)}): accept length {other.accept_length:.3f} against {trained.accept_length:.3f} "
-           f"at K = {k} ({other.accept_length - trained.accept_length:+.3f}); by K ({t} vs {o}): {by_k}."]
+           f"({list(trained.aux_indices)}): accept length {o_at:.3f} against {a_at:.3f} "
+           f"at K = {at}" + (", the depth the drafter was trained to" if at != k else "")
+           + f" ({o_at - a_at:+.3f}); by K ({t} vs {o}): {by_k}."]
     out.append(f"Per-step acceptance ({t} vs {o}): " + "; ".join(f"step {j}: {a:.3f} vs {b:.3f}" for j, a, b in pairs)
                + ".")
     if chain_steps is not None and pairs and chain_steps <= k:
@@ -138,7 +142,7 @@ def compare_readings(trained: AcceptanceResult, other: AcceptanceResult, *, chai
                        "steps the drafter was trained for, where neither reading drafts what it learned; at K = "
                        f"{chain_steps}, the depth it was trained to, the {t} reading gives {at:.3f} and the {o} "
                        f"reading {ot:.3f}.")
-    out.append(f"{changed} of {len(diffs)} prompts change; the mean per-prompt difference is {diffs.mean():+.3f} "
+    out.append(f"At K = {k}, {changed} of {len(diffs)} prompts change; the mean per-prompt difference is {diffs.mean():+.3f} "
                f"(standard error {se:.3f})" + (", so the difference is within prompt-to-prompt noise."
                                                if abs(diffs.mean()) < 2 * se else "."))
     return " ".join(out)

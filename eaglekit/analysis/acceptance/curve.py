@@ -27,8 +27,9 @@ from eaglekit.analysis.acceptance.curve_inputs import (MAX_ACCEPT_LENGTH, MAX_SA
                                                        read_training_step)
 from eaglekit.analysis.acceptance.curve_result import (MAX_WIDTH_TEXT, AcceptanceCurve, Curve, CurvePoint, PlanLine,
                                                        samples_text)
-from eaglekit.core.acceptance.curve import (CURVE_RESAMPLES, FAMILIES, MIN_POINTS, PointCounts, bootstrap_fits,
-                                            check_increasing, held_out_errors, perfect_accept_length)
+from eaglekit.core.acceptance.curve import (AVERAGED, CURVE_RESAMPLES, FAMILIES, MIN_POINTS, PointCounts,
+                                            average_fits, bootstrap_fits, check_increasing, held_out_errors,
+                                            perfect_accept_length)
 from eaglekit.core.errors import InputError
 from eaglekit.core.redact import shown
 from eaglekit.core.uncertainty import Interval, bootstrap_ratio
@@ -97,7 +98,7 @@ def acceptance_curve(checkpoints: Sequence[str | os.PathLike[str]] | Mapping[str
                      batch_size: int | None = None, target=None, prompts=None, hidden_states=None,
                      target_head: str | None = None, steps: int = 5, max_new_tokens: int = 64,
                      predict: Sequence[float] = (), reach: Sequence[float] = (), break_even: float | None = None,
-                     plan: str | os.PathLike[str] | Mapping[str, Any] | None = None, family: str = "loglogistic",
+                     plan: str | os.PathLike[str] | Mapping[str, Any] | None = None, family: str = "average",
                      seed: int = 0, resamples: int | None = None, device: str = "cpu", dtype: str = "float32",
                      embeddings: str | None = None, endpoint: str | None = None, timeout: float | None = None,
                      progress: bool | None = None, trust_remote_code: bool = False,
@@ -111,15 +112,18 @@ def acceptance_curve(checkpoints: Sequence[str | os.PathLike[str]] | Mapping[str
     :func:`~eaglekit.analysis.acceptance.dumps.measure_dump`, e.g. ``scheduler``, in ``dump_options``).
     ``predict``: sample counts to predict at; ``reach``: accept lengths to find the samples for;
     ``break_even`` (an accept length) and ``plan`` (an ``eaglekit plan --json`` object or file) join the
-    serving plan. ``family``: ``"loglogistic"`` (default), ``"power"``, ``"exp"`` or ``"auto"`` (the better on held-out
-    checkpoints). ``seed`` and ``resamples`` fix the bootstrap.
+    serving plan. ``family``: ``"average"`` (default: every form of
+    :data:`~eaglekit.core.acceptance.curve.FAMILIES` fitted, weighted by fit, the interval the union of the
+    plausible forms': :class:`~eaglekit.core.acceptance.curve.CurveAverage`), one form (``"loglogistic"``,
+    ``"power"``, ``"exp"``, ``"loglinear"``, ``"sigmoid"``, ``"growth"``) or ``"auto"`` (the form with the lowest
+    error predicting each next checkpoint). ``seed`` and ``resamples`` fix the bootstrap.
     """
     series = ({str(k): [str(p) for p in v] for k, v in checkpoints.items()} if isinstance(checkpoints, Mapping)
               else {"checkpoints": [str(p) for p in checkpoints]})
     if not series or any(not v for v in series.values()):
         raise InputError("give at least one checkpoint for every curve.")
-    if family not in (*FAMILIES, "auto"):
-        raise InputError(f"curve family must be one of {', '.join(FAMILIES)} or auto, got {family!r}.")
+    if family not in (*FAMILIES, "auto", "average"):
+        raise InputError(f"curve family must be one of {', '.join(FAMILIES)}, auto or average, got {family!r}.")
     if (target is None) == (hidden_states is None):
         raise InputError("give exactly one of target (with prompts) or hidden_states (a dump folder).")
     predict = _as_numbers(predict, "--predict sample counts")
@@ -189,7 +193,7 @@ def _samples_by_label(samples, series: Mapping[str, Sequence[str]]) -> dict[str,
 
 
 def fit_points(label: str, points: Sequence[CurvePoint], *, steps: int, predict: Sequence[float] = (),
-               reach: Sequence[float] = (), plan: Sequence[PlanLine] = (), family: str = "loglogistic", seed: int = 0,
+               reach: Sequence[float] = (), plan: Sequence[PlanLine] = (), family: str = "average", seed: int = 0,
                resamples: int = 1000) -> Curve:
     """The curve through measured points (no fit with fewer than three: the points alone, and a note)."""
     points = tuple(points)
@@ -213,7 +217,10 @@ def fit_points(label: str, points: Sequence[CurvePoint], *, steps: int, predict:
         chosen = min(scored, key=scored.__getitem__) if scored else "loglogistic"
         notes.append(f"family chosen by held-out error: {chosen}" if scored else
                      "family auto with 3 checkpoints: no held-out test possible; log-logistic used.")
-    boot = bootstrap_fits(counts, cap=cap, family=chosen, seed=seed, resamples=resamples)  # type: ignore[arg-type]
+    if chosen == "average":
+        boot = average_fits(counts, cap=cap, families=AVERAGED, seed=seed, resamples=resamples)
+    else:
+        boot = bootstrap_fits(counts, cap=cap, family=chosen, seed=seed, resamples=resamples)  # type: ignore[arg-type,assignment]
     preds = tuple((float(n), boot.predict(n)) for n in predict)
     reached = tuple((float(al), boot.reach(al)) for al in reach)
     exact = len(points) == MIN_POINTS
@@ -221,7 +228,13 @@ def fit_points(label: str, points: Sequence[CurvePoint], *, steps: int, predict:
     if exact:
         notes.append(f"{MIN_POINTS} checkpoints for the curve's {MIN_POINTS} parameters: it passes through them and "
                      "nothing tests it; predictions past the largest checkpoint are not constrained.")
-    loose = [n for n, i in preds if not curve.constrained_at(n, i)]
+    unpinned = [n for n, _ in preds if curve.forms_disagree(n)]
+    loose = [n for n, i in preds if not curve.constrained_at(n, i) and n not in unpinned]
+    for n in unpinned:
+        (fa, va), (fb, vb) = boot.spread(n)  # type: ignore[union-attr]
+        notes.append(f"the points do not pin the curve down at {samples_text(n)} samples: the plausible forms predict "
+                     f"{va:.2f} ({fa}) to {vb:.2f} ({fb}), one outside another's interval; the interval is their union. "
+                     "Checkpoints nearer that sample count would settle it.")
     if loose:
         notes.append(f"the data do not constrain the prediction at {', '.join(samples_text(n) for n in loose)} samples: its "
                      f"interval is wider than {MAX_WIDTH_TEXT} accept length or unbounded"

@@ -5,12 +5,14 @@ the whole result (:class:`AcceptanceCurve`); they render as text and HTML and se
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from eaglekit.core.acceptance.curve import BEYOND, MIN_POINTS, CurveBootstrap, constrained, reach_constrained
+from eaglekit.core.acceptance.curve import (BEYOND, FAMILIES, MIN_POINTS, CurveAverage, CurveBootstrap, constrained,
+                                            reach_constrained)
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.uncertainty import Interval, verdict
@@ -64,7 +66,7 @@ class Curve:
     label: str
     steps: int
     checkpoints: tuple[CurvePoint, ...]
-    fit: CurveBootstrap | None = field(default=None, repr=False)
+    fit: CurveAverage | CurveBootstrap | None = field(default=None, repr=False)
     held_out: Mapping[str, float | None] = field(default_factory=dict)
     predictions: tuple[tuple[float, Interval], ...] = ()
     reach: tuple[tuple[float, Interval], ...] = ()
@@ -80,8 +82,14 @@ class Curve:
 
     def constrained_at(self, samples: float, i: Interval) -> bool:
         """Whether the data constrain the prediction ``i`` at ``samples`` (:func:`constrained`, and never past the
-        largest checkpoint of an exactly determined curve)."""
-        return constrained(i) and not (self.exact and samples > max(self.samples))
+        largest checkpoint of an exactly determined curve, nor where the plausible forms disagree)."""
+        return constrained(i) and not (self.exact and samples > max(self.samples)) and not self.forms_disagree(samples)
+
+    def forms_disagree(self, samples: float) -> bool:
+        """Whether the points do not pin the curve down at ``samples``: plausible forms disagree there (one's
+        prediction outside another's interval). Never for a single form or inside the measured range."""
+        return (isinstance(self.fit, CurveAverage) and samples > max(self.samples)
+                and self.fit.disagree(samples))
 
     def reach_is_constrained(self, i: Interval) -> bool:
         return reach_constrained(i) and not (self.exact and i.value > max(self.samples))
@@ -108,12 +116,19 @@ class Curve:
         if self.fit is None:
             out["fit"] = None
         else:
-            f = self.fit.fit.to_json()
+            if isinstance(self.fit, CurveAverage):
+                f = {"family": "average", "leading": self.fit.fit.to_json(),
+                     "forms": [{**x.boot.fit.to_json(), "weight": x.weight, "delta_qaic": x.delta,
+                                "plausible": x.plausible, "chi_square": x.boot.chi_square} for x in self.fit.forms],
+                     "overdispersion": self.fit.overdispersion}
+            else:
+                f = self.fit.fit.to_json()
             f.update({"method": self.fit.method, "ceiling": _interval_json(self.fit.ceiling()),
                       "held_out_error": dict(self.held_out),
                       "constrained_width": MAX_WIDTH_TEXT})
             out["fit"] = f
-        out["predictions"] = [{"samples": n, **_interval_json(i), "constrained": self.constrained_at(n, i)}
+        out["predictions"] = [{"samples": n, **_interval_json(i), "constrained": self.constrained_at(n, i),
+                               "forms_disagree": self.forms_disagree(n)}
                               for n, i in self.predictions]
         out["reach"] = [_reach_json(al, i, self.reach_is_constrained(i)) for al, i in self.reach]
         out["plan"] = [self._plan_json(p) for p in self.plan]
@@ -146,8 +161,17 @@ class Curve:
             pairs.append(("fit", f"none: a curve needs at least {MIN_POINTS} checkpoints (the points are shown)"))
         else:
             f = self.fit
-            pairs.append(("fit", f"{f.fit.formula} ({f.fit.family}); ceiling {f.ceiling().text(3)}, capped at "
-                                 f"{f.fit.cap:.3f} (every draft accepted on these prompts; K + 1 = {self.steps + 1})"))
+            if isinstance(f, CurveAverage):
+                pairs.append(("forms fitted", "; ".join(
+                    f"{x.family} {FAMILIES[x.family]}: " + (f"weight {x.weight:.2f}" if x.plausible else
+                                                           f"implausible (QAIC +{x.delta:.1f})")
+                    for x in f.forms)))
+                pairs.append(("fit", f"weighted mean of the plausible forms; leading: {f.fit.formula} ({f.fit.family}); "
+                                     f"ceiling {f.ceiling().text(3)}, capped at {f.fit.cap:.3f} (every draft accepted on "
+                                     f"these prompts; K + 1 = {self.steps + 1})"))
+            else:
+                pairs.append(("fit", f"{f.fit.formula} ({f.fit.family}); ceiling {f.ceiling().text(3)}, capped at "
+                                     f"{f.fit.cap:.3f} (every draft accepted on these prompts; K + 1 = {self.steps + 1})"))
             pairs.append(("  uncertainty", f.method))
             if any(v is not None for v in self.held_out.values()):
                 pairs.append(("  held-out error", ", ".join(f"{k} {'-' if v is None else f'{v:.3f}'}"
@@ -156,7 +180,8 @@ class Curve:
         for n, i in self.predictions:
             flag = "" if self.constrained_at(n, i) else (
                 f"  NOT CONSTRAINED by the data (interval {_width(i)} wide, limit {MAX_WIDTH_TEXT}"
-                + ("; 3 checkpoints for 3 parameters" if self.exact else "") + ")")
+                + ("; 3 checkpoints for 3 parameters" if self.exact else "")
+                + ("; the forms disagree" if self.forms_disagree(n) else "") + ")")
             pairs.append((f"predicted at {samples_text(n)} samples", i.text(3) + flag))
         for al, i in self.reach:
             pairs.append((f"samples to reach {al:g}", _reach_text(i, self.reach_is_constrained(i))))
@@ -192,6 +217,23 @@ class AcceptanceCurve:
 
     curves: tuple[Curve, ...]
     measured_on: str
+    #: :meth:`compare`'s sentences when asked for (``eaglekit acceptance-curve --compare``): the page's conclusion
+    comparison: str | None = None
+
+    def with_comparison(self, candidate: str, baseline: str, *, samples: float, break_even: float | None = None
+                        ) -> AcceptanceCurve:
+        """This result with :meth:`compare`'s answer attached (shown last in the text, ``comparison`` in the JSON).
+        ``break_even``: default the first curve's first plan line (``--break-even`` or ``--plan``)."""
+        for name in (candidate, baseline):
+            if name not in [c.label for c in self.curves]:
+                raise InputError(f"--compare names {name!r}, not a curve: the curves are "
+                                 + ", ".join(c.label for c in self.curves) + ".")
+        if break_even is None:
+            lines = self.curves[0].plan
+            if not lines:
+                raise InputError("--compare judges against a break-even: give --break-even AL or --plan PLAN.json.")
+            break_even = lines[0].break_even
+        return replace(self, comparison=self.compare(candidate, baseline, samples=samples, break_even=break_even))
 
     def __getitem__(self, label: str) -> Curve:
         for c in self.curves:
@@ -218,13 +260,19 @@ class AcceptanceCurve:
 
     def to_json(self) -> dict[str, Any]:
         curves = [c.to_json() for c in self.curves]
-        return {**curves[0], "measured_on": self.measured_on, "curves": curves}
+        out = {**curves[0], "measured_on": self.measured_on, "curves": curves}
+        if self.comparison is not None:
+            out["comparison"] = self.comparison
+        return out
 
     def __str__(self) -> str:
-        return "\n\n".join(str(c) for c in self.curves) + f"\n\nmeasured on {self.measured_on}"
+        tail = "" if self.comparison is None else f"\n\n{self.comparison}"
+        return "\n\n".join(str(c) for c in self.curves) + f"\n\nmeasured on {self.measured_on}" + tail
 
     def _repr_html_(self) -> str:
-        return "<div>" + "".join(c._repr_html_() for c in self.curves) + f"<p>measured on {self.measured_on}</p></div>"
+        tail = "" if self.comparison is None else f"<p>{html.escape(self.comparison)}</p>"
+        return ("<div>" + "".join(c._repr_html_() for c in self.curves) + f"<p>measured on {self.measured_on}</p>"
+                + tail + "</div>")
 
 
 MAX_WIDTH_TEXT = "1.0"

@@ -248,6 +248,21 @@ class AcceptanceResult:
     accept_length_by_steps_interval: tuple[Interval | None, ...] = ()
     #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
     samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
+    #: each reading's accept length at every K = 1..steps (None where the reading was not measured)
+    accept_length_by_convention_by_steps: dict[str, tuple[float, ...] | None] = field(default_factory=dict)
+
+    def by_convention_at(self, steps: int) -> dict[str, float | None]:
+        """Each aux reading's accept length at ``steps`` (<= the measured K): compare readings at one K, the depth
+        a verdict uses, whatever K the measurement ran to."""
+        if not 1 <= steps <= self.steps:
+            raise InputError(f"the readings were measured up to K = {self.steps}; K = {steps} is not among them.")
+        if steps == self.steps:
+            return dict(self.accept_length_by_convention)
+        out: dict[str, float | None] = {}
+        for c in self.accept_length_by_convention:
+            by = self.accept_length_by_convention_by_steps.get(c)
+            out[c] = None if by is None else by[steps - 1]
+        return out
 
     @property
     def accept_length_prefill_included(self) -> float:
@@ -328,6 +343,15 @@ class AcceptanceResult:
                 f"{e.speedup:.2f}x.{free}")
 
     # -- rendering -----------------------------------------------------------------------------------
+    def _other_text(self, other: str, alt: float) -> str:
+        """The other reading at K, and at every K beside the trained reading's when measured at more than one K."""
+        by = self.accept_length_by_convention_by_steps
+        mine, theirs = by.get(self.aux_convention), by.get(other)
+        if self.steps < 2 or mine is None or theirs is None:
+            return f"{alt:.3f}"
+        pairs = ", ".join(f"K = {k}: {a:.3f} vs {b:.3f}" for k, (a, b) in enumerate(zip(mine, theirs), start=1))
+        return f"{alt:.3f} at K = {self.steps} ({self.aux_convention} vs {other}, by K: {pairs})"
+
     def _pairs(self) -> list[tuple[str, Any]]:
         other = other_convention(self.aux_convention)
         alt = self.accept_length_by_convention.get(other)
@@ -340,7 +364,7 @@ class AcceptanceResult:
             ("steps K", self.steps), ("temperature", self.temperature),
             ("prompts / generated tokens / cycles", f"{self.prompts} / {self.generated_tokens} / {self.cycles}"),
             ("aux convention", f"{self.aux_convention} (hidden_states {list(self.aux_indices)})"),
-            (f"  accept length reading them as {other}", "not available" if alt is None else f"{alt:.3f}"),
+            (f"  accept length reading them as {other}", "not available" if alt is None else self._other_text(other, alt)),
         ]
         if self.expected_accept_length is not None:
             pairs.insert(3, (f"expected accept length at T = {self.temperature:g}",
@@ -598,7 +622,9 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     main = summarise(stats[primary], steps=steps)
     notes.extend(filter(None, [collapse_note(main["per_step_acceptance"]),
                                generation_limit_note([st.generated for st in stats[primary]], steps)]))
-    by_conv = {c: (summarise(stats[c], steps=steps)["accept_length"] if c in stats else None) for c in conventions}
+    summaries = {c: summarise(stats[c], steps=steps) for c in conventions if c in stats}
+    by_conv = {c: (summaries[c]["accept_length"] if c in summaries else None) for c in conventions}
+    by_conv_k = {c: (tuple(summaries[c]["accept_length_by_steps"]) if c in summaries else None) for c in conventions}
     return AcceptanceResult(
         drafter=model.source, target=tname, source="target" if target is not None else "hidden-states",
         steps=steps, temperature=float(temperature), prompts=total, generated_tokens=main["generated_tokens"],
@@ -608,7 +634,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
-        prompt_counts=main["prompt_counts"], samples=tuple(kept))
+        prompt_counts=main["prompt_counts"], samples=tuple(kept), accept_length_by_convention_by_steps=by_conv_k)
 
 
 def _local_target(name: str, dump: Path) -> str | None:

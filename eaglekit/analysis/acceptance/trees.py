@@ -23,6 +23,7 @@ Leviathan's ``sum_v min(p, q)`` of the chain's ``expected_accept_length``.
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -130,7 +131,10 @@ class TreeAcceptance:
     """The chain's :class:`AcceptanceResult` and every tree configuration's figures on the same prompts.
 
     ``to_json()`` is the chain's JSON plus ``tree_attention`` and ``trees[]`` (the serving plan reads
-    ``steps``, ``topk``, ``draft_tokens``, ``accept_length``, ``accept_length_low``, ``accept_length_high``)."""
+    ``steps``, ``topk``, ``draft_tokens``, ``accept_length``, ``accept_length_low``, ``accept_length_high``).
+    When one tree was asked for (``--topk K --draft-tokens N``: :attr:`headline`), that tree is the headline: the
+    top-level figures (and the text's first line) are the tree's, ``headline`` names it, and the chain measured
+    beside it is under ``chain``."""
 
     #: the chain's record: an AcceptanceResult, or a DumpAcceptance from a training pipeline's dump
     result: Any
@@ -144,9 +148,33 @@ class TreeAcceptance:
         raise InputError(f"no tree {steps}:{topk}:{draft_tokens} was measured; measured: "
                          + ", ".join(t.config.label for t in self.trees))
 
+    @property
+    def headline(self) -> TreeResult | None:
+        """The one tree asked for (a single configuration wider than a chain), else None (a grid: the chain heads)."""
+        return self.trees[0] if len(self.trees) == 1 and self.trees[0].topk > 1 else None
+
+    #: the chain's figures that a tree has no counterpart for: under ``chain`` only when a tree heads the JSON
+    CHAIN_ONLY = ("accept_length_by_steps", "accept_length_by_convention", "accept_length_prefill_included",
+                  "per_prompt_accept_length", "expected_acceptance", "expected_accept_length", "per_step_acceptance")
+
     def to_json(self) -> dict[str, Any]:
-        return _null_nan({**self.result.to_json(), "tree_attention": self.attention,
-                          "trees": [t.to_json() for t in self.trees]})
+        chain = self.result.to_json()
+        trees = [t.to_json() for t in self.trees]
+        head = self.headline
+        if head is None:
+            return _null_nan({**chain, "tree_attention": self.attention, "trees": trees})
+        top = {k: v for k, v in chain.items() if k not in self.CHAIN_ONLY}
+        top.update(head.to_json())
+        return _null_nan({**top, "headline": f"tree {head.config.label}", "chain": chain,
+                          "tree_attention": self.attention, "trees": trees})
+
+    def _headline_text(self) -> str:
+        head = self.headline
+        if head is None:
+            return ""
+        return (f"Accept length, tree {head.config.label} (steps:topk:draft tokens, {self.attention} attention): "
+                f"{head.interval.text(3)}; the chain at K = {self.chain.steps}, measured beside it: "
+                f"{self.chain.interval.text(3)} (vLLM convention, bonus token in, prefill token out)")
 
     def _headers(self) -> list[str]:
         h = ["steps", "topk", "draft tokens", "accept length", "95% interval", "mean depth", "left 1st child",
@@ -181,11 +209,13 @@ class TreeAcceptance:
                 f"{self.chain.accept_length:.3f}; vLLM convention, bonus token in, prefill token out{capped})")
 
     def __str__(self) -> str:
-        return str(self.result) + "\n\n" + text_table(self._headers(), self._rows(), title=self._title())
+        first = self._headline_text() + "\n\n" if self.headline is not None else ""
+        return first + str(self.result) + "\n\n" + text_table(self._headers(), self._rows(), title=self._title())
 
     def _repr_html_(self) -> str:
-        return ("<div>" + self.result._repr_html_() + html_table(self._headers(), self._rows(), caption=self._title())
-                + "</div>")
+        first = f"<p><b>{html.escape(self._headline_text())}</b></p>" if self.headline is not None else ""
+        return ("<div>" + first + self.result._repr_html_()
+                + html_table(self._headers(), self._rows(), caption=self._title()) + "</div>")
 
 
 def measure_trees(drafter, *, trees, tree_attention: TreeAttention = "ancestors", steps: int | None = None,

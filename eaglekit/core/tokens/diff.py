@@ -57,6 +57,8 @@ class TokenizerDiff:
     notes: tuple[str, ...] = field(default_factory=tuple)
     #: How many ids each side's files name (a grown vocabulary: B's is larger).
     vocab_sizes: tuple[int, int] = (0, 0)
+    #: Each side's config.json ``vocab_size`` (None where not read): what engines size t2d and the embedding by.
+    config_vocab_sizes: tuple[int | None, int | None] = (None, None)
     #: Ids only B names (a new version's appended tokens) and ids only A names (dropped in B).
     appended: tuple[TokenChange, ...] = ()
     dropped: tuple[TokenChange, ...] = ()
@@ -130,11 +132,17 @@ class TokenizerDiff:
                        "another token now (check the drafter's map: eaglekit check DRAFTER --target B)")
         if self.appended:
             n = len(self.appended)
-            out.append(f"t2d has one entry per target id: grow it from {na:,} to {nb:,}, the {_count(n, 'appended id')} "
-                       "False (not in the draft vocabulary: the drafter never proposes them, the target still may)")
-            out.append(f"a target whose embedding grew with the vocabulary has {_count(n, 'row')} appended "
-                       f"({_span(self.appended)}) and the old rows where they were; a drafter that saves embed_tokens "
-                       f"needs the same {_count(n, 'row')} appended (B's), its lm_head over the draft vocabulary is unchanged")
+            out.append(self._t2d_line(n))
+            ca, cb = self.config_vocab_sizes
+            if ca is not None and ca == cb:
+                out.append(f"the targets' embeddings keep their {cb:,} rows (config.json's vocab_size): the rows of "
+                           f"{_span(self.appended)} were padding in A and carry the new tokens in B; a drafter that saves "
+                           "embed_tokens needs B's rows there, its lm_head over the draft vocabulary is unchanged")
+            else:
+                out.append(f"a target whose embedding grew with the vocabulary has {_count(n, 'row')} appended "
+                           f"({_span(self.appended)}) and the old rows where they were; a drafter that saves embed_tokens "
+                           f"needs the same {_count(n, 'row')} appended (B's), its lm_head over the draft vocabulary is "
+                           "unchanged")
         if self.dropped:
             out.append(f"t2d shrinks from {na:,} to {nb:,} entries: cut it; a d2t offset landing on "
                        f"{_span(self.dropped)} points past B's vocabulary")
@@ -152,8 +160,29 @@ class TokenizerDiff:
         out.append("a full-vocabulary drafter (no d2t/t2d: lm_head row i drafts id i): " + "; ".join(full))
         return tuple(out)
 
+    def _t2d_line(self, n: int) -> str:
+        """What t2d needs for ``n`` appended ids. Engines size t2d by the target config's ``vocab_size`` (SGLang's
+        and vLLM's EAGLE-3 heads index it by target id up to the embedding's rows), which is often padded past the
+        ids the tokenizer names: read it, not the tokenizer's count."""
+        ca, cb = self.config_vocab_sizes
+        false = (f"the {_count(n, 'appended id')} False (not in the draft vocabulary: the drafter never proposes "
+                 "them, the target still may)")
+        if ca is not None and cb is not None:
+            if ca == cb:
+                return (f"t2d has one entry per target id up to config.json's vocab_size, {cb:,} on both: it keeps its "
+                        f"size (the appended ids fall inside the padded vocabulary); mark {false}")
+            return f"t2d has one entry per target id up to config.json's vocab_size: grow it from {ca:,} to {cb:,}, {false}"
+        if cb is not None:
+            return (f"t2d has one entry per target id up to B's config.json vocab_size, {cb:,} (A's config was not "
+                    f"read): size it so, {false}")
+        na, nb = self.vocab_sizes
+        return (f"t2d has one entry per target id: engines size it by the target config's vocab_size (not read here: "
+                f"give the model folders with their config.json); by the tokenizers' counts, from {na:,} to {nb:,}, "
+                f"{false}")
+
     def to_json(self) -> dict[str, Any]:
         return {"a": self.a, "b": self.b, "same": self.same, "vocab_size": self.vocab_size,
+                "config_vocab_sizes": list(self.config_vocab_sizes),
                 "vocab_equal": self.vocab_equal, "vocab_sha256": list(self.vocab_sha256),
                 "changed_ids": [{"id": c.id, "a": c.a, "b": c.b} for c in self.changed_ids],
                 "changed_count": self.changed_count,
@@ -272,7 +301,8 @@ def diff_tokenizers(a: TokenizerFiles, b: TokenizerFiles) -> TokenizerDiff:
                          special=special, added_only_a=only_a, added_only_b=only_b, special_flag_changed=flag,
                          templates=templates, template_diff=tdiff, remote_code=(a.remote_code, b.remote_code),
                          notes=tuple(notes), vocab_sizes=(len(a.vocab), len(b.vocab)), appended=appended,
-                         dropped=dropped, kept_count=len(both) - len(changed))
+                         dropped=dropped, kept_count=len(both) - len(changed),
+                         config_vocab_sizes=(a.model_vocab_size, b.model_vocab_size))
 
 
 def _file_hash(t: TokenizerFiles) -> str | None:

@@ -69,6 +69,9 @@ class TokenizerFiles:
     tokenizer_class: str | None = None
     remote_code: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: the model's ``vocab_size`` from its config.json (``text_config.vocab_size`` for a multimodal one such as
+    #: Kimi-K2.5): the size engines give the embedding, the lm_head and a drafter's t2d; None when not read
+    model_vocab_size: int | None = None
 
     @property
     def vocab_size(self) -> int:
@@ -279,3 +282,17 @@ def _templates(raw: Mapping[str, bytes], config: Mapping[str, Any] | None, sourc
         except UnicodeDecodeError as e:
             raise InputError(f"{source}/{CHAT_TEMPLATE_FILE} is not UTF-8 text ({e.reason} at byte {e.start}).") from e
     return templates
+
+
+def config_vocab_size(config: Any) -> int | None:
+    """The ``vocab_size`` a model's config.json gives (top level, else ``text_config``), or None. Engines size the
+    target's embedding and lm_head, and so an EAGLE-3 drafter's t2d, by it (SGLang and vLLM build t2d as a
+    boolean over ``target vocab_size`` entries), not by how many ids the tokenizer names."""
+    if not isinstance(config, Mapping):
+        return None
+    for where in (config, config.get("text_config")):
+        if isinstance(where, Mapping):
+            v = where.get("vocab_size")
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+    return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from eaglekit.core.tokens.chat_template import MAX_TEMPLATE_BYTES
@@ -25,6 +25,7 @@ from eaglekit.core.tokens.tokenizer_files import (
     TOKENIZER_CONFIG,
     TOKENIZER_JSON,
     TokenizerFiles,
+    config_vocab_size,
     parse_tokenizer_files,
 )
 from eaglekit.io.location import Location, parse_location
@@ -36,13 +37,33 @@ LIMITS: Mapping[str, int] = {
     TOKENIZER_JSON: 64 << 20, "tiktoken.model": 32 << 20, "tokenizer.model": 32 << 20,
 }
 
+#: Bytes a model's config.json may have (read for its vocab_size).
+CONFIG_LIMIT = 4 << 20
+
 
 def read_tokenizer(location: str | os.PathLike[str] | Location, *, endpoint: str | None = None, timeout: float | None = None,
                    token: str | bool | None = None) -> TokenizerFiles:
     """The tokenizer files of a target folder, Hub repo, URL or SSH path (a file location means its folder)."""
     raw = _read_files(location, endpoint=endpoint, timeout=timeout, token=token, required=True)
     label = str(location.raw if isinstance(location, Location) else location)
-    return parse_tokenizer_files(raw, source=label)
+    files = parse_tokenizer_files(raw, source=label)
+    size = _config_vocab_size(location, endpoint=endpoint, timeout=timeout, token=token)
+    return files if size is None else replace(files, model_vocab_size=size)
+
+
+def _config_vocab_size(location, *, endpoint, timeout, token) -> int | None:
+    """``vocab_size`` from the folder's config.json (None without one)."""
+    loc = location if isinstance(location, Location) else parse_location(location)
+    source, loc = open_source(loc, endpoint=endpoint, timeout=timeout, token=token)
+    with source:
+        try:
+            raw = source.read_small("config.json", limit=CONFIG_LIMIT)
+        except TooLargeError as e:
+            raise InputError(f"{source.display}/config.json is larger than {CONFIG_LIMIT:,} bytes, more than any "
+                             "model config; refusing to read it.") from e
+    if raw is None:
+        return None
+    return config_vocab_size(loads(raw, what=f"{loc.raw}/config.json", error=ConfigError))
 
 
 def _read_files(location, *, endpoint, timeout, token, required: bool) -> dict[str, bytes]:
