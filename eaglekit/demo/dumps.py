@@ -32,11 +32,11 @@ import numpy as np
 from eaglekit.analysis.acceptance.target import load_target_model
 from eaglekit.core.errors import InputError
 from eaglekit.demo.build import built_once
-from eaglekit.demo.prompts import MAX_NEW_TOKENS, measurement_prompts
+from eaglekit.demo.prompts import MAX_NEW_TOKENS, PROMPT_LENGTH, measurement_prompts
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
 
 FORMATS = ("specforge", "speculators", "modelopt")
-DUMPS_VERSION = 2   # bump whenever the writers change: cached dumps are keyed on it
+DUMPS_VERSION = 3   # bump whenever the writers change: cached dumps are keyed on it
 AUX_INDICES = (1, 2, 3)    # output_hidden_states: outputs of layers 0, 1, 2 (the demo drafter's ids)
 
 
@@ -135,8 +135,11 @@ def trained_dumps(world, *, greedy: bool = True, force: bool = False) -> dict[st
     return {f: root / f for f in FORMATS}
 
 
-def dataset_texts(n: int, *, seed: int = 11, assistant_start: int = 10) -> list[tuple[list[int], int]]:
-    """``n`` held-out sequences of the k2 language (10% noise): text the target did not generate."""
+def dataset_texts(n: int, *, seed: int = 11, assistant_start: int = PROMPT_LENGTH) -> list[tuple[list[int], int]]:
+    """``n`` held-out sequences of the k2 language (10% noise): text the target did not generate, as long as the
+    greedy continuations (a 10-token prompt and 37 more), so that their requests are as long: an accept length
+    depends on the request length through its capped last cycle (36 generated tokens take 9 cycles of 4 at
+    K = 3, 37 take 10), and the two figures then compare like for like."""
     gram = _grammar(np.random.default_rng(20261130))
     text = sample_language(np.random.default_rng(seed), gram["k2"], gram["common"], n, SEQ)
-    return [(t.tolist(), assistant_start) for t in text]
+    return [(t[:PROMPT_LENGTH + MAX_NEW_TOKENS].tolist(), assistant_start) for t in text]
