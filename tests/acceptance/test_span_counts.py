@@ -40,3 +40,55 @@ def test_a_cut_span_counts_whole_cycles_only():
     # a departure right before: the first cycle is left out
     assert cycle_counts(_stats(full, open_end=True, open_start=True), 3) == (4, 1)
     assert cycle_counts(_stats([9, 9], open_end=True), 3) == (0, 0)     # shorter than K: no cycle counted
+
+
+# -- the accept length of requests whose text the spans cover in part --------------------------------------------
+from eaglekit.analysis.acceptance.measure import simulate_cycles  # noqa: E402
+from eaglekit.analysis.acceptance.span_estimate import COMPLETED, CYCLES, Request, estimate_requests  # noqa: E402
+
+
+def _span(matches, base, steps, *, open_end=False, open_start=False):
+    """A span's counts as count_drafts gives them: step j compared at offset n where n + j <= G."""
+    G = len(matches)
+    cond, acc = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
+    for n, m in enumerate(matches):
+        for j in range(1, steps + 1):
+            if n + j <= G and m >= j - 1:
+                cond[j - 1] += 1
+                acc[j - 1] += m >= j
+    return SampleStats(np.asarray(matches), G, cond, acc, open_end=open_end, open_start=open_start, base=base)
+
+
+def test_a_request_the_text_covers_is_the_cycle_simulation():
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        steps, G = int(rng.integers(1, 6)), int(rng.integers(1, 40))
+        m = np.minimum(rng.integers(0, steps + 1, G), G - np.arange(G))
+        reqs = [Request(0, 10, 10 + G, (_span(m, 9, steps),)), Request(1, 10, 10 + G, (_span(m[::-1].copy() * 0, 9, steps),))]
+        e = estimate_requests(reqs, steps)
+        cycles = simulate_cycles(m, G, steps) + G
+        assert e.interval.value == pytest.approx(2 * G / cycles) and e.estimator == CYCLES
+        assert e.request_counts[0] == (G, simulate_cycles(m, G, steps))
+
+
+def test_a_departure_is_completed_with_the_conditional_acceptances():
+    """Every draft accepted wherever the text shows one (a_j = 1): the request of 10 tokens at K = 3 takes
+    ceil(10 / 4) = 3 cycles whatever the departures in it; with every draft rejected, 10 cycles."""
+    for m, want in ((9, 10 / 3), (0, 1.0)):
+        spans = (_span([min(m, 3)] * 3, 9, 3, open_end=True), _span([min(m, 3)] * 2, 15, 3, open_start=True))
+        reqs = [Request(s, 10, 20, spans) for s in range(3)]
+        e = estimate_requests(reqs, 3)
+        assert e.interval.value == pytest.approx(want) and e.estimator == COMPLETED
+
+
+def test_short_spans_still_give_an_accept_length_with_an_interval():
+    """Spans of 1-3 tokens after departures (round 4 counted no cycle: accept_length null)."""
+    rng = np.random.default_rng(0)
+    reqs = []
+    for s in range(12):
+        spans = tuple(_span(list(rng.integers(0, 3, int(rng.integers(1, 4)))), 9 + 6 * k, 4, open_end=True,
+                            open_start=k > 0) for k in range(6))
+        reqs.append(Request(s, 10, 46, spans))
+    e = estimate_requests(reqs, 4)
+    assert 1.0 < e.interval.value < 5.0 and e.interval.has_interval and e.interval.low < e.interval.high
+    assert all(i.has_interval for i in e.by_steps) and 0.3 < e.completed_share < 1
