@@ -92,3 +92,15 @@ def test_short_spans_still_give_an_accept_length_with_an_interval():
     e = estimate_requests(reqs, 4)
     assert 1.0 < e.interval.value < 5.0 and e.interval.has_interval and e.interval.low < e.interval.high
     assert all(i.has_interval for i in e.by_steps) and 0.3 < e.completed_share < 1
+
+
+def test_no_collapse_note_from_a_handful_of_positions():
+    """Two positions at step 4 on a dump of dataset text read 'collapses at step 4' where greedy text accepts 0.83
+    there: a step compared at fewer than COLLAPSE_MIN_POSITIONS positions is not called a collapse."""
+    from eaglekit.analysis.acceptance.notes import COLLAPSE_MIN_POSITIONS, collapse_note, collapse_step
+
+    rates = [0.75, 0.78, 0.84, 0.0]
+    assert collapse_step(rates) == 4
+    assert collapse_step(rates, counts=[200, 150, 110, 2]) is None
+    assert collapse_note(rates, counts=[200, 150, 110, 2]) is None
+    assert collapse_step(rates, counts=[200, 150, 110, COLLAPSE_MIN_POSITIONS]) == 4
