@@ -84,43 +84,60 @@ class SpanEstimate:
 
 
 def _observed(req: Request, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """(seen (K, G) bool, accepted (K, G) float) at each offset and step of one request."""
+    """(seen (K, G) bool, accepted (K, G) bool) at each offset and step of one request."""
     G = req.generated
-    seen = np.zeros((steps, G), bool)
-    acc = np.zeros((steps, G))
+    j = np.arange(1, steps + 1)[:, None]
     # a draft past the request's end is never kept (the last cycle is capped): nothing to complete there
-    seen |= np.arange(1, steps + 1)[:, None] > G - np.arange(G)[None, :]
+    seen = j > G - np.arange(G)[None, :]
+    acc = np.zeros((steps, G), bool)
     for s in req.spans:
-        for n in range(s.generated):
-            i = s.base + n - (req.start - 1)                   # offset of this base in the request
-            if not 0 <= i < G or (n == 0 and s.open_start):
-                continue
-            c = min(steps, s.generated - n)                   # drafts with a token to compare with
-            m = min(int(s.matches[n]), c)
-            seen[:c, i] = True
-            acc[:m, i] = 1.0
+        n = np.arange(s.generated)
+        i = s.base + n - (req.start - 1)                      # offsets of its bases in the request
+        keep = (i >= 0) & (i < G) & ~((n == 0) & s.open_start)
+        n, i = n[keep], i[keep]
+        c = np.minimum(steps, s.generated - n)                # drafts with a token to compare with
+        m = np.minimum(np.asarray(s.matches)[n], c)
+        seen[:, i] |= j <= c[None, :]
+        acc[:, i] |= j <= m[None, :]
     return seen, acc
 
 
-def _cycles(seen: np.ndarray, acc: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Expected cycles (R,) and expected cycles accepting draft j (R, K) of one request, capped at its end, for
-    conditional acceptances ``a`` (R, K) where ``seen`` is False."""
+#: Requests whose recursions run side by side (memory: draws x requests x longest request floats)
+BATCH = 256
+
+
+def _cycles(observed: Sequence[tuple[np.ndarray, np.ndarray]], a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Expected cycles (R, N) of N requests, each capped at its end, for conditional acceptances ``a`` (R, K)
+    where a request's ``seen`` is False; and for the first row of ``a`` the expected cycles accepting draft j
+    (N, K). Run backwards from each request's end, all requests at once: by tokens remaining ``r``, a cycle
+    with ``r`` tokens to go that accepts ``x`` drafts keeps ``min(x, r - 1)`` and leaves ``r - x - 1``."""
     R, K = a.shape
-    G = seen.shape[1]
-    cycles = np.zeros((R, G + K + 2))
-    per_pos = np.zeros((R, K, G + K + 2))
-    steps = np.arange(K + 1)
-    for i in range(G - 1, -1, -1):
-        p_step = np.where(seen[:, i][None, :], acc[:, i][None, :], a)          # (R, K)
-        reach = np.concatenate([np.ones((R, 1)), np.cumprod(p_step, axis=1)], axis=1)   # (R, K + 1)
+    N = len(observed)
+    G = np.array([seen.shape[1] for seen, _ in observed], int)
+    Gmax = int(G.max()) if N else 0
+    seen_r = np.ones((N, K, Gmax), bool)
+    acc_r = np.zeros((N, K, Gmax))
+    for n, (seen, acc) in enumerate(observed):
+        seen_r[n, :, :G[n]] = seen[:K, ::-1]                  # column r - 1: the offset with r tokens to go
+        acc_r[n, :, :G[n]] = acc[:K, ::-1]
+    off = K + 1                                               # buffer index of r = 0 (r < 0 reads zeros too)
+    cyc = np.zeros((R, N, Gmax + off + 1))
+    pos = np.zeros((N, K, Gmax + off + 1))
+    xs = np.arange(K + 1)
+    js = np.arange(1, K + 1)
+    for r in range(1, Gmax + 1):
+        p = np.where(seen_r[None, :, :, r - 1], acc_r[None, :, :, r - 1], a[:, None, :])      # (R, N, K)
+        reach = np.concatenate([np.ones((R, N, 1)), np.cumprod(p, axis=-1)], axis=-1)      # (R, N, K + 1)
         exactly = reach.copy()
-        exactly[:, :-1] -= reach[:, 1:]
-        cap = np.minimum(steps, G - i - 1)                                       # accepted drafts kept
-        nxt = i + steps + 1
-        cycles[:, i] = 1.0 + (exactly * cycles[:, nxt]).sum(1)
-        kept = (cap[None, :] >= np.arange(1, K + 1)[:, None]).astype(float)    # (K, K + 1): draft j kept
-        per_pos[:, :, i] = exactly @ kept.T + np.einsum("ra,rja->rj", exactly, per_pos[:, :, nxt])
-    return cycles[:, 0], per_pos[:, :, 0]
+        exactly[..., :-1] -= reach[..., 1:]
+        nxt = r - 1 - xs + off                                                              # r - x - 1
+        cyc[:, :, r + off] = 1.0 + (exactly * cyc[:, :, nxt]).sum(-1)
+        kept = (np.minimum(xs, r - 1)[None, :] >= js[:, None]).astype(float)                # (K, K + 1)
+        e0 = exactly[0]                                                                     # (N, K + 1)
+        pos[:, :, r + off] = e0 @ kept.T + np.einsum("nx,njx->nj", e0, pos[:, :, nxt])
+    at = G + off
+    rows = np.arange(N)
+    return cyc[:, rows, at], pos[rows, :, at]
 
 
 def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0, resamples: int = RESAMPLES,
@@ -160,15 +177,9 @@ def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0,
     for k in range(1, steps + 1):
         cyc = np.zeros((len(a_all), len(reqs)))
         pos = np.zeros((len(reqs), k))
-        for n, (seen, acc) in enumerate(observed):
-            sk, ak = seen[:k], acc[:k]
-            if sk.all():                                     # nothing completed: the same for every draw
-                c, p = _cycles(sk, ak, a_all[:1, :k])
-                cyc[:, n] = c[0]
-            else:
-                c, p = _cycles(sk, ak, a_all[:, :k])
-                cyc[:, n] = c
-            pos[n] = p[0]
+        for lo in range(0, len(reqs), BATCH):
+            part = [(seen[:k], acc[:k]) for seen, acc in observed[lo:lo + BATCH]]
+            cyc[:, lo:lo + BATCH], pos[lo:lo + BATCH] = _cycles(part, a_all[:, :k])
         value = float(gen.sum() / cyc[0].sum())
         name = COMPLETED if any(not seen[:k].all() for seen, _ in observed) else CYCLES
         if S >= 2:
