@@ -173,8 +173,8 @@ def test_dataset_text_coverage_and_slow_reference(trained, tmp_path):
 
 def test_dataset_text_gives_the_greedy_figure_at_every_k(trained):
     """The demo's 48 held-out texts against the 48 greedy continuations of the measured pages' prompts, requests
-    as long: at every K = 1..5 the two 95% intervals overlap, and at K = 3 (the depth every verdict uses) the
-    dataset text's interval holds the greedy figure. Round 4 gave 3.822 (3.756-3.881) against 3.936 there."""
+    as long: at every K = 1..5 the dataset text's 95% interval holds the greedy figure (docs/acceptance.md's
+    table). Round 4 gave 3.822 (3.756-3.881) against 3.936 at K = 3."""
     from eaglekit.demo.dumps import trained_dumps
 
     kw = {"target_head": str(trained.target("k2")), "steps": 5, "progress": False}
@@ -185,10 +185,9 @@ def test_dataset_text_gives_the_greedy_figure_at_every_k(trained):
     for k in range(1, 6):
         gi, di = g.result.interval_at(k), d.result.interval_at(k)
         assert di.method == "bootstrap over 48 samples, 95%"
-        assert di.low <= gi.high and gi.low <= di.high, (k, gi, di)
-        assert di.high - di.low < 0.5
-    gi, di = g.result.interval_at(3), d.result.interval_at(3)
-    assert di.low <= gi.value <= di.high, (gi, di)
+        assert di.low <= gi.value <= di.high, (k, gi, di)
+        assert di.high - di.low < 0.2
+    assert round(d.result.interval_at(3).value, 3) == 3.926 and round(g.result.interval_at(3).value, 3) == 3.936
     # requests are samples: 48, each with one prefill token, the prefill-included figure from the same cycles
     assert d.result.prompts == len(d.result.per_prompt_accept_length) == 48
     assert d.result.accept_length_prefill_included == pytest.approx(
