@@ -199,16 +199,18 @@ def test_dataset_text_gives_the_greedy_figure_at_every_k(trained):
     assert "estimator" in str(d.result) and COMPLETED in d._repr_html_()
 
 
-@pytest.mark.parametrize("fmt", ["specforge", "modelopt"])
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_a_closing_token_the_target_did_not_choose_keeps_the_target_figures(trained, reference, prompts, tmp_path, fmt):
     """SpecForge's loss mask holds the closing <|im_end|> its template appends (so does Model-Optimizer's 2026
-    loss_mask): the target did not choose it, and the request ends before it, as --target's ends at
+    loss_mask; speculators' masks from its preprocessed dataset hold it too, given with --loss-masks): the target
+    did not choose it, and the request ends before it, as --target's ends at
     --max-new-tokens. Round 4 counted it as a departure and dropped the cut last cycles (752 tokens in 188 cycles
     against 756 in 192)."""
     dirs = write_training_dumps(trained.target("k2"), tmp_path / "d", prompts=prompts, max_new_tokens=NEW,
                                 formats=(fmt,), closing=True, modelopt_loss_mask=True)
-    r = measure_dump(trained.drafter("k2"), dirs[fmt], target_head=str(trained.target("k2")), steps=4, progress=False)
-    assert r.coverage < 1.0 and r.masked_by == "loss_mask"
+    r = measure_dump(trained.drafter("k2"), dirs[fmt], target_head=str(trained.target("k2")), steps=4,
+                     loss_masks=_masks(tmp_path / "d", fmt) if fmt == "speculators" else None, progress=False)
+    assert r.coverage < 1.0 and r.masked_by == ("--loss-masks" if fmt == "speculators" else "loss_mask")
     assert r.result.generated_tokens == reference.generated_tokens and r.result.cycles == reference.cycles
     assert r.accept_length == reference.accept_length
     assert r.result.accept_length_by_steps == reference.accept_length_by_steps

@@ -96,7 +96,7 @@ def _observed(req: Request, steps: int) -> tuple[np.ndarray, np.ndarray]:
     for s in req.spans:
         n = np.arange(s.generated)
         i = s.base + n - (req.start - 1)                      # offsets of its bases in the request
-        keep = (i >= 0) & (i < G) & ~((n == 0) & s.open_start)
+        keep = (i >= 0) & (i < G) & ~((n < AFTER_DEPARTURE) & s.open_start)
         n, i = n[keep], i[keep]
         c = np.minimum(steps, s.generated - n)                # drafts with a token to compare with
         m = np.minimum(np.asarray(s.matches)[n], c)
@@ -105,6 +105,8 @@ def _observed(req: Request, steps: int) -> tuple[np.ndarray, np.ndarray]:
     return seen, acc
 
 
+#: Bases this close after a departure draft from a context the target would not have written: not taken as seen
+AFTER_DEPARTURE = 1
 #: Cycle starts a step must have been compared at for its acceptance to be taken at cycle starts
 MIN_CYCLE_STARTS = 20
 
@@ -118,7 +120,7 @@ def _cycle_start_counts(s: SampleStats, steps: int) -> tuple[np.ndarray, np.ndar
     while i < G:
         c = min(steps, G - i)
         m = min(int(s.matches[i]), c)
-        if not (first and s.open_start):
+        if not (s.open_start and i < AFTER_DEPARTURE):
             cond[:min(m + 1, c)] += 1
             acc[:m] += 1
         first = False
