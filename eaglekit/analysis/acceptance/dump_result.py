@@ -115,7 +115,8 @@ class DumpAcceptance:
 
     @property
     def accept_length_interval(self) -> Interval:
-        """The pooled accept length with its interval: a bootstrap that resamples samples (requests)."""
+        """The pooled accept length with its interval: a bootstrap that resamples samples (their assistant turns
+        are the requests); how it was estimated is ``result.estimator``."""
         return self.result.interval
 
     @property
@@ -179,7 +180,7 @@ class DumpAcceptance:
 
     def _accept_length_text(self) -> str:
         i = self.accept_length_interval
-        out = i.text(3) + (f" ({i.method}; a sample's spans are one request)" if i.has_interval else "")
+        out = i.text(3) + (f" ({i.method}; each assistant turn is one request)" if i.has_interval else "")
         if self.interval:
             out += (f"; over the {self.files_total} files the sample was drawn from: 95% interval "
                     f"{self.interval[0]:.3f}-{self.interval[1]:.3f}")
