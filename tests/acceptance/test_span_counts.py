@@ -1,6 +1,7 @@
-"""How the cycles of a span of training text are counted (pure, no model): the greedy count and its sampling
-counterpart agree on certain acceptances, a span cut where the text departs adds no cut last cycle, and one
-that starts right after a departure leaves its first cycle out."""
+"""How the cycles of training text are counted (pure, no model): the greedy count and its sampling counterpart
+agree on certain acceptances; a request the text covers is --target's cycle simulation, one with departures is
+completed with the conditional acceptances, and short spans still give an accept length with an interval; no
+per-step note from a handful of positions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import itertools
 import numpy as np
 import pytest
 
-from eaglekit.analysis.acceptance.measure import SampleStats, counted_cycles, cycle_counts, expected_counts
+from eaglekit.analysis.acceptance.measure import (SampleStats, counted_cycles, cycle_counts, expected_counts,
+                                                  simulate_cycles)
+from eaglekit.analysis.acceptance.span_estimate import COMPLETED, CYCLES, Request, estimate_requests
 
 
 def _stats(matches, *, open_end=False, open_start=False, steps=3):
@@ -43,8 +46,6 @@ def test_a_cut_span_counts_whole_cycles_only():
 
 
 # -- the accept length of requests whose text the spans cover in part --------------------------------------------
-from eaglekit.analysis.acceptance.measure import simulate_cycles  # noqa: E402
-from eaglekit.analysis.acceptance.span_estimate import COMPLETED, CYCLES, Request, estimate_requests  # noqa: E402
 
 
 def _span(matches, base, steps, *, open_end=False, open_start=False):
