@@ -105,3 +105,12 @@ def test_no_collapse_note_from_a_handful_of_positions():
     assert collapse_step(rates, counts=[200, 150, 110, 2]) is None
     assert collapse_note(rates, counts=[200, 150, 110, 2]) is None
     assert collapse_step(rates, counts=[200, 150, 110, COLLAPSE_MIN_POSITIONS]) == 4
+
+
+def test_one_sample_of_several_turns_resamples_its_turns():
+    spans = (_span([2, 1, 0, 3, 2, 1, 0, 0], 9, 3), _span([1, 0, 2, 1, 0], 29, 3))
+    reqs = [Request(0, 10, 18, spans[:1]), Request(0, 30, 35, spans[1:])]
+    e = estimate_requests(reqs, 3)
+    assert e.interval.method == "bootstrap over 2 requests, 95%" and e.interval.has_interval
+    one = estimate_requests(reqs[:1], 3)
+    assert not one.interval.has_interval and "no interval" in one.interval.method

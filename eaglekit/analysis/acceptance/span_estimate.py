@@ -26,8 +26,8 @@ On text the target generated greedily nothing is completed and the figure is ``-
 dataset text it is the figure ``--target`` would give had the target written these samples, with requests as
 long as the samples' assistant turns. :attr:`SpanEstimate.estimator` says which held.
 
-The interval is a percentile bootstrap over samples (requests of one sample stay together) in which each
-resample also draws the conditional acceptances from their own bootstrap, so the completion's uncertainty is
+The interval is a percentile bootstrap over samples (requests of one sample stay together; a dump of one sample
+resamples its turns) in which each resample also draws the conditional acceptances from their own bootstrap, so the completion's uncertainty is
 in it.
 """
 
@@ -170,6 +170,10 @@ def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0,
                       level: float = LEVEL, draws: int = ACCEPT_DRAWS) -> SpanEstimate:
     """The accept length of ``requests`` at K = 1..``steps`` (module docstring)."""
     reqs = [r for r in requests if r.generated > 0]
+    unit = "samples"
+    if len({r.sample for r in reqs}) < 2 <= len(reqs):    # one sample of several turns: resample its turns
+        reqs = [Request(n, r.start, r.end, r.spans) for n, r in enumerate(reqs)]
+        unit = "requests"
     samples = list(dict.fromkeys(r.sample for r in reqs))
     index = {s: n for n, s in enumerate(samples)}
     S = len(samples)
@@ -229,13 +233,14 @@ def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0,
             boot = rng.integers(0, S, size=(resamples, S))
             which = 1 + np.arange(resamples) % max(len(a_all) - 1, 1) if len(a_all) > 1 else np.zeros(resamples, int)
             ratios = g_s[boot].sum(1) / c_s[which[:, None], boot].sum(1)
-            iv = percentile_interval(value, ratios[np.isfinite(ratios)], level=level, how=f"bootstrap over {S} samples")
+            iv = percentile_interval(value, ratios[np.isfinite(ratios)], level=level, how=f"bootstrap over {S} {unit}")
         else:
-            iv = Interval(value, None, None, "one sample: no interval")
+            iv = Interval(value, None, None, "one request: no interval")
         out.append(iv)
         names.append(name)
         if k == steps:
             counts = tuple((int(g), float(c)) for g, c in zip(gen, cyc[0]))
             per_position = tuple(float(x) for x in pos.sum(0) / cyc[0].sum())
-    return SpanEstimate(tuple(out), tuple(names), counts, tuple(int(r.sample) for r in reqs), per_position,
+    return SpanEstimate(tuple(out), tuple(names), counts, tuple(int(r.sample) for r in requests if r.generated > 0),
+                        per_position,
                         completed / total if total else 0.0, unmeasured)
