@@ -95,6 +95,18 @@ def test_temperature_uses_the_same_head(trained, greedy, prompts, k2, tmp_path):
     assert r.result.expected_accept_length == pytest.approx(ref.expected_accept_length, rel=1e-5)
 
 
+def test_temperature_on_dataset_text_uses_the_same_requests(trained, tmp_path):
+    """At temperature > 0 the expected accept length runs on the same requests as the greedy figure, each seen
+    draft accepted with its expected acceptance, the unseen ones with the per-step expected acceptance."""
+    dirs = write_training_dumps(trained.target("k2"), tmp_path / "d", prompts=[], texts=dataset_texts(4),
+                                formats=("specforge",))
+    kw = {"target_head": str(trained.target("k2")), "steps": 3, "progress": False}
+    cold = measure_dump(trained.drafter("k2"), dirs["specforge"], temperature=1e-4, **kw)
+    warm = measure_dump(trained.drafter("k2"), dirs["specforge"], temperature=1.5, **kw)
+    assert cold.result.expected_accept_length == pytest.approx(cold.accept_length, rel=0.02)
+    assert 1.0 < warm.result.expected_accept_length < cold.result.expected_accept_length
+
+
 # -- dataset text: coverage drops, the figure follows the definition -----------------------------------------
 def _slow_reference(trained, texts, steps):
     """The definition, step by step: the target's greedy token from its own logits; a cycle at base t drafts

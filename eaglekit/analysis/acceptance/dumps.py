@@ -450,6 +450,8 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
     main = summarise(spans, steps=steps, groups=[f.index for f in measured for _ in f.spans], unit="samples")
     # the accept length: --target's cycle simulation over each assistant turn, what the text cannot show completed
     est = estimate_requests(_requests(measured), steps)
+    expected = (estimate_requests(_requests(measured), steps, soft=True).interval.value
+                if main["expected_accept_length"] is not None else None)
     counts = est.request_counts
     generated = sum(g for g, _ in counts)
     cycles = sum(c for _, c in counts)
@@ -467,7 +469,7 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
         accept_length_by_convention={convention: est.interval.value},
         per_prompt_accept_length=tuple(g / c if c else None for g, c in counts),
         expected_acceptance=main["expected_acceptance"],
-        expected_accept_length=main["expected_accept_length"], accept_length_interval=est.interval,
+        expected_accept_length=expected, accept_length_interval=est.interval,
         prompt_counts=counts, accept_length_by_steps_interval=est.by_steps,
         positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main, conditioned)),
         estimator=est.estimator)

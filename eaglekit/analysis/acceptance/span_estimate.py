@@ -86,13 +86,14 @@ class SpanEstimate:
         return self.estimators[-1]
 
 
-def _observed(req: Request, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """(seen (K, G) bool, accepted (K, G) bool) at each offset and step of one request."""
+def _observed(req: Request, steps: int, soft: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(seen (K, G) bool, accepted (K, G)) at each offset and step of one request: 1 or 0, or with ``soft`` the
+    expected acceptance ``sum_v min(p, q)`` along the greedy continuation (0 where the greedy draft left it)."""
     G = req.generated
     j = np.arange(1, steps + 1)[:, None]
     # a draft past the request's end is never kept (the last cycle is capped): nothing to complete there
     seen = j > G - np.arange(G)[None, :]
-    acc = np.zeros((steps, G), bool)
+    acc = np.zeros((steps, G))
     for s in req.spans:
         n = np.arange(s.generated)
         i = s.base + n - (req.start - 1)                      # offsets of its bases in the request
@@ -101,7 +102,10 @@ def _observed(req: Request, steps: int) -> tuple[np.ndarray, np.ndarray]:
         c = np.minimum(steps, s.generated - n)                # drafts with a token to compare with
         m = np.minimum(np.asarray(s.matches)[n], c)
         seen[:, i] |= j <= c[None, :]
-        acc[:, i] |= j <= m[None, :]
+        if soft:
+            acc[:, i] = np.where(j <= c[None, :], np.asarray(s.soft)[:steps, n], 0.0)
+        else:
+            acc[:, i] = j <= m[None, :]
     return seen, acc
 
 
@@ -167,8 +171,11 @@ def _cycles(observed: Sequence[tuple[np.ndarray, np.ndarray]], a: np.ndarray) ->
 
 
 def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0, resamples: int = RESAMPLES,
-                      level: float = LEVEL, draws: int = ACCEPT_DRAWS) -> SpanEstimate:
-    """The accept length of ``requests`` at K = 1..``steps`` (module docstring)."""
+                      level: float = LEVEL, draws: int = ACCEPT_DRAWS, soft: bool = False) -> SpanEstimate:
+    """The accept length of ``requests`` at K = 1..``steps`` (module docstring). ``soft``: at temperature > 0, the
+    expected accept length on the same cycles, each seen draft accepted with its expected acceptance
+    ``sum_v min(p, q)`` (the spans' ``soft``), the unseen ones with the expected acceptance per step over every
+    compared position."""
     reqs = [r for r in requests if r.generated > 0]
     unit = "samples"
     if len({r.sample for r in reqs}) < 2 <= len(reqs):    # one sample of several turns: resample its turns
@@ -182,7 +189,7 @@ def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0,
     for r in reqs:
         for s in r.spans:
             cond[index[r.sample]] += s.conditioned[:steps]
-            accd[index[r.sample]] += s.accepted[:steps]
+            accd[index[r.sample]] += (s.soft_sum if soft else s.accepted)[:steps]
     unmeasured = tuple(j + 1 for j in range(steps) if cond[:, j].sum() == 0)
     rng = np.random.default_rng(seed)
 
@@ -200,14 +207,14 @@ def estimate_requests(requests: Sequence[Request], steps: int, *, seed: int = 0,
                 x, y = _cycle_start_counts(sp, k)
                 cc[index[r.sample]] += x
                 ca[index[r.sample]] += y
-        use = cc.sum(0) >= MIN_CYCLE_STARTS                      # (k,)
+        use = (cc.sum(0) >= MIN_CYCLE_STARTS) & (not soft)       # (k,)
         c_, a_ = np.where(use, cc, cond[:, :k]), np.where(use, ca, accd[:, :k])
         point = rates(c_.sum(0), a_.sum(0))[None]
         if picks is None:
             return point
         return np.concatenate([point, rates(c_[picks].sum(1), a_[picks].sum(1))])    # (1 + draws, k)
 
-    observed = [_observed(r, steps) for r in reqs]
+    observed = [_observed(r, steps, soft) for r in reqs]
     completed = sum(int((~seen).sum()) for seen, _ in observed)
     total = sum(seen.size for seen, _ in observed)
     gen = np.array([r.generated for r in reqs], float)
