@@ -178,9 +178,11 @@ accept_length_vs_steps({"K2 drafter, --target": own,
 from_dumps["specforge"]
 
 # %% [markdown]
-# Training text is often dataset text the target did not generate. Chains are then evaluated only
-# inside the spans where the text follows the target's greedy token; the coverage says how much of the
-# assistant text that is.
+# Training text is often dataset text the target did not generate. Drafts are then compared only
+# inside the spans where the text follows the target's greedy token (the coverage says how much of the
+# assistant text that is); each assistant turn is still one request, and the drafts the text cannot show
+# are completed with the conditional acceptances at cycle starts (the result's `estimator` says so). On
+# the demo the figure holds the greedy continuations' inside its interval at every K.
 
 # %%
 dataset = eaglekit.trained_dumps(world, greedy=False)["specforge"]

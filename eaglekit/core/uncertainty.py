@@ -160,6 +160,15 @@ def _no_interval(value: float, unit: str) -> Interval:
     return Interval(value, None, None, f"one {unit[:-1] if unit.endswith('s') else unit}: no interval")
 
 
+def percentile_interval(value: float, resampled: Any, *, level: float = LEVEL, how: str) -> Interval:
+    """The ``level`` percentile interval of a statistic's bootstrap resamples around its ``value`` (for a
+    statistic :func:`bootstrap_ratio` does not cover); ``how`` names the resampling ("bootstrap over 12 samples")."""
+    _check_level(level)
+    if len(resampled) == 0:
+        return Interval(value, None, None, f"{how}: no resample defined the figure, no interval")
+    return _percentile(value, resampled, level, how)
+
+
 def _percentile(value: float, resampled: Any, level: float, how: str) -> Interval:
     """The percentile interval of bootstrap resamples around ``value`` (which it always holds)."""
     import numpy as np

@@ -32,11 +32,11 @@ import numpy as np
 from eaglekit.analysis.acceptance.target import load_target_model
 from eaglekit.core.errors import InputError
 from eaglekit.demo.build import built_once
-from eaglekit.demo.prompts import MAX_NEW_TOKENS, measurement_prompts
+from eaglekit.demo.prompts import MAX_NEW_TOKENS, PROMPT_LENGTH, measurement_prompts
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
 
 FORMATS = ("specforge", "speculators", "modelopt")
-DUMPS_VERSION = 2   # bump whenever the writers change: cached dumps are keyed on it
+DUMPS_VERSION = 3   # bump whenever the writers change: cached dumps are keyed on it
 AUX_INDICES = (1, 2, 3)    # output_hidden_states: outputs of layers 0, 1, 2 (the demo drafter's ids)
 
 
@@ -58,11 +58,14 @@ def _features(model, seq):
 def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[str], *,
                          prompts: Sequence[Sequence[int]], max_new_tokens: int = 32,
                          texts: Sequence[tuple[Sequence[int], int]] | None = None,
-                         formats: Sequence[str] = FORMATS) -> dict[str, Path]:
+                         formats: Sequence[str] = FORMATS, closing: bool = False,
+                         modelopt_loss_mask: bool = False) -> dict[str, Path]:
     """Write one dump per format under ``out`` (a new folder); returns their folders.
 
     ``prompts``: token ids, continued greedily by ``target``; or ``texts``: (token ids, assistant start)
-    pairs written as they are."""
+    pairs written as they are. ``closing``: append to each greedy continuation a closing token the target did
+    not choose, inside the loss mask (SpecForge's template appends ``<|im_end|>`` and masks it in).
+    ``modelopt_loss_mask``: Model-Optimizer's 2026 layout (a ``loss_mask`` stored beside the hidden states)."""
     import torch  # heavy: the target runs here, and torch.save writes two of the formats
     from safetensors.torch import save_file
 
@@ -76,7 +79,12 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
     if texts is None:
         for p in prompts:
             s = tmodel.run(list(p), max_new_tokens=max_new_tokens, layers=[0])
-            samples.append((s.input_ids.tolist(), len(p)))
+            ids = s.input_ids.tolist()
+            if closing:  # a token the target would not write next
+                with torch.no_grad():
+                    chosen = int(model(torch.as_tensor([ids]), use_cache=False).logits[0, -1].argmax())
+                ids.append((chosen + 1) % int(model.config.vocab_size))
+            samples.append((ids, len(p)))
     else:
         samples = [(list(t), int(start)) for t, start in texts]
     dirs = {"specforge": root / "specforge" / "rows_0-2000", "speculators": root / "speculators" / "hidden_states",
@@ -100,8 +108,11 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
             masks["speculators"].append(json.dumps({"file": f"hs_{i}.safetensors", "loss_mask": mask.tolist()}))
         if "modelopt" in formats:
             cid = f"conv-{i:04d}"
-            torch.save({"input_ids": ids, "hidden_states": post.clone(), "aux_hidden_states": aux.clone(),
-                        "conversation_id": cid}, dirs["modelopt"] / f"{cid}.pt")
+            saved = {"input_ids": ids, "hidden_states": post.clone(), "aux_hidden_states": aux.clone(),
+                     "conversation_id": cid}
+            if modelopt_loss_mask:
+                saved = {**saved, "loss_mask": mask.clone()}
+            torch.save(saved, dirs["modelopt"] / f"{cid}.pt")
             masks["modelopt"].append(json.dumps({"file": f"{cid}.pt", "loss_mask": mask.tolist()}))
     for f in formats:
         if masks.get(f):
@@ -135,8 +146,11 @@ def trained_dumps(world, *, greedy: bool = True, force: bool = False) -> dict[st
     return {f: root / f for f in FORMATS}
 
 
-def dataset_texts(n: int, *, seed: int = 11, assistant_start: int = 10) -> list[tuple[list[int], int]]:
-    """``n`` held-out sequences of the k2 language (10% noise): text the target did not generate."""
+def dataset_texts(n: int, *, seed: int = 11, assistant_start: int = PROMPT_LENGTH) -> list[tuple[list[int], int]]:
+    """``n`` held-out sequences of the k2 language (10% noise): text the target did not generate, as long as the
+    greedy continuations (a 10-token prompt and 37 more), so that their requests are as long: an accept length
+    depends on the request length through its capped last cycle (36 generated tokens take 9 cycles of 4 at
+    K = 3, 37 take 10), and the two figures then compare like for like."""
     gram = _grammar(np.random.default_rng(20261130))
     text = sample_language(np.random.default_rng(seed), gram["k2"], gram["common"], n, SEQ)
-    return [(t.tolist(), assistant_start) for t in text]
+    return [(t[:PROMPT_LENGTH + MAX_NEW_TOKENS].tolist(), assistant_start) for t in text]

@@ -417,3 +417,54 @@ def test_specforge_padded_batch_rows_read_like_unpadded_ones(trained, tmp_path, 
     for key in ("accept_length", "per_step_acceptance", "generated_tokens", "cycles"):
         assert ja[key] == jb[key]
     assert jb["dump"]["coverage"] == 1.0
+
+
+def _modelopt_2026(model, ids, lids, mask):
+    """Model-Optimizer's compute_hidden_states_hf.py since April 2026 (NVIDIA/Model-Optimizer 1ec931c2c), its save
+    code: aux = hidden_states[lid + 1] for the 0-based layer ids --aux-layers resolved, hidden_states[-1], and
+    the loss_mask of tokenize_with_loss_mask (long, [T])."""
+    with torch.no_grad():
+        out = model(input_ids=ids, output_hidden_states=True)
+    hidden_states = out.hidden_states
+    return {"input_ids": ids.squeeze(0).cpu(),
+            "hidden_states": hidden_states[-1].squeeze(0).cpu(),
+            "aux_hidden_states": torch.cat([hidden_states[lid + 1].squeeze(0).cpu() for lid in lids], dim=-1),
+            "loss_mask": mask,
+            "conversation_id": "c0"}
+
+
+def test_modelopt_2026_layout_is_read_and_labelled(trained, layout_prompts, tmp_path, capsys):
+    """The 2026 writer stores a loss_mask and picks its layers through modelopt (default_eagle_aux_layer_ids:
+    sorted({1, L//2 - 1, L - 4}), 0-based): read, its mask used, and the version named; with the default layers a
+    4-layer target gives two, refused with that rule."""
+    from eaglekit.analysis.acceptance.target import load_target_model
+
+    model = load_target_model(trained.target("k2")).model
+    L = model.config.num_hidden_layers
+    ids = torch.tensor([layout_prompts[0]])
+    T = ids.shape[1]
+    mask = torch.zeros(T, dtype=torch.long)
+    mask[5:] = 1                                     # --answer-only-loss: the assistant tokens
+    explicit = tmp_path / "explicit"                 # --aux-layers 0,1,2: the layers the demo drafter reads
+    explicit.mkdir()
+    torch.save(_modelopt_2026(model, ids, [0, 1, 2], mask), explicit / "c0.pt")
+    dump = open_training_dump(explicit)
+    assert dump.format == "modelopt" and dump.version == "2026" and dump.has_loss_mask
+    code, out, err = _run(capsys, trained, explicit, "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert "since April 2026" in res["dump"]["writer"] and res["dump"]["assistant_tokens_from"] == "loss_mask"
+    assert res["dump"]["assistant_tokens"] == T - 5 and res["accept_length"] > 1
+    assert not any("store no loss mask" in n for n in res["notes"])
+    default = tmp_path / "default"
+    default.mkdir()
+    lids = sorted({1, max(0, L // 2 - 1), max(0, L - 4)})
+    torch.save(_modelopt_2026(model, ids, lids, mask), default / "c0.pt")
+    err = _error(capsys, trained, default)
+    assert lids == [0, 1] and "2026 layout" in err and "default_eagle_aux_layer_ids" in err
+    assert "[1, 2] (2 layers)" in err and "[1, 2, 3]" in err
+
+
+def test_modelopt_2025_layout_is_labelled(trained, written):
+    dump = open_training_dump(written["modelopt"])
+    assert dump.version == "2025" and not dump.has_loss_mask and "no loss_mask" in dump.writer

@@ -21,26 +21,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eaglekit.analysis.acceptance.measure import AcceptanceResult, SampleStats, counted_cycles
+from eaglekit.analysis.acceptance.measure import AcceptanceResult
 from eaglekit.core.redact import shown
 from eaglekit.core.render import kv_html, kv_text
 from eaglekit.core.uncertainty import Interval
 
 
-def conventions(spans: Sequence[SampleStats], per_file: Sequence[tuple[int, int, int]], *, steps: int,
+def conventions(per_request: Sequence[tuple[float, float]], per_position: Sequence[float], *, steps: int,
                 per_step: Sequence[float | None]) -> dict[str, Any]:
-    """The other conventions from the same counts; ``per_file`` = (tokens, cycles, prefill tokens) per request
-    (one prefill token per request: a sample's spans are one request)."""
-    per_pos = [0] * steps
-    drafts = accepted = 0
-    for s in spans:
-        for a in counted_cycles(s, steps):
-            drafts += 1
-            accepted += a
-            for i in range(a):
-                per_pos[i] += 1
-    req = [g / c for g, c, _ in per_file if c]
-    req_pre = [(g + n) / c for g, c, n in per_file if c]
+    """The other conventions from the same cycles: ``per_request`` = (generated tokens, cycles) of each request
+    (one prefill token each), ``per_position`` = the share of cycles whose drafts 1..j were accepted."""
+    req = [g / c for g, c in per_request if c]
+    req_pre = [(g + 1) / c for g, c in per_request if c]
     acc, run = 0.0, 1.0
     for c in per_step:
         if c is None:
@@ -50,8 +42,8 @@ def conventions(spans: Sequence[SampleStats], per_file: Sequence[tuple[int, int,
     return {"mean_request_accept_length": sum(req) / len(req) if req else None,
             "mean_request_accept_length_prefill_included": sum(req_pre) / len(req_pre) if req_pre else None,
             "specforge_acc_len": acc,
-            "vllm_per_position_acceptance": tuple(p / drafts for p in per_pos) if drafts else (),
-            "vllm_draft_acceptance_rate": accepted / (drafts * steps) if drafts else None}
+            "vllm_per_position_acceptance": tuple(per_position),
+            "vllm_draft_acceptance_rate": sum(per_position) / steps if per_position else None}
 
 
 def ratio_interval(pairs: Sequence[tuple[int, int]], *, population: int, z: float = 1.96
@@ -123,7 +115,8 @@ class DumpAcceptance:
 
     @property
     def accept_length_interval(self) -> Interval:
-        """The pooled accept length with its interval: a bootstrap that resamples samples (requests)."""
+        """The pooled accept length with its interval: a bootstrap that resamples samples (their assistant turns
+        are the requests); how it was estimated is ``result.estimator``."""
         return self.result.interval
 
     @property
@@ -187,7 +180,7 @@ class DumpAcceptance:
 
     def _accept_length_text(self) -> str:
         i = self.accept_length_interval
-        out = i.text(3) + (f" ({i.method}; a sample's spans are one request)" if i.has_interval else "")
+        out = i.text(3) + (f" ({i.method}; each assistant turn is one request)" if i.has_interval else "")
         if self.interval:
             out += (f"; over the {self.files_total} files the sample was drawn from: 95% interval "
                     f"{self.interval[0]:.3f}-{self.interval[1]:.3f}")

@@ -35,13 +35,13 @@ from eaglekit.analysis.acceptance.head import text_config as _text_config
 from eaglekit.analysis.acceptance.measure import (
     AcceptanceResult,
     SampleStats,
-    cycle_counts,
     summarise,
 )
 from eaglekit.analysis.acceptance.notes import collapse_note
 from eaglekit.analysis.acceptance.tree import TreeConfig, check_attention, tree_configs, tree_sample_stats
 from eaglekit.analysis.acceptance.trees import TreeAcceptance, summarise_tree
-from eaglekit.analysis.acceptance.spans import greedy_spans, span_stats
+from eaglekit.analysis.acceptance.span_estimate import Request, estimate_requests
+from eaglekit.analysis.acceptance.spans import greedy_spans, requests, span_stats
 from eaglekit.core.configs.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.configs.layers import default_aux_layers
@@ -49,7 +49,7 @@ from eaglekit.core.redact import shown
 from eaglekit.core.safejson import loads
 from eaglekit.io.dumps.detect import open_training_dump, read_sample
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
-from eaglekit.io.dumps.modelopt import RULE as _MODELOPT_RULE
+from eaglekit.io.dumps.modelopt import RULES as _MODELOPT_RULES
 from eaglekit.io.dumps.modelopt import hidden_state_indices as modelopt_indices
 from eaglekit.io.dumps.record import DumpRecord, FinalNorm
 from eaglekit.io.reader import load_config
@@ -86,6 +86,7 @@ class DumpTask:
     timeout: float | None = None   # seconds per remote request (the caller's --timeout)
     trees: tuple[TreeConfig, ...] = ()   # tree drafts measured beside the chain
     tree_attention: str = "ancestors"
+    version: str = ""   # the writer's version (Model-Optimizer's 2025 or 2026 layout)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class FileStats:
     nonfinite_rows: int = 0
     masked_by: str = "loss_mask"
     trees: tuple = ()   # per tree configuration of the task: its spans' (SampleStats, left_first) counts
+    requests: tuple[tuple[int, int], ...] = ()   # its assistant turns: (prefill token, last generated token)
 
     @property
     def skipped(self) -> bool:
@@ -138,7 +140,7 @@ def _check_fit(model, head) -> None:
                          f"drafter reads target hidden states of size {model.target_hidden_size}.")
 
 
-def _check_record(rec: DumpRecord, model, head, where: str, dump_format: str = "") -> None:
+def _check_record(rec: DumpRecord, model, head, where: str, dump_format: str = "", version: str = "") -> None:
     H = rec.hidden_size
     if H != model.target_hidden_size:
         raise InputError(f"{shown(where)}: hidden size {H} is another target's: the drafter reads hidden states of "
@@ -146,7 +148,7 @@ def _check_record(rec: DumpRecord, model, head, where: str, dump_format: str = "
     if rec.aux.shape[1] != model.n_aux * H:
         width = (f"{shown(where)}: aux hidden states are {rec.aux.shape[1]} wide = {rec.aux.shape[1] // H} layers x "
                  f"{H}, but the drafter's fc reads {model.n_aux} x {H}")
-        raise InputError(width + (_modelopt_layers(model, head) if dump_format == "modelopt" else
+        raise InputError(width + (_modelopt_layers(model, head, version or "2025") if dump_format == "modelopt" else
                                   ": shapes inconsistent with the drafter (another layer count)."))
     if rec.length and (int(rec.input_ids.min()) < 0 or int(rec.input_ids.max()) >= head.vocab_size):
         bad = int(rec.input_ids.max()) if int(rec.input_ids.max()) >= head.vocab_size else int(rec.input_ids.min())
@@ -154,18 +156,19 @@ def _check_record(rec: DumpRecord, model, head, where: str, dump_format: str = "
                             f"(0..{head.vocab_size - 1}): the dump is from another tokenizer.")
 
 
-def _modelopt_layers(model, head) -> str:
+def _modelopt_layers(model, head, version: str = "2025") -> str:
     """Why a Model-Optimizer dump holds another layer count: its writer's rule, what it stored, what the drafter reads."""
     L = head.num_hidden_layers
+    rule = _MODELOPT_RULES[version]
     if not L:
-        return f". Model-Optimizer's writer stores {_MODELOPT_RULE}; the target head does not say L."
-    stored = list(modelopt_indices(L))
+        return f". Model-Optimizer's writer stores {rule}; the target head does not say L."
+    stored = list(modelopt_indices(L, version))
     convention = trained_convention(model.config, model.layout)
     try:
         wanted = f"{list(model.aux_indices(convention, L))} ({convention} of its aux ids)"
     except InputError:
         wanted = f"{model.n_aux} layers"
-    return (f". Model-Optimizer's compute_hidden_states_hf stores {_MODELOPT_RULE}: for this {L}-layer target "
+    return (f". Model-Optimizer's compute_hidden_states_hf ({version} layout) stores {rule}: for this {L}-layer target "
             f"output_hidden_states {stored} ({len(stored)} layer{'s' * (len(stored) != 1)}), while the drafter "
             f"needs {wanted}. Dump the layers the drafter reads (eaglekit dump-hidden --for-drafter), or measure "
             "with --target.")
@@ -181,7 +184,7 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
             hook(i)
         rec = read_sample(task.path, task.format, name)
         where = os.path.join(task.path, rec.name)
-        _check_record(rec, model, head, where, task.format)
+        _check_record(rec, model, head, where, task.format, task.version)
         T, H = rec.length, rec.hidden_size
         finite = torch.isfinite(rec.aux).all(-1) & torch.isfinite(rec.final).all(-1)      # (T,)
         bad = int((~finite).sum())
@@ -192,6 +195,7 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
                                              columns=columns)
         assistant, by = _assistant(rec, task)
         spans, n_asst, n_ok = greedy_spans(rec.input_ids, target_ids, assistant)
+        turns = tuple(requests(rec.input_ids, target_ids, assistant))
         aux = rec.aux.reshape(T, model.n_aux, H).permute(1, 0, 2)                        # (n_aux, T, H)
         stats = span_stats(model, aux, rec.input_ids, target_ids, spans, steps=task.steps,
                            temperature=task.temperature, target_probs=probs, assistant=assistant)
@@ -200,7 +204,7 @@ def run_task(task: DumpTask, hook: Callable[[int], None] | None = None) -> list[
             got = tree_sample_stats(model, aux, rec.input_ids, target_ids, None, task.trees,
                                     attention=task.tree_attention, spans=spans)
             trees = tuple(tuple(got[c]) for c in task.trees)
-        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by, trees))
+        out.append(FileStats(i, rec.name, tuple(stats), n_asst, n_ok, T, 0, by, trees, turns))
     return out
 
 
@@ -341,7 +345,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         tasks.append(DumpTask(dump.path, dump.format, files, str(drafter), str(target_head),
                               None if embeddings is None else str(embeddings), endpoint, device, dtype, steps,
                               float(temperature), norm == "after-norm", all_positions, own, timeout, configs,
-                              tree_attention))
+                              tree_attention, dump.version))
     files, where = _run(tasks, scheduler, progress, len(chosen), hook, timeout=timeout)
 
     ids = tuple(aux_layers) if aux_layers is not None else (cfg.aux_layer_ids or (
@@ -417,7 +421,7 @@ def _notes(dump, files, ids, config_ids, given, convention, num_layers, norm, no
         notes.append(f"the dump's aux layers are {list(ids)} ({convention}) but the drafter was trained on "
                      f"{list(config_ids)}: this measures the drafter on other features than it expects.")
     if dump.format == "modelopt" and num_layers:
-        written = modelopt_indices(num_layers)
+        written = modelopt_indices(num_layers, dump.version or "2025")
         wanted = tuple(i + (1 if convention == "outputs" else 0) for i in ids)
         if tuple(written) != wanted:
             notes.append(f"Model-Optimizer's writer stores output_hidden_states {list(written)} for a {num_layers}-layer "
@@ -442,26 +446,35 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
     if not spans:
         raise InputError(f"{shown(dump.path)}: no assistant token follows the target's greedy choice (coverage 0%), so "
                          "no cycle can be evaluated; is --target-head this dump's target, and --final-norm right?")
-    # a sample's spans are one request: per-request figures and the interval are by sample (file)
+    # per-step acceptance (and at temperature > 0 the expected acceptance) over every compared position
     main = summarise(spans, steps=steps, groups=[f.index for f in measured for _ in f.spans], unit="samples")
+    # the accept length: --target's cycle simulation over each assistant turn, what the text cannot show completed
+    est = estimate_requests(_requests(measured), steps)
+    expected = (estimate_requests(_requests(measured), steps, soft=True).interval.value
+                if main["expected_accept_length"] is not None else None)
+    counts = est.request_counts
+    generated = sum(g for g, _ in counts)
+    cycles = sum(c for _, c in counts)
+    exact = all(float(c).is_integer() for _, c in counts)
     asst = sum(f.assistant for f in measured)
     ok = sum(f.consistent for f in measured)
-    per_file = [(*_counts(f.spans, steps), 1) for f in measured if f.spans]
-    notes = notes + _span_notes(spans, steps)
+    conditioned = tuple(int(x) for x in np.sum([s.conditioned for s in spans], axis=0))
+    notes = notes + _span_notes(spans, est, steps)
     result = AcceptanceResult(
         drafter=drafter, target=head, source="hidden-states", steps=steps, temperature=temperature,
-        prompts=len(per_file), generated_tokens=main["generated_tokens"], cycles=main["cycles"],
-        accept_length=main["accept_length"], per_step_acceptance=main["per_step_acceptance"],
-        accept_length_by_steps=main["accept_length_by_steps"], aux_convention=convention,
+        prompts=len(counts), generated_tokens=generated, cycles=int(round(cycles)) if exact else cycles,
+        accept_length=est.interval.value, per_step_acceptance=main["per_step_acceptance"],
+        accept_length_by_steps=tuple(i.value for i in est.by_steps), aux_convention=convention,
         aux_indices=hidden_state_indices(ids, convention) if ids else (),
-        accept_length_by_convention={convention: main["accept_length"]},
-        per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
-        expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
-        prompt_counts=main["prompt_counts"],
-        accept_length_by_steps_interval=main["interval_by_steps"],
-        positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main)))
-    conv = conventions(spans, per_file, steps=steps, per_step=main["per_step_acceptance"])
-    interval = ratio_interval([(g, c) for g, c, _ in per_file], population=total_files) if sampled else None
+        accept_length_by_convention={convention: est.interval.value},
+        per_prompt_accept_length=tuple(g / c if c else None for g, c in counts),
+        expected_acceptance=main["expected_acceptance"],
+        expected_accept_length=expected, accept_length_interval=est.interval,
+        prompt_counts=counts, accept_length_by_steps_interval=est.by_steps,
+        positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main, conditioned)),
+        estimator=est.estimator)
+    conv = conventions(counts, est.per_position, steps=steps, per_step=main["per_step_acceptance"])
+    interval = ratio_interval(list(counts), population=total_files) if sampled else None
     return DumpAcceptance(result=result, dump=dump.path, format=dump.format, writer=dump.writer, final_norm=norm,
                           aux_layers=tuple(ids), files_total=total_files, files_read=len(files),
                           files_skipped=len(files) - len(measured),
@@ -470,27 +483,33 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
                           where=where, masked_by=measured[0].masked_by, **conv)
 
 
-def _span_notes(spans: Sequence[SampleStats], steps: int) -> list[str]:
-    """Say how spans cut by a departure from the target's choice were counted (none on greedy text)."""
-    cut = [s for s in spans if s.open_end]
+def _requests(measured: Sequence[FileStats]) -> list[Request]:
+    """Every sample's assistant turns as requests, each with the spans inside it."""
+    out = []
+    for f in measured:
+        for start, end in f.requests:
+            out.append(Request(f.index, start, end, tuple(s for s in f.spans if start <= s.base + 1 <= end)))
+    return out
+
+
+def _span_notes(spans: Sequence[SampleStats], est, steps: int) -> list[str]:
+    """Say how the text's departures from the target's choice were handled (nothing on greedy text)."""
+    cut = sum(1 for s in spans if s.open_end)
     after = sum(1 for s in spans if s.open_start)
-    if not cut and not after:
+    if not est.completed_share:
         return []
-    short = sum(1 for s in cut if s.generated < steps)
-    return [f"{len(cut)} of {len(spans)} spans stop where the text departs from the target's choice: their cycles "
-            f"count only where all {steps} drafts have a token to compare with (no cut last cycle)"
-            + (f"; {short} of them, shorter than {steps} tokens, add no cycle" if short else "")
-            + f". {after} start right after a departure and leave their first cycle out. A sample's spans count as "
-            "one request."]
+    out = [f"{cut} of {len(spans)} spans stop where the text departs from the target's choice inside an assistant "
+           f"turn, {after} start right after a departure: the accept length is {est.estimator}; "
+           f"{est.completed_share:.0%} of the draft acceptances at K = {steps} were completed that way. Each assistant "
+           "turn is one request."]
+    if est.unmeasured_steps:
+        out.append(f"no position could compare draft step{'s' * (len(est.unmeasured_steps) > 1)} "
+                   f"{', '.join(map(str, est.unmeasured_steps))} (every span is shorter): counted as rejected, so the "
+                   "accept length is a lower bound.")
+    return out
 
 
-def _collapse(main: dict) -> list[str]:
-    """The collapse note ``measure_acceptance`` gives, for the dump path too."""
-    note = collapse_note(main["per_step_acceptance"])
+def _collapse(main: dict, conditioned: Sequence[int]) -> list[str]:
+    """The collapse note ``measure_acceptance`` gives, for the dump path too (none from a handful of positions)."""
+    note = collapse_note(main["per_step_acceptance"], counts=conditioned)
     return [note] if note else []
-
-
-def _counts(spans: Sequence[SampleStats], steps: int) -> tuple[int, int]:
-    """(tokens, cycles) of one sample's spans."""
-    counts = [cycle_counts(s, steps) for s in spans]
-    return sum(t for t, _ in counts), sum(c for _, c in counts)

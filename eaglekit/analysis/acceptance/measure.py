@@ -45,6 +45,8 @@ from eaglekit.io.dumps.native import HiddenStateDump, open_dump
 from eaglekit.core.acceptance.prompts import Prompt
 
 Source = Literal["target", "hidden-states"]
+#: the estimator of every accept length measured on the target's own continuations
+CYCLE_SIMULATION = "cycle simulation (every draft compared with the target's continuation)"
 
 
 def match_lengths(drafts, expected):
@@ -156,6 +158,8 @@ class SampleStats:
     #: choice (``open_end``) or starts right after such a departure (``open_start``): see :func:`counted_cycles`
     open_end: bool = False
     open_start: bool = False
+    #: the base of its first cycle, a position of its sample (a span of training text; 0 elsewhere)
+    base: int = 0
 
 
 def count_drafts(drafts, bases, target_ids, last: int, steps: int, *, temperature: float = 0.0,
@@ -226,7 +230,7 @@ class AcceptanceResult:
     temperature: float
     prompts: int
     generated_tokens: int
-    cycles: int
+    cycles: int | float          # expected cycles (a float) where a dump's text could not show every draft
     accept_length: float
     per_step_acceptance: tuple[float | None, ...]
     accept_length_by_steps: tuple[float, ...]
@@ -248,6 +252,9 @@ class AcceptanceResult:
     accept_length_by_steps_interval: tuple[Interval | None, ...] = ()
     #: with ``keep_samples``: (continuation token ids, leading matches per position) of every prompt
     samples: tuple[tuple[np.ndarray, np.ndarray], ...] = field(default=(), repr=False, compare=False)
+    #: how the accept length was obtained (a dump of dataset text completes what its text cannot show:
+    #: :mod:`~eaglekit.analysis.acceptance.span_estimate`)
+    estimator: str = CYCLE_SIMULATION
     #: each reading's accept length at every K = 1..steps (None where the reading was not measured)
     accept_length_by_convention_by_steps: dict[str, tuple[float, ...] | None] = field(default_factory=dict)
 
@@ -276,7 +283,7 @@ class AcceptanceResult:
             "generated_tokens": self.generated_tokens, "cycles": self.cycles, "accept_length": self.accept_length,
             **self.interval.fields("accept_length"), "accept_length_interval": self.interval.method,
             "per_step_acceptance": list(self.per_step_acceptance),
-            "accept_length_by_steps": list(self.accept_length_by_steps),
+            "accept_length_by_steps": list(self.accept_length_by_steps), "estimator": self.estimator,
         }
         out.update({
             "drafter": self.drafter, "target": self.target, "source": self.source,
@@ -360,6 +367,7 @@ class AcceptanceResult:
             ("accept length" + (" (greedy)" if self.temperature > 0 else ""),
              f"{self.accept_length:.3f} (vLLM convention: bonus token in, prefill token out)"),
             ("  interval", self._interval_text()),
+            ("  estimator", self.estimator),
             ("  prefill token included (SGLang clients)", f"{self.accept_length_prefill_included:.3f}"),
             ("steps K", self.steps), ("temperature", self.temperature),
             ("prompts / generated tokens / cycles", f"{self.prompts} / {self.generated_tokens} / {self.cycles}"),
@@ -475,6 +483,7 @@ def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0, groups
     return {"generated_tokens": sum(tokens), "cycles": sum(cycles), "expected_accept_length": expected_length,
             "accept_length": ratio(tokens, cycles),
             "per_step_acceptance": per_step, "accept_length_by_steps": tuple(ratio(*p) for p in by_k),
+            "per_step_counts": tuple(int(c) for c in np.atleast_1d(cond)),
             "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
             "interval": interval(tokens, cycles), "interval_by_steps": tuple(interval(*p) for p in by_k),
             "requests": len(tokens), "prompt_counts": tuple(zip(tokens, cycles)), "positions": int(sum(s.generated for s in stats))}
@@ -620,7 +629,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         notes.append(f"{len(skipped)} of {total} samples skipped: {sum(skipped)} positions hold NaN/Inf hidden states.")
         total -= len(skipped)
     main = summarise(stats[primary], steps=steps)
-    notes.extend(filter(None, [collapse_note(main["per_step_acceptance"]),
+    notes.extend(filter(None, [collapse_note(main["per_step_acceptance"], counts=main["per_step_counts"]),
                                generation_limit_note([st.generated for st in stats[primary]], steps)]))
     summaries = {c: summarise(stats[c], steps=steps) for c in conventions if c in stats}
     by_conv = {c: (summaries[c]["accept_length"] if c in summaries else None) for c in conventions}

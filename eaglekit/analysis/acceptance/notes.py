@@ -15,29 +15,37 @@ from pathlib import Path
 COLLAPSE_RATIO = 0.5
 #: ... and at least this much less in absolute terms (noise on a few positions is not a collapse).
 COLLAPSE_DROP = 0.2
+#: ... and only where both steps were compared at this many positions at least: a few cycles say nothing
+#: (two positions at step 4 read as a collapse on a dump of dataset text whose greedy step 4 accepts 0.83).
+COLLAPSE_MIN_POSITIONS = 30
 #: Below this mean cosine, the given embeddings are not the ones the dump's hidden_states[0] came from.
 SAME_EMBEDDING_COSINE = 0.999
 #: Above this share of unknown tokens, the prompts are not in the target's language.
 UNKNOWN_SHARE = 0.5
 
 
-def collapse_step(per_step: Sequence[float | None]) -> int | None:
+def collapse_step(per_step: Sequence[float | None], counts: Sequence[int] | None = None) -> int | None:
     """The first chain step j (1-based, j >= 2) whose conditional acceptance falls below half of step
     j-1's and by at least 0.2: where a drafter trained with training-time test for j-1 steps (SpecForge's
-    ``--ttt-length``; EAGLE-3 trains a fixed number of chain steps) stops predicting. None: no such step."""
+    ``--ttt-length``; EAGLE-3 trains a fixed number of chain steps) stops predicting. None: no such step.
+    ``counts``: the positions each step was compared at; a step compared at fewer than
+    :data:`COLLAPSE_MIN_POSITIONS` (or the step before it) is never called a collapse."""
     for j in range(1, len(per_step)):
         before, now = per_step[j - 1], per_step[j]
         if before is None or now is None:
+            continue
+        if counts is not None and min(counts[j - 1], counts[j]) < COLLAPSE_MIN_POSITIONS:
             continue
         if now < COLLAPSE_RATIO * before and before - now >= COLLAPSE_DROP:
             return j + 1
     return None
 
 
-def collapse_note(per_step: Sequence[float | None], *, trained_steps: int | None = None) -> str | None:
+def collapse_note(per_step: Sequence[float | None], *, trained_steps: int | None = None,
+                  counts: Sequence[int] | None = None) -> str | None:
     """A sentence when per-step acceptance collapses (:func:`collapse_step`); ``trained_steps``, when known
     (the demo records it), is named."""
-    j = collapse_step(per_step)
+    j = collapse_step(per_step, counts)
     if j is None:
         return None
     told = (f"it was trained for {trained_steps} chain steps" if trained_steps is not None

@@ -13,15 +13,13 @@ cycle is evaluated only where the text follows them:
   cut after ``x_b`` with prompt length ``a``). Text before the span stays in the drafter's attention
   prefix, as it would in serving.
 
-Spans are not requests; a sample is one (docs/acceptance.md). A span that ends where the sample or
-the assistant turn ends keeps a request's end: its last cycle is capped there, so a dump of greedy
-continuations gives exactly the figures of ``--target``. A span that ends where the text departs from
-the target's choice (``open_end``) is cut where serving would have gone on: its cycles are counted only
-where all K drafts have a token to compare with, where capping its last cycle would count a short cycle
-per span (3.19 instead of 4.04 on the demo's dataset text at 84% coverage). A span that starts right
-after such a departure (``open_start``) leaves its first cycle out. The rules are
-:func:`~eaglekit.analysis.acceptance.measure.counted_cycles`; the spans of one sample stay one request in
-every per-request figure and in the interval, which resamples samples.
+Spans are not requests: each assistant turn of a sample is one (:func:`requests`), and the accept length is
+``--target``'s cycle simulation over it, the drafts no span can show completed with the measured per-step
+conditional acceptances (:mod:`~eaglekit.analysis.acceptance.span_estimate`). A span's flags say how it meets
+the text around it: ``open_end``, it stops where the text departs from the target's choice inside the turn (a
+departure at the turn's last token, a closing token the template appended, ends the request instead);
+``open_start``, it starts right after such a departure, so its first cycle drafts from a context the target
+would not have written and is not taken as seen.
 
 Coverage = consistent assistant tokens / assistant tokens: the share of the assistant text the figure
 speaks for.
@@ -82,9 +80,30 @@ def span_stats(model, aux: torch.Tensor, input_ids: torch.Tensor, target_ids: to
         # a departure right before the span / right after it (an assistant token the target would not have
         # written); the sample's own edges (its assistant text's start and end) stay a request's edges
         open_start = a >= 2 and (assistant is None or bool(assistant[a - 1]))
-        open_end = b + 1 < T and (assistant is None or bool(assistant[b + 1]))
+        # a departure at the turn's last token (SpecForge's loss mask holds the closing <|im_end|>, which the
+        # target did not choose) ends the request there, as --target's generation limit does: not a cut
+        open_end = b + 2 < T and (assistant is None or (bool(assistant[b + 1]) and bool(assistant[b + 2])))
         result.append(replace(count_drafts(tokens[:, bases - start], bases, target_ids, b - 1, steps, temperature=temperature,
                                    target_probs=lambda positions: target_probs[positions],
                                    draft_logits=lambda s, sel, bases=bases: out.logits[s][bases[sel] - start]),
-                              open_end=open_end, open_start=open_start))
+                              open_end=open_end, open_start=open_start, base=a - 1))
     return result
+
+
+def requests(input_ids: torch.Tensor, target_ids: torch.Tensor, assistant: torch.Tensor) -> list[tuple[int, int]]:
+    """Each assistant turn as a request ``(start, end)``: ``start`` its first token (the prefill token), ``end``
+    its last generated one. A turn whose last token departs from the target's choice (a closing ``<|im_end|>``
+    the template appended: SpecForge's loss mask holds it) ends before it, where the generation ended."""
+    T = int(input_ids.shape[0])
+    asst = assistant.numpy().astype(bool)
+    out, start = [], None
+    for t in range(T + 1):
+        if t < T and asst[t]:
+            start = t if start is None else start
+        elif start is not None:
+            end = t - 1
+            if end > start and end >= 1 and int(input_ids[end]) != int(target_ids[end - 1]):
+                end -= 1
+            out.append((start, end))
+            start = None
+    return out

@@ -35,13 +35,17 @@ class TrainingDump:
     format: str
     final_norm: FinalNorm
     files: tuple[str, ...]
+    #: the writer's version where a format has more than one (Model-Optimizer: "2025" or "2026")
+    version: str = ""
 
     @property
     def has_loss_mask(self) -> bool:
-        return self.format == "specforge"
+        return self.format == "specforge" or (self.format == "modelopt" and self.version == "2026")
 
     @property
     def writer(self) -> str:
+        if self.format == "modelopt" and self.version:
+            return f"{WRITERS[self.format]}, {modelopt.VERSIONS[self.version]}"
         return WRITERS[self.format]
 
     def __len__(self) -> int:
@@ -99,4 +103,5 @@ def open_training_dump(path: str | os.PathLike[str], *, format: str | None = Non
         raise HeaderError(f"{shown(folder.path)} holds no {fmt} sample files (expected "
                           f"{ {'specforge': 'rows_*/data_*.ckpt', 'speculators': 'hs_*.safetensors', 'modelopt': '*.pt'}[fmt] }); "
                           "is it the dump's folder?")
-    return TrainingDump(root.path, fmt, reader.FINAL_NORM, tuple(files))
+    version = modelopt.dump_version(root, files) if fmt == "modelopt" else ""
+    return TrainingDump(root.path, fmt, reader.FINAL_NORM, tuple(files), version)
