@@ -216,6 +216,10 @@ if warm is not None:
 # the 48 prompts); a verdict whose interval straddles break-even says TOO CLOSE TO CALL.
 # The seed's own figures (accept length 3.2 to 3.5 for the public K2 drafter on K2) are projections from
 # another model, and stay in section 6.
+#
+# A K2.5 team has a third candidate today: a published MLA EAGLE-3 drafter (DeepSeek MLA attention, a
+# full-vocabulary head, as lightseekorg's Kimi drafters are). The demo's `k25-mla` stands in for it; it is
+# measured the same way and judged beside the team's two.
 
 # %%
 def on_demo(drafter, target):
@@ -224,8 +228,9 @@ def on_demo(drafter, target):
 
 
 own_target, scratch, warm_start = on_demo("k2", "k2"), on_demo("k25-scratch", "k25"), on_demo("k25-warm", "k25")
+public_mla = on_demo("k25-mla", "k25")
 bottom_line = eaglekit.conclude_acceptance(own=own_target, new_target=measured, scratch=scratch, warm=warm_start,
-                                           scenario=account.growing_scenario)
+                                           scenario=account.growing_scenario, public=public_mla)
 bottom_line
 
 # %% [markdown]
@@ -235,7 +240,8 @@ bottom_line
 
 # %%
 bottom_line_per_forward = eaglekit.conclude_acceptance(own=own_target, new_target=measured, scratch=scratch,
-                                                       warm=warm_start, scenario=account.scenario_for("per-forward"))
+                                                       warm=warm_start, scenario=account.scenario_for("per-forward"),
+                                                       public=public_mla)
 bottom_line_per_forward
 
 # %%

@@ -99,6 +99,19 @@ scratch = measure("k25-scratch", k25, "k25")
 warm = measure("k25-warm", k25, "k25")
 results = {"K2 drafter on K2": own, "K2 drafter on K2.5": on_new, "scratch on K2.5": scratch,
            "warm start on K2.5": warm}
+
+# %% [markdown]
+# ## The third candidate: a public MLA drafter
+# The drafters Kimi users serve today are not Llama heads: they are MLA EAGLE-3 drafters (one decoder
+# layer with DeepSeek's Multi-head Latent Attention, a full-vocabulary head with no d2t/t2d). The demo's
+# `k25-mla` stands in for one: trained on K2.5 with 256 samples and saved as TorchSpec's vLLM export
+# writes it (`layers.0.*`, its aux ids counted as layer inputs). It is measured exactly as the Llama
+# drafters are, on the same prompts.
+
+# %%
+public = measure("k25-mla", k25, "k25")
+results["public MLA drafter on K2.5"] = public
+public
 deployment = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, 2.0, verify_ms=VERIFY_MS, steps=2,
                                                 verify_grows_for=(TARGET_MODEL,), tp=TP)
 serving = deployment.growing_scenario  # the seed's cycle, its verify growing with K as on notebook 00
@@ -195,7 +208,7 @@ eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target
 
 # %%
 conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scenario=serving,
-                    steps=world.chain_steps)
+                    steps=world.chain_steps, public=public)
 
 # %% [markdown]
 # ## Accept length by tree configuration

@@ -147,6 +147,39 @@ for name, p in (("K2.5 on 8 H20s", plan), ("Llama-3.1-8B on an H100 (the publish
             print(f"  {key}: {json.dumps(value)}")
 
 # %% [markdown]
+# ## Three candidates for K2.5, planned
+# A K2.5 team chooses between a warm start from the K2 drafter, its own drafter from scratch and a public MLA
+# drafter (notebooks 00 and 06). Each one's acceptance, measured on the demo world's K2.5 (24 prompts, K = 4),
+# goes into the same plan of the seed's deployment (its baseline and verify as measured). All three are
+# priced with the same draft-step prior here; `drafter=` (`--drafter LOCATION`) sizes it from a real drafter's
+# own layer instead (MLA projections, the experts a MoE row touches). The best k at each batch size comes with
+# its throughput interval and its verdict against serving without speculation.
+
+# %%
+import os
+from pathlib import Path
+
+import pandas as pd
+
+DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
+world = eaglekit.build_trained_demo(Path(DEMO) / "trained")
+candidates = {"warm start": "k25-warm", "scratch": "k25-scratch", "public MLA drafter": "k25-mla"}
+rows = []
+for label, name in candidates.items():
+    measured = eaglekit.measure_acceptance(world.drafter(name), target=world.target("k25"),
+                                           prompts=eaglekit.measurement_prompts(world, "k25", 24), steps=4,
+                                           max_new_tokens=37, progress=False)
+    p = eaglekit.plan(measured, costs=SEED_VERIFY, measured=SEED_RUNS[:1], target=TARGET, gpu=GPU, tp=TP,
+                      context=CONTEXT, batches=(1, 8, 32), max_steps=4)
+    for b in p.fitting:
+        pick = b.challenger if b.best.steps == 0 and b.challenger is not None else b.best
+        rows.append({"candidate": label, "accept length (K = 3)": measured.interval_at(3).text(),
+                     "batch": b.batch, "best k": b.best.steps, "verdict": b.verdict,
+                     "k shown": pick.steps, "tok/s": pick.tokens_per_s_interval.text(1)
+                     if pick.tokens_per_s_interval is not None else f"{pick.tokens_per_s:.1f}"})
+pd.DataFrame(rows)
+
+# %% [markdown]
 # ## The widget
 # The plan's fitted cost model with batch-size and context sliders and its inputs (GPU figures, the fitted
 # fixed cost, factors and per-token cost, the draft line and the per-cycle overhead). It recomputes in the

@@ -16,7 +16,8 @@ from eaglekit.core.uncertainty import Interval, digits_for, verdict
 
 def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, scratch: AcceptanceResult,
                         warm: AcceptanceResult, baseline_tps: float | None = None, verify_ms: float | None = None,
-                        draft_ms: float = 0.0, scenario: Scenario | None = None, steps: int | None = None) -> Conclusion:
+                        draft_ms: float = 0.0, scenario: Scenario | None = None, steps: int | None = None,
+                        public: AcceptanceResult | None = None, public_name: str = "public MLA drafter") -> Conclusion:
     """Sentences: the old drafter on its own and on the new target, scratch vs warm start, the aux
     convention's weight, and GO / NO-GO / TOO CLOSE TO CALL for each against the break-even accept length (each
     accept length with its interval, :func:`eaglekit.core.uncertainty.verdict`), at ``steps`` (default: the
@@ -25,9 +26,12 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
 
     ``scenario``: the serving cycle (a verify that grows with K on a mixture-of-experts target, see
     :attr:`eaglekit.core.serving.account.Account.growing_scenario`); else ``baseline_tps``, a constant ``verify_ms``
-    and ``draft_ms`` per step."""
+    and ``draft_ms`` per step. ``public``: a third candidate for the new target, a published drafter of another
+    family (Kimi's MLA EAGLE-3 drafters), judged beside the team's two."""
     results = {"old drafter, own target": own, "old drafter, new target": new_target, "scratch": scratch,
                "warm start": warm}
+    if public is not None:
+        results[public_name] = public
     k = steps if steps is not None else warm.steps
     short = [name for name, r in results.items() if r.steps < k]
     if short or not isinstance(k, int) or k < 1:
@@ -60,6 +64,15 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
                 else "here the warm start does not help; train from scratch or with more data.")
     s.append(f"With the same few samples, the warm-started drafter reaches {w.text()} and the one trained from "
              f"scratch {sc.text()}: " + told)
+    if public is not None:
+        pb, best_own = at(public), max((w, sc), key=lambda iv: iv.value)
+        if pb.has_interval and best_own.has_interval and pb.low > best_own.high:  # type: ignore[operator]
+            word = "above both of the team's drafters: serving it beats training one on these samples"
+        elif pb.has_interval and best_own.has_interval and best_own.low > pb.high:  # type: ignore[operator]
+            word = "below the team's best: the team's own drafter serves this traffic better"
+        else:
+            word = "within the interval of the team's best: these prompts cannot tell them apart"
+        s.append(f"The {public_name} reaches {pb.text()}, {word}.")
     shifts = []
     for name, r in results.items():
         alt = r.accept_length_by_convention.get(other_convention(r.aux_convention))
@@ -70,7 +83,8 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
                  f"{own.aux_convention}, as trained) changes the accept length by " + ", ".join(shifts)
                  + ": check which convention the serving engine applies.")
     grows = f", the verify growing {cycle.verify_growth_ms:.2f} ms per drafted token" if cycle.verify_growth_ms else ""
-    judged = (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm))
+    judged = (("old drafter on the new target", new_target), ("scratch", scratch), ("warm start", warm),
+              *(((public_name, public),) if public is not None else ()))
     lines = [f"{name} {at(r).text(digits_for(at(r), be))} ({verdict(at(r), be)})" for name, r in judged]
     s.append(f"At {scenario.baseline_tps:g} tok/s baseline and {cycle.cycle_ms:.1f} ms per cycle (K = {k}: verify "
              f"{cycle.verify_ms:.1f} ms + {k} x {cycle.draft_ms:.2f} ms drafting{grows}) the break-even accept length "
@@ -83,7 +97,7 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
                  + (" and the verify" if cycle.verify_growth_ms else "") + "): "
                  + "; ".join(_against(name, r.interval_at(j), j, b, calls[name])
                              for (name, r), (j, _a, b) in zip(judged, best.values())) + ".")
-    ours = [calls[name] for name in ("scratch", "warm start")]
+    ours = [calls[name] for name in ("scratch", "warm start", public_name) if name in calls]
     verdict_word = "go" if "GO" in ours else "too close to call" if "TOO CLOSE TO CALL" in ours else "no-go"
     return Conclusion(verdict_word, tuple(s))
 
