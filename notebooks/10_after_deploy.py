@@ -74,12 +74,12 @@ offline
 # the difference of two scrapes; a counter that went down means the server restarted, and the window is read again.
 
 # %%
-server = None
+server, NAME = None, None  # NAME: what the readings call the server (None: its address)
 if URL is None:  # the demo: a vLLM /metrics replayed on loopback, its first step served worse than offline
     served = [(a or 0.0) * (SERVED_FIRST_STEP if j == 0 else 1.0) for j, a in enumerate(offline.per_step_acceptance)]
     server = eaglekit.serve_metrics_replay(served, seed=0)
-    URL = server.url
-series = eaglekit.read_live_series(URL, readings=READINGS, window=WINDOW)
+    URL, NAME = server.url, "the demo's replaying server"   # its loopback port dies with the kernel
+series = eaglekit.read_live_series(URL, readings=READINGS, window=WINDOW, name=NAME)
 series
 
 # %%
@@ -108,7 +108,7 @@ comparison
 # with a running kernel (the rendered report shows the readings above instead).
 
 # %%
-eaglekit.LiveWidget(URL, offline=offline, window=WINDOW)
+eaglekit.LiveWidget(URL, offline=offline, window=WINDOW, name=NAME)
 
 # %% [markdown]
 # ## Into the plan

@@ -31,7 +31,7 @@ import numpy as np
 
 from eaglekit.analysis.acceptance.target import load_target_model
 from eaglekit.core.errors import InputError
-from eaglekit.demo.build import built_once
+from eaglekit.demo.build import MARKER, built_once
 from eaglekit.demo.prompts import MAX_NEW_TOKENS, PROMPT_LENGTH, measurement_prompts
 from eaglekit.demo.trained import SEQ, _grammar, sample_language
 
@@ -70,7 +70,7 @@ def write_training_dumps(target: str | os.PathLike[str], out: str | os.PathLike[
     from safetensors.torch import save_file
 
     root = Path(out)
-    if root.is_dir() and any(root.iterdir()):
+    if root.is_dir() and any(p.name != MARKER for p in root.iterdir()):   # the marker: a build's own new folder
         raise InputError(f"{root} is not empty; give a new or empty folder for the dumps.")
     root.mkdir(parents=True, exist_ok=True)
     tmodel = load_target_model(target)

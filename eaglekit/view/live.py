@@ -60,13 +60,14 @@ def live_readings_figure(series: LiveSeries, *, offline: Any = None):
 class LiveWidget:
     """A button that reads the server again (one window) and shows the reading beside the offline figure.
 
-    ``LiveWidget(url, offline=result, window=10)``; displayed as the last line of a cell. Needs a running kernel."""
+    ``LiveWidget(url, offline=result, window=10)``; displayed as the last line of a cell. Needs a running kernel.
+    ``name``: what the readings call the server (default: its address)."""
 
     def __init__(self, url: str, *, offline: Any = None, window: float = 10.0, model: str | None = None,
-                 timeout: float | None = None) -> None:
+                 timeout: float | None = None, name: str | None = None) -> None:
         import ipywidgets as w  # only when a widget is made
 
-        self.url, self.window, self.model, self.timeout = url, window, model, timeout
+        self.url, self.window, self.model, self.timeout, self.name = url, window, model, timeout, name
         self.offline = _offline_json(offline)
         if self.offline is not None:
             offline_at(self.offline, None)  # a bad offline result is refused now, not at the first press
@@ -80,7 +81,7 @@ class LiveWidget:
         """One window's reading, shown beside the offline figure (an error is shown in its place)."""
         self.button.disabled = True
         try:
-            reading = read_live(self.url, window=self.window, model=self.model, timeout=self.timeout)
+            reading = read_live(self.url, window=self.window, model=self.model, timeout=self.timeout, name=self.name)
             self.last = compare_live(reading, self.offline) if self.offline is not None else reading
             self.output.value = self.last._repr_html_()
         except EaglekitError as e:

@@ -226,7 +226,8 @@ def test_page_00_judges_the_measurement_on_the_bottom_lines_cycle(demo, k2_resul
     from eaglekit.analysis.investigation import conclude
     from eaglekit.core.serving.account import Account
 
-    account = Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, verify_grows_for=("kimi-k25-int4",))
+    account = Account.from_measurements(82.0, 60.0, 2.0, verify_ms=30.0, steps=2, verify_grows_for=("kimi-k25-int4",),
+                                          tp=8)
     c = conclude(compat(demo.drafter("k2"), demo.drafter("k25-finetuned")), account=account,
                  measured={"the K2 drafter": k2_result})
     (line,) = [s for s in c.sentences if s.startswith("Measured offline")]

@@ -11,7 +11,7 @@ import eaglekit
 from eaglekit.cli import main
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.costmodel import CostModel, Point, calibrate, estimate_model, gpu, shape_from_config
-from eaglekit.core.serving.cyclefit import CycleFit, Row, draft_prior, eagle3_drafter, fit_cycle
+from eaglekit.core.serving.cyclefit import CycleFit, Row, draft_prior, eagle3_drafter, fit_cycle, fit_without_each
 from eaglekit.core.serving.plan import Acceptance, best_steps, constant_acceptance, overlaps
 from eaglekit.core.serving.published import DENSE_LLAMA_8B, KIMI_K2_TEXT, KIMI_K25_INT4
 from eaglekit.core.serving.runs import merge_runs, parse_runs
@@ -172,6 +172,20 @@ def test_the_fit_never_divides_by_a_zero_width_term():
     f = fit_cycle(same, prior)
     assert all(v >= 0 for v in f.value) and all(f.cov[i][i] > 0 for i in range(3))
     assert CycleFit.features(4, 0) == (0.0, 0.0, 0.0)
+
+
+def test_leaving_each_row_out_equals_fitting_the_others():
+    """The row-off-the-fit check fits the other rows once per row; from sums it stays linear in the rows, and
+    equals fitting the rest from scratch (terms, noise), constrained terms and re-estimated noise included."""
+    prior = draft_prior(None, None)
+    rows = [Row(f"r{i}", CycleFit.features(b, k, t), target + extra, target)
+            for i, (b, k, t, target, extra) in enumerate([(1, 3, 1, 10.0, 4.1), (8, 3, 1, 12.0, 4.9), (32, 3, 1, 20.0, 7.2),
+                                                          (1, 5, 1, 10.0, 6.3), (8, 2, 4, 13.0, 3.1), (4, 1, 1, 11.0, 0.2),
+                                                          (64, 4, 1, 30.0, 60.0)])]   # the last one far off
+    for i, (value, noise) in enumerate(fit_without_each(rows, prior)):
+        alone = fit_cycle(rows[:i] + rows[i + 1:], prior)
+        assert value == pytest.approx(alone.value, rel=1e-9, abs=1e-12) and noise == pytest.approx(alone.noise, rel=1e-9)
+    assert fit_without_each([], prior) == []
 
 
 def test_ties_go_to_fewer_steps_and_the_schedule_does_not_climb_on_overlaps():

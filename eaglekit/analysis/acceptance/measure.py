@@ -610,7 +610,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
             raise VocabMapError(f"token id {int(ids.max())} is outside the drafter's vocabulary "
                                 f"(0..{model.embed.shape[0] - 1}): vocabulary mismatch with {tname}.")
         if check_embeddings:  # the given embeddings of the dump's tokens against its hidden_states[0]
-            e = model.embed[ids].float().cpu()                                       # (T, H)
+            e = model.embed(ids, device=torch.device("cpu"), dtype=torch.float32)   # (T, H)
             cos = float(torch.nn.functional.cosine_similarity(e, hs[pos[0]].float(), dim=-1).mean())
             notes.extend(filter(None, [embeddings_note(embeddings, m.target, cosine=cos)]))
             check_embeddings = False

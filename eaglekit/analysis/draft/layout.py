@@ -26,4 +26,4 @@ class Embedding:
     def __call__(self, ids: torch.Tensor, *, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
         if isinstance(self.table, torch.Tensor):
             return self.table[ids.to(self.table.device)].to(device=device, dtype=dtype)
-        return self.table.rows(self.name, ids)
+        return self.table.rows(self.name, ids).to(device=device, dtype=dtype)

@@ -28,11 +28,13 @@ MAX_WINDOW_S = 86_400.0
 
 
 def read_live(url: str, *, window: float = 10.0, model: str | None = None, timeout: float | None = None,
-              token: str | None = None, sleep: Callable[[float], None] = time.sleep) -> LiveReading:
+              token: str | None = None, name: str | None = None,
+              sleep: Callable[[float], None] = time.sleep) -> LiveReading:
     """The engine's acceptance over ``window`` seconds: a scrape of ``url`` (``http://host:port`` or its
     ``/metrics``), a wait, a second scrape, and their difference (:class:`~eaglekit.core.serving.live.LiveReading`).
     ``model``: only that ``model_name``'s counters (default: every model's, summed). ``timeout``: seconds each
-    scrape may take in all. ``token``: sent as a bearer token to that host only."""
+    scrape may take in all. ``token``: sent as a bearer token to that host only. ``name``: what the reading
+    calls the server (default: its address, without credentials)."""
     if not (isinstance(window, (int, float)) and 0 < window <= MAX_WINDOW_S):
         raise InputError(f"--window must be a number of seconds in (0, {MAX_WINDOW_S:g}], got {window!r}.")
     notes: list[str] = []
@@ -44,7 +46,7 @@ def read_live(url: str, *, window: float = 10.0, model: str | None = None, timeo
             after = parse_metrics(client.scrape(), model=model, what=client.shown)
             end = time.monotonic()
             try:
-                reading = difference(before, after, max(end - start, 1e-9), source=client.shown)
+                reading = difference(before, after, max(end - start, 1e-9), source=name or client.shown)
             except CounterReset as e:
                 if attempt == RESTARTS:
                     raise CounterReset(f"{client.shown}: {e} It restarted {RESTARTS + 1} times in a row; read it "
@@ -104,10 +106,11 @@ class LiveSeries:
 
 
 def read_live_series(url: str, *, readings: int = 4, window: float = 10.0, model: str | None = None,
-                     timeout: float | None = None, token: str | None = None,
+                     timeout: float | None = None, token: str | None = None, name: str | None = None,
                      sleep: Callable[[float], None] = time.sleep) -> LiveSeries:
     """``readings`` back-to-back windows of ``window`` seconds from one server (``readings + 1`` scrapes). A window
-    in which the server restarted is left out and said; so is one in which nothing was drafted."""
+    in which the server restarted is left out and said; so is one in which nothing was drafted. ``name``: what
+    the readings call the server (default: its address, without credentials)."""
     if not (isinstance(readings, int) and 1 <= readings <= 1000):
         raise InputError(f"readings must be a whole number from 1 to 1000, got {readings!r}.")
     if not (isinstance(window, (int, float)) and 0 < window <= MAX_WINDOW_S):
@@ -122,7 +125,7 @@ def read_live_series(url: str, *, readings: int = 4, window: float = 10.0, model
             after = parse_metrics(client.scrape(), model=model, what=client.shown)
             end = time.monotonic()
             try:
-                out.append(difference(before, after, max(end - start, 1e-9), source=client.shown))
+                out.append(difference(before, after, max(end - start, 1e-9), source=name or client.shown))
             except CounterReset as e:
                 notes.append(f"window {i + 1}: {e} Left out.")
             except InputError as e:

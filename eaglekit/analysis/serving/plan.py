@@ -48,6 +48,7 @@ from eaglekit.core.serving.cyclefit import (
     draft_prior,
     eagle3_drafter,
     fit_cycle,
+    fit_without_each,
 )
 from eaglekit.core.serving.grid import (
     TreeConfig,
@@ -846,12 +847,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
     # scatter is the noise, not the scatter it would add
     off: list[int] = []
     if len(rows) >= 2:
-        for i, row in enumerate(rows):
-            others = [r for j, r in enumerate(rows) if j != i]
-            f_i = fit_cycle(others, prior, target_noise=tnoise)
-            pred = row.target_ms + sum(a * b for a, b in zip(row.x, f_i.value))
+        for i, (row, (value, noise)) in enumerate(zip(rows, fit_without_each(rows, prior))):
+            pred = row.target_ms + sum(a * b for a, b in zip(row.x, value))
             miss = row.cycle_ms / pred - 1
-            if abs(miss) > max(ROW_OFF, 4 * f_i.noise):
+            if abs(miss) > max(ROW_OFF, 4 * noise):
                 off.append(i)
                 warnings.append(f"row-off-the-fit: {row.label}: its cycle {row.cycle_ms:.2f} ms is {miss:+.0%} from "
                                 f"the {pred:.2f} ms the other rows fit; left out of the fit (its cell stays as "

@@ -28,7 +28,7 @@ from typing import Any
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.costmodel import Gpu, ModelShape
 
-__all__ = ["RUN_NOISE", "CycleFit", "DraftPrior", "Z", "draft_prior", "eagle3_drafter", "fit_cycle"]
+__all__ = ["RUN_NOISE", "CycleFit", "DraftPrior", "Z", "draft_prior", "eagle3_drafter", "fit_cycle", "fit_without_each"]
 
 #: Relative run-to-run spread assumed for a measured throughput when the rows cannot tell it (bench tools
 #: repeated on one server differ by a few percent; a fit's own scatter replaces it when larger).
@@ -231,19 +231,50 @@ def _inverse(a: list[list[float]]) -> list[list[float]]:
     return [[cols[j][i] for j in range(n)] for i in range(n)]
 
 
-def _posterior(rows: Sequence[Row], prior: DraftPrior, noise: float,
+@dataclass(frozen=True)
+class _Sums:
+    """What the fit reads of its rows, weighted by 1 / cycle^2 (relative errors): sums of x x^T, x y and y^2, and
+    the count. A row's share is subtracted in O(1), so leaving each row out in turn stays linear in the rows."""
+
+    xx: tuple[tuple[float, float, float], ...]
+    xy: tuple[float, float, float]
+    yy: float
+    n: int
+
+    @classmethod
+    def of(cls, rows: Sequence[Row]) -> _Sums:
+        xx = [[0.0] * 3 for _ in range(3)]
+        xy = [0.0] * 3
+        yy = 0.0
+        for r in rows:
+            w = 1.0 / r.cycle_ms ** 2
+            y = r.y
+            for i in range(3):
+                xy[i] += w * r.x[i] * y
+                for j in range(3):
+                    xx[i][j] += w * r.x[i] * r.x[j]
+            yy += w * y * y
+        return cls(tuple(tuple(v) for v in xx), tuple(xy), yy, len(rows))  # type: ignore[arg-type]
+
+    def without(self, r: Row) -> _Sums:
+        w = 1.0 / r.cycle_ms ** 2
+        xx = tuple(tuple(self.xx[i][j] - w * r.x[i] * r.x[j] for j in range(3)) for i in range(3))
+        xy = tuple(self.xy[i] - w * r.x[i] * r.y for i in range(3))
+        return _Sums(xx, xy, max(self.yy - w * r.y * r.y, 0.0), self.n - 1)  # type: ignore[arg-type]
+
+    def residual_ss(self, theta: Sequence[float]) -> float:
+        """Sum over the rows of ((x . theta - y) / cycle)^2."""
+        quad = sum(theta[i] * self.xx[i][j] * theta[j] for i in range(3) for j in range(3))
+        return max(quad - 2.0 * sum(t * v for t, v in zip(theta, self.xy)) + self.yy, 0.0)
+
+
+def _posterior(sums: _Sums, prior: DraftPrior, noise: float,
                free: Sequence[int]) -> tuple[list[float], list[list[float]]]:
     """MAP with ``free`` terms fitted and the others held at 0: weighted normal equations plus the prior."""
     idx = list(free)
-    n = len(idx)
-    a = [[0.0] * n for _ in range(n)]
-    b = [0.0] * n
-    for r in rows:
-        w = 1.0 / (noise * r.cycle_ms) ** 2
-        for p, i in enumerate(idx):
-            b[p] += w * r.x[i] * r.y
-            for q, j in enumerate(idx):
-                a[p][q] += w * r.x[i] * r.x[j]
+    k = 1.0 / noise ** 2
+    a = [[k * sums.xx[i][j] for j in idx] for i in idx]
+    b = [k * sums.xy[i] for i in idx]
     for p, i in enumerate(idx):
         a[p][p] += 1.0 / prior.sd[i] ** 2
         b[p] += prior.mean[i] / prior.sd[i] ** 2
@@ -254,25 +285,45 @@ def _posterior(rows: Sequence[Row], prior: DraftPrior, noise: float,
     return full, a
 
 
-def _objective(rows: Sequence[Row], prior: DraftPrior, noise: float, theta: Sequence[float]) -> float:
-    data = sum(((sum(a * b for a, b in zip(r.x, theta)) - r.y) / (noise * r.cycle_ms)) ** 2 for r in rows)
+def _objective(sums: _Sums, prior: DraftPrior, noise: float, theta: Sequence[float]) -> float:
+    data = sums.residual_ss(theta) / noise ** 2
     return data + sum(((t - m) / s) ** 2 for t, m, s in zip(theta, prior.mean, prior.sd))
 
 
-def _map(rows: Sequence[Row], prior: DraftPrior, noise: float) -> list[float]:
+def _map(sums: _Sums, prior: DraftPrior, noise: float) -> list[float]:
     """The non-negative MAP: the best of the 8 free/zero patterns whose solution is feasible."""
     best: tuple[float, list[float]] | None = None
     for mask in range(8):
         free = [i for i in range(3) if mask >> i & 1]
-        theta = _posterior(rows, prior, noise, free)[0] if free else [0.0, 0.0, 0.0]
+        theta = _posterior(sums, prior, noise, free)[0] if free else [0.0, 0.0, 0.0]
         if any(t < -1e-12 for t in theta):
             continue
         theta = [max(t, 0.0) for t in theta]
-        obj = _objective(rows, prior, noise, theta)
+        obj = _objective(sums, prior, noise, theta)
         if best is None or obj < best[0] - 1e-12:
             best = (obj, theta)
     assert best is not None  # all-zero is always feasible
     return best[1]
+
+
+def _fit(sums: _Sums, prior: DraftPrior) -> tuple[list[float], list[list[float]], float]:
+    """(terms, covariance, noise) of the rows summed in ``sums`` (see :func:`fit_cycle`)."""
+    for p in prior.sd:
+        if not (math.isfinite(p) and p > 0):
+            raise InputError("the draft prior needs a positive spread for every term")
+    noise = RUN_NOISE
+    theta = _map(sums, prior, noise)
+    if sums.n > 0:
+        _, a = _posterior(sums, prior, noise, [0, 1, 2])
+        inv = _inverse(a)
+        # effective parameters the rows determine: trace of the hat matrix
+        used = sum(inv[i][j] * sums.xx[i][j] for i in range(3) for j in range(3)) / noise ** 2
+        dof = sums.n - used
+        if dof > 0.5:
+            noise = max(RUN_NOISE, math.sqrt(sums.residual_ss(theta) / dof))
+        theta = _map(sums, prior, noise)
+    _, a = _posterior(sums, prior, noise, [0, 1, 2])
+    return theta, _inverse(a), noise
 
 
 def fit_cycle(rows: Sequence[Row], prior: DraftPrior, *, target_noise: float = 0.0) -> CycleFit:
@@ -281,25 +332,17 @@ def fit_cycle(rows: Sequence[Row], prior: DraftPrior, *, target_noise: float = 0
     Noise: the rows' relative scatter around the fit (with the degrees of freedom the prior leaves), never
     below :data:`RUN_NOISE`; the covariance is the inverse of the weighted normal matrix with the prior's
     precision added (positive definite whatever the rows), evaluated at that noise."""
-    for p in prior.sd:
-        if not (math.isfinite(p) and p > 0):
-            raise InputError("the draft prior needs a positive spread for every term")
-    noise = RUN_NOISE
-    theta = _map(rows, prior, noise)
-    if len(rows) > 0:
-        _, a = _posterior(rows, prior, noise, [0, 1, 2])
-        inv = _inverse(a)
-        # effective parameters the rows determine: trace of the hat matrix
-        used = 0.0
-        for r in rows:
-            w = 1.0 / (noise * r.cycle_ms) ** 2
-            used += w * sum(r.x[i] * inv[i][j] * r.x[j] for i in range(3) for j in range(3))
-        resid = [(sum(a_ * b_ for a_, b_ in zip(r.x, theta)) - r.y) / r.cycle_ms for r in rows]
-        dof = len(rows) - used
-        if dof > 0.5:
-            noise = max(RUN_NOISE, math.sqrt(sum(e * e for e in resid) / dof))
-        theta = _map(rows, prior, noise)
-    _, a = _posterior(rows, prior, noise, [0, 1, 2])
-    cov = _inverse(a)
+    theta, cov, noise = _fit(_Sums.of(rows), prior)
     return CycleFit(tuple(theta), tuple(tuple(r) for r in cov), prior, tuple(rows), noise,  # type: ignore[arg-type]
                     target_noise)
+
+
+def fit_without_each(rows: Sequence[Row], prior: DraftPrior) -> list[tuple[tuple[float, float, float], float]]:
+    """For each row, the (terms, noise) the other rows fit: as :func:`fit_cycle` of the rest, in time linear in
+    the rows (each fit subtracts one row's share of the sums)."""
+    sums = _Sums.of(rows)
+    out = []
+    for r in rows:
+        theta, _, noise = _fit(sums.without(r), prior)
+        out.append((tuple(theta), noise))
+    return out  # type: ignore[return-value]

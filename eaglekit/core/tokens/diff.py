@@ -150,7 +150,11 @@ class TokenizerDiff:
         full = []
         if moved:
             full.append(f"its lm_head rows for the {_count(moved, 'changed or dropped id')} draft other tokens now")
-        if self.appended:
+        ca, cb = self.config_vocab_sizes
+        if self.appended and ca is not None and ca == cb:
+            full.append(f"its lm_head keeps its {cb:,} rows (config.json's vocab_size): those of "
+                        f"{_span(self.appended)} were padding in A, so it drafts the new ids only once trained on them")
+        elif self.appended:
             full.append(f"it needs {_count(len(self.appended), 'lm_head row')} appended and vocab_size / "
                         f"draft_vocab_size raised from {na:,} to {nb:,}, or the new ids cannot be drafted")
         if self.dropped:
