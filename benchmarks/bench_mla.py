@@ -8,9 +8,11 @@
    every position over its 8 experts and each expert's bytes are still read and multiplied). The drafter
    is loaded with ``DraftModel.load`` (experts, head and embedding stay in the checkpoint, read by range
    when a pass uses them) and drafts K steps from every position of a synthetic hidden-state sequence,
-   the work an accept length from a dump does on the drafter's side. Printed: positions per second, peak
-   RSS of the process (the target's own head, 2.3 GB in bf16 for Kimi, is the dump path's other large
-   term and is not part of this figure).
+   the work an accept length from a dump does on the drafter's side. Then the dump path's other large term:
+   a Kimi-sized target head (``lm_head`` [163840, 7168], 2.3 GB of random bf16, and the final norm) is
+   written beside it and read with ``read_target_head`` as ``eaglekit acceptance --hidden-states`` reads it
+   (past ``KEEP_HEAD`` it is streamed in row blocks, never held), and gives the target's next token at every
+   position. Printed: positions per second, peak RSS of the process after each stage.
 2. ``flops``: the MLA attention's projections and attention on T positions (float32), its FLOP rate
    against plain torch matmuls of the same shapes, measured in the same run.
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import struct
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from eaglekit.analysis.acceptance.head import read_target_head
 from eaglekit.analysis.draft import DraftModel
 
 H, HEADS, QR, KVR, NOPE, ROPE, VD = 7168, 64, 1536, 512, 128, 64, 128
@@ -130,6 +134,47 @@ def part_moe(args) -> None:
             dt = time.perf_counter() - t0
         print(f"  {T} positions x K = {args.steps}: {dt:.1f} s, {T / dt:.2f} positions/s "
               f"(drafts {tuple(out.tokens.shape)}); peak RSS {peak_rss_mib():,.0f} MiB")
+        target = folder / "target"
+        target.mkdir()
+        t0 = time.perf_counter()
+        write_target_head(target)
+        print(f"  a Kimi-sized target head written in {time.perf_counter() - t0:.0f} s "
+              f"({(target / 'model.safetensors').stat().st_size / 2**30:.2f} GiB)")
+        head = read_target_head(target, dtype=getattr(torch, args.dtype))
+        try:
+            final = torch.randn(T, H, generator=torch.Generator().manual_seed(2))
+            t0 = time.perf_counter()
+            nxt, _ = head.next_tokens(final, normed=False)
+            dt = time.perf_counter() - t0
+        finally:
+            head.close()
+        print(f"  target head streamed {head.streamed}: next tokens of {T} positions in {dt:.1f} s "
+              f"({len(set(nxt.tolist()))} distinct); peak RSS of the whole dump path {peak_rss_mib():,.0f} MiB")
+
+
+def write_target_head(folder: Path) -> None:
+    """A target checkpoint holding only what the dump path reads: ``lm_head`` (random bf16, written in chunks) and
+    the final norm, with its config."""
+    shapes_ = {"lm_head.weight": (VOCAB, H), "model.norm.weight": (H,)}
+    header, offset = {}, 0
+    for n, shape in shapes_.items():
+        size = 2 * math.prod(shape)
+        header[n] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    g = torch.Generator().manual_seed(3)
+    with open(folder / "model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        for n, shape in shapes_.items():
+            left = math.prod(shape)
+            while left:
+                m = min(left, 32 << 20)
+                chunk = torch.randn(m, generator=g) * (H ** -0.5) if len(shape) == 2 else torch.ones(m)
+                f.write(chunk.to(torch.bfloat16).view(torch.int16).numpy().tobytes())
+                left -= m
+    (folder / "config.json").write_text(json.dumps({"model_type": "kimi_k2", "vocab_size": VOCAB, "hidden_size": H,
+                                                    "rms_norm_eps": 1e-6, "num_hidden_layers": 61}))
 
 
 def part_flops(args) -> None:

@@ -2,7 +2,7 @@
 
 Rendering executes every notebook (tens of seconds), so the first xdist worker that needs the report
 builds it in the session's shared temporary folder and the others wait for it and read it (a file lock;
-``xdist_group`` alone does not keep these modules on one worker under pytest 9).
+``xdist_group`` keeps these modules on one worker only under ``--dist loadgroup``, as the Makefile runs them).
 """
 
 from __future__ import annotations

@@ -122,9 +122,15 @@ def _weights(task: DumpTask):
         # the head's declared shape is compared with the drafter's before a byte of it is read
         head = read_target_head(task.head, device=task.device, dtype=dtype, endpoint=task.endpoint,
                                 timeout=task.timeout, vocab_size=cfg.vocab_size, hidden_size=cfg.target_hidden_size)
-        model = DraftModel.load(task.drafter, embeddings=task.embeddings or task.head, device=task.device,
-                                dtype=task.dtype, endpoint=task.endpoint, timeout=task.timeout)
-        _check_fit(model, head)
+        try:
+            model = DraftModel.load(task.drafter, embeddings=task.embeddings or task.head, device=task.device,
+                                    dtype=task.dtype, endpoint=task.endpoint, timeout=task.timeout)
+            _check_fit(model, head)
+        except BaseException:
+            head.close()
+            raise
+        for _, old in _LOADED.values():
+            old.close()   # a streamed head's checkpoint
         _LOADED.clear()
         _LOADED[key] = (model, head)
     return _LOADED[key]

@@ -32,6 +32,11 @@ class Weights:
         self._tensors, self._ckpt = dict(tensors), checkpoint
         self.device, self.dtype, self.source = device, dtype, source
 
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The checkpoint tensors not kept are read from (None: all kept)."""
+        return self._ckpt
+
     def __contains__(self, name: str) -> bool:
         return name in self._tensors or (self._ckpt is not None and name in self._ckpt.inventory)
 
