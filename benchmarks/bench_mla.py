@@ -75,21 +75,22 @@ def shapes() -> dict[str, tuple[int, ...]]:
             p + "mlp.experts.gate_up_proj": (E, H, 2 * MI), p + "mlp.experts.down_proj": (E, MI, H)}
 
 
+def safetensors_header(entries: list[tuple[str, str, tuple[int, ...]]]) -> tuple[bytes, int]:
+    """The padded JSON header of (name, dtype, shape) tensors laid out in order, and their bytes in all."""
+    header, offset = {}, 0
+    for n, dtype, shape in entries:
+        size = math.prod(shape) * (4 if dtype == "F32" else 2)
+        header[n] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    return raw + b" " * (-len(raw) % 8), offset
+
+
 def write_checkpoint(folder: Path) -> None:
     """One safetensors file: every tensor but the routed experts written in 64 MiB chunks of random bf16
     values; the experts (last in the file) left as a sparse hole of zeros."""
     names = sorted(shapes(), key=lambda n: "experts." in n)
-    header, offset = {}, 0
-    for n in names:
-        size = 2
-        for d in shapes()[n]:
-            size *= d
-        dtype = "F32" if n.endswith("bias") else "BF16"
-        size = size * (2 if dtype == "F32" else 1)
-        header[n] = {"dtype": dtype, "shape": list(shapes()[n]), "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
+    raw, offset = safetensors_header([(n, "F32" if n.endswith("bias") else "BF16", shapes()[n]) for n in names])
     g = torch.Generator().manual_seed(0)
     with open(folder / "model.safetensors", "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw)
@@ -156,13 +157,7 @@ def write_target_head(folder: Path) -> None:
     """A target checkpoint holding only what the dump path reads: ``lm_head`` (random bf16, written in chunks) and
     the final norm, with its config."""
     shapes_ = {"lm_head.weight": (VOCAB, H), "model.norm.weight": (H,)}
-    header, offset = {}, 0
-    for n, shape in shapes_.items():
-        size = 2 * math.prod(shape)
-        header[n] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
+    raw, _ = safetensors_header([(n, "BF16", shape) for n, shape in shapes_.items()])
     g = torch.Generator().manual_seed(3)
     with open(folder / "model.safetensors", "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw)
