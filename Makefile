@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 # The browser tests run on their own after the rest: a live JupyterLab kernel starved of CPU by a
 # parallel worker can miss its start-up deadline.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup -q -m "not browser"
+	$(PY) -m pytest -n 2 -q -m "not browser"
 	$(PY) -m pytest -q -m browser
 
 demo: $(STAMP)

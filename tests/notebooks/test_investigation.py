@@ -21,10 +21,10 @@ def _conclusion(nb) -> str:
 
 
 @pytest.mark.notebook
-def test_parameters_change_the_conclusion(demo, trained):  # trained: the world notebook 00 runs on
+def test_parameters_change_the_conclusion(demo, trained, executed_notebook):  # trained: the world 00 runs on
     from eaglekit.view.report import execute_notebook
 
-    default = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root))
+    default = _conclusion(executed_notebook(NOTEBOOK.stem))
     other = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root, parameters={
         "DRAFTER_B": "hf://demo-lab/Llama-small-EAGLE3"}))
     shared = len(set(trained.manifest["common_k2"]) & set(trained.manifest["common_k25"]))

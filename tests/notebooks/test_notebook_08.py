@@ -1,4 +1,5 @@
-"""notebooks/08_serving_plan.ipynb runs clean (it needs no demo): the seed as measured rows (82 and 60 tok/s
+"""notebooks/08_serving_plan.ipynb runs clean on the demo (its third section plans the trained world's three K2.5
+candidates): the seed as measured rows (82 and 60 tok/s
 given back, every k with an interval, the config's ratio beside the measured 2.46x), the plan across batch sizes
 with the capacity check, the fitted grid as a heatmap, a published sweep, the engines' configs and the widget."""
 
@@ -13,10 +14,8 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "08_serving_plan.
 
 
 @pytest.mark.notebook
-def test_serving_plan_notebook_shows_the_seed_the_plan_and_the_widget():
-    from eaglekit.view.report import execute_notebook
-
-    nb = execute_notebook(NOTEBOOK)
+def test_serving_plan_notebook_shows_the_seed_the_plan_and_the_widget(executed_notebook):
+    nb = executed_notebook(NOTEBOOK.stem)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = " ".join(json.dumps(outputs).split())
