@@ -149,11 +149,12 @@ for name, p in (("K2.5 on 8 H20s", plan), ("Llama-3.1-8B on an H100 (the publish
 # %% [markdown]
 # ## Three candidates for K2.5, planned
 # A K2.5 team chooses between a warm start from the K2 drafter, its own drafter from scratch and a public MLA
-# drafter (notebooks 00 and 06). Each one's acceptance, measured on the demo world's K2.5 (24 prompts, K = 4),
-# goes into the same plan of the seed's deployment (its baseline and verify as measured). All three are
-# priced with the same draft-step prior here; `drafter=` (`--drafter LOCATION`) sizes it from a real drafter's
-# own layer instead (MLA projections, the experts a MoE row touches). The best k at each batch size comes with
-# its throughput interval and its verdict against serving without speculation.
+# drafter (notebooks 00 and 06). Each one's acceptance, measured on the demo world's K2.5 as notebook 06 measures
+# it (48 prompts, K = 4: the same figures), goes into the same plan of the seed's deployment (its baseline and
+# verify as measured). All three are priced with the same draft-step prior here; `drafter=` (`--drafter
+# LOCATION`) sizes it from a real drafter's own layer instead (MLA projections, the experts a MoE row touches).
+# The best k at each batch size comes with its throughput interval and its verdict against serving without
+# speculation.
 
 # %%
 import os
@@ -167,7 +168,7 @@ candidates = {"warm start": "k25-warm", "scratch": "k25-scratch", "public MLA dr
 rows = []
 for label, name in candidates.items():
     measured = eaglekit.measure_acceptance(world.drafter(name), target=world.target("k25"),
-                                           prompts=eaglekit.measurement_prompts(world, "k25", 24), steps=4,
+                                           prompts=eaglekit.measurement_prompts(world, "k25", 48), steps=4,
                                            max_new_tokens=37, progress=False)
     p = eaglekit.plan(measured, costs=SEED_VERIFY, measured=SEED_RUNS[:1], target=TARGET, gpu=GPU, tp=TP,
                       context=CONTEXT, batches=(1, 8, 32), max_steps=4)

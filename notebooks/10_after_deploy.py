@@ -94,7 +94,6 @@ eaglekit.live_readings_figure(series, offline=offline)
 
 # %%
 comparison = eaglekit.compare_live(series.latest, offline)
-print(comparison.headline())
 comparison
 
 # %% [markdown]

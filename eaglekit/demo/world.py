@@ -43,7 +43,7 @@ from eaglekit.demo.spec import (AUX_IDS, DEMO_VERSION, DRAFT_VOCAB, FT_SHARED, H
 from eaglekit.core.errors import InputError
 from eaglekit.core.tokens.vocab import build_vocab_map
 from eaglekit.demo.broken import build_broken
-from eaglekit.demo.build import build_lock, built_beside, built_once
+from eaglekit.demo.build import build_lock, built_beside, built_once, stamp_of
 from eaglekit.demo.shelf import build_demo_hub_repos
 from eaglekit.demo.trained import TrainedWorld, build_trained_demo
 from eaglekit.io.write import write_atomic
@@ -234,7 +234,8 @@ def build_demo(path: str | os.PathLike[str], *, force: bool = False, trained: st
         raise InputError(f"{root} is a file; give a folder for the demo workspace.")
     try:
         built_once(root, {"demo": DEMO_VERSION}, lambda folder: _build(folder, root, trained=trained, progress=progress),
-                   ours=lambda folder: _read_manifest(folder) is not None, force=force, what="demo workspace")
+                   ours=lambda folder: _read_manifest(folder) is not None or _only_a_trained_world(folder), force=force,
+                   what="demo workspace")
         return _current_trained_hub(root, progress=progress)
     except OSError as e:
         raise InputError(f"Cannot write the demo workspace at {root}: {e.strerror or e}.") from e
@@ -270,6 +271,15 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return manifest if isinstance(manifest, dict) and manifest.get("label") == LABEL else None
+
+
+def _only_a_trained_world(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but a trained world eaglekit built there and its lock: what a notebook
+    run on the default ``DEMO`` before ``eaglekit demo`` leaves (the workspace build then keeps that world)."""
+    entries = list(folder.iterdir())
+    trained = folder / "trained"
+    return (trained in entries and not trained.is_symlink() and stamp_of(trained) is not None
+            and all(e == trained or e.name == ".trained.lock" for e in entries))
 
 
 def _build(root: Path, final: Path, *, trained: str | os.PathLike[str] | None, progress: bool | None) -> None:

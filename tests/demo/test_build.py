@@ -170,3 +170,21 @@ def test_a_workspace_rebuilt_keeps_its_trained_world_and_a_failed_rebuild_loses_
     assert stamp_of(again.root)["version"] == {"demo": world.DEMO_VERSION}
     assert (again.root / "trained").is_symlink() and again.trained.manifest["build"] == trained.manifest["build"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".ws.lock", "ws"]
+
+
+def test_a_folder_holding_only_a_trained_world_is_taken_for_the_workspace(tmp_path):
+    """A notebook run on the default DEMO before `eaglekit demo` leaves DEMO/trained (stamped) and its lock: the
+    workspace build takes that folder (and keeps the world); anything else beside it keeps the folder foreign."""
+    import json
+
+    from eaglekit.demo.build import STAMP
+    from eaglekit.demo.world import _only_a_trained_world
+
+    folder = tmp_path / "demo"
+    (folder / "trained").mkdir(parents=True)
+    (folder / ".trained.lock").write_text("")
+    assert not _only_a_trained_world(folder)            # no stamp: not a complete eaglekit build
+    (folder / "trained" / STAMP).write_text(json.dumps({"version": {"trained": 6}}))
+    assert _only_a_trained_world(folder)
+    (folder / "notes.txt").write_text("mine")
+    assert not _only_a_trained_world(folder)
