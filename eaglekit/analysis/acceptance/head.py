@@ -54,6 +54,7 @@ class TargetHead:
     norm_bias: torch.Tensor | None = None  # (H,): LayerNorm's bias, where the checkpoint has one
     stream: Weights | None = None         # where a streamed head's blocks come from
     shape: tuple[int, int] = (0, 0)
+    owns_checkpoint: bool = False         # the stream's checkpoint was opened for this head (close() closes it)
 
     @property
     def vocab_size(self) -> int:
@@ -68,8 +69,9 @@ class TargetHead:
         return self.lm_head is None
 
     def close(self) -> None:
-        """Close the checkpoint a streamed head reads from (a held head has nothing open)."""
-        if self.stream is not None and self.stream.checkpoint is not None:
+        """Close the checkpoint a streamed head opened (a held head has nothing open; a caller's checkpoint is
+        left to the caller)."""
+        if self.owns_checkpoint and self.stream is not None and self.stream.checkpoint is not None:
             self.stream.checkpoint.close()
 
     def _final(self, final: torch.Tensor, *, normed: bool, dtype: torch.dtype, device) -> torch.Tensor:
@@ -197,8 +199,9 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
     refused (:func:`check_finite`; a streamed head's blocks as they are read). A local head past
     :data:`KEEP_HEAD` bytes is streamed (the result holds the checkpoint open until :meth:`TargetHead.close`); a
     remote one is read once and held, as re-reading it over the network for every sample would cost far more."""
-    ckpt = location if isinstance(location, Checkpoint) else open_checkpoint(location, endpoint=endpoint, timeout=timeout)
-    stream = None
+    owned = not isinstance(location, Checkpoint)   # a caller's checkpoint stays theirs to close
+    ckpt = open_checkpoint(location, endpoint=endpoint, timeout=timeout) if owned else location
+    keep_open = False
     try:
         where = ckpt.inventory.source
         cfg = text_config(ckpt.inventory.config)
@@ -247,13 +250,10 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
             else None
         out = TargetHead(lm_head, norm, float(eps), layers if isinstance(layers, int) else None, where,
                          tuple(n for n in (head, norm_name, bias_name if bias is not None else None) if n),
-                         layer_norm=layer_norm, norm_bias=bias, stream=stream, shape=head_shape)
-        if streamed and isinstance(location, Checkpoint):
-            stream = None  # the caller's checkpoint: theirs to close, and it must stay open while the head is used
+                         layer_norm=layer_norm, norm_bias=bias, stream=stream, shape=head_shape,
+                         owns_checkpoint=streamed and owned)
+        keep_open = streamed   # the streamed head reads from it until closed
         return out
-    except BaseException:
-        stream = None
-        raise
     finally:
-        if not isinstance(location, Checkpoint) and stream is None:
+        if owned and not keep_open:
             ckpt.close()
