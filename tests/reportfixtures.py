@@ -1,24 +1,24 @@
-"""The rendered report, built once per test session for test_report.py and test_browser.py.
+"""The rendered report, built once per ``make test`` run for test_report.py and test_browser.py.
 
-Rendering executes every notebook (tens of seconds), so the first xdist worker that needs the report
-builds it in the session's shared temporary folder and the others wait for it and read it (a file lock;
-``xdist_group`` keeps these modules on one worker only under ``--dist loadgroup``, which measured no faster).
+It is rendered from the pages the suite executed (conftest.py: each page once per run, shared by every worker),
+in the run's shared folder, by the first process that needs it (a file lock); the browser session, run after the
+rest, finds it there and renders nothing again.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from conftest import executed_page, run_folder
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NAMES = [p.stem for p in NOTEBOOKS]
-CELL_TIMEOUT = 300  # seconds; a stuck kernel fails the session in minutes, not make report's 15
 
 
 @dataclass(frozen=True)
@@ -30,23 +30,18 @@ class Report:
 
 
 @pytest.fixture(scope="session")
-def report(request, tmp_path_factory) -> Report:
+def report(request) -> Report:
     from filelock import FileLock
 
     from eaglekit.view.report import RenderedNotebook, build_report
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # one folder for all workers of this session
+    shared = run_folder()
     out, done = shared / "eaglekit-report", shared / "eaglekit-report.json"
     with FileLock(str(shared / "eaglekit-report.lock")):
         if not done.exists():
-            demo = request.getfixturevalue("demo").root
-            request.getfixturevalue("trained")  # notebooks 00 and 06 measure on it: trained once, linked in
+            demo = request.getfixturevalue("notebook_demo").root
             start = time.perf_counter()
-            with pytest.MonkeyPatch.context() as mp:  # the kernels import this checkout's eaglekit
-                mp.setenv("PYTHONPATH", str(ROOT), prepend=os.pathsep)
-                pages = build_report(out, demo=demo, timeout=CELL_TIMEOUT)
+            pages = build_report(out, demo=demo, execute=lambda path: executed_page(path.stem, demo))
             done.write_text(json.dumps({"demo": str(demo), "seconds": time.perf_counter() - start, "pages": [
                 {"name": p.name, "title": p.title, "html_path": str(p.html_path), "figures": p.figures,
                  "single_path": str(p.single_path)}

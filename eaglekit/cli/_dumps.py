@@ -105,7 +105,7 @@ def run_dump(args: argparse.Namespace, trees=None) -> int:
         temperature=args.temperature, aux_layers=args.aux_layers, final_norm=args.final_norm,
         all_positions=args.all_positions, loss_masks=args.loss_masks, limit=args.limit, sample=args.sample,
         seed=args.seed, scheduler=args.scheduler, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint, timeout=args.timeout,
+        endpoint=args.endpoint, timeout=args.timeout, cache=args.cache, cache_dir=args.cache_dir,
         **({"trees": trees, "tree_attention": args.tree_attention or "ancestors"} if trees else {}))
     emit(result, args)
     return 0

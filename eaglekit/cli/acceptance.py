@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
-from eaglekit.cli.common import (NEW_TOKENS, STEPS, capped, add_json_option, add_location, add_remote_options,
+from eaglekit.cli.common import (NEW_TOKENS, STEPS, capped, add_cache_options, add_json_option, cache_kwargs, add_location, add_remote_options,
                                  add_trust_remote_code_option, emit,
                                  temperature)
 
@@ -67,6 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_dump_options(p)
     add_remote_options(p)
     add_trust_remote_code_option(p)
+    add_cache_options(p)
     p.set_defaults(func=run)
 
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
         aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint, timeout=args.timeout, trust_remote_code=args.trust_remote_code)
+        endpoint=args.endpoint, timeout=args.timeout, trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
     _warn(result.notes)
     emit(result, args)
     return 0
@@ -118,10 +119,11 @@ def _run_templates(args: argparse.Namespace) -> int:
 
 def _trees(args: argparse.Namespace):
     """(configurations, chain steps) from --topk/--draft-tokens or --tree-grid; None without them."""
-    from eaglekit.analysis.acceptance.tree import parse_tree_grid, tree_config
     from eaglekit.core.errors import InputError
 
     single = args.topk is not None or args.draft_tokens is not None
+    if single or args.tree_grid is not None:  # torch loads with the tree module: not for a chain read from the cache
+        from eaglekit.analysis.acceptance.tree import parse_tree_grid, tree_config
     if single and args.tree_grid is not None:
         raise InputError("give --topk K --draft-tokens N (one tree, with --steps) or --tree-grid S:K:N,... (several), "
                          "not both.")
@@ -150,7 +152,7 @@ def _run_trees(args: argparse.Namespace, configs, steps: int) -> int:
         target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, aux_convention=args.aux_convention,
         device=args.device, dtype=args.dtype, embeddings=args.embeddings, endpoint=args.endpoint,
-        timeout=args.timeout, trust_remote_code=args.trust_remote_code)
+        timeout=args.timeout, trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
     _warn(result.result.notes)
     emit(result, args)
     return 0

@@ -39,6 +39,20 @@ def add_json_option(p: argparse.ArgumentParser, what: str = "print one JSON obje
     p.add_argument("--json", action="store_true", help=what)
 
 
+def add_cache_options(p: argparse.ArgumentParser) -> None:
+    """``--no-cache`` and ``--cache-dir``: the result cache (:mod:`eaglekit.io.cache`)."""
+    g = p.add_argument_group("result cache (a repeat with the same files and options is read back, and says so)")
+    g.add_argument("--no-cache", dest="cache", action="store_false",
+                   help="measure afresh; read and write no cached answer")
+    g.add_argument("--cache-dir", metavar="DIR", default=None,
+                   help="where answers are kept (default: $EAGLEKIT_CACHE_DIR, else $XDG_CACHE_HOME/eaglekit)")
+
+
+def cache_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``cache=`` and ``cache_dir=`` for a measuring function, from :func:`add_cache_options`' flags."""
+    return {"cache": args.cache, "cache_dir": args.cache_dir}
+
+
 def add_engine_option(p: argparse.ArgumentParser, what: str) -> None:
     """``--engine E[==V]``: an engine eaglekit knows (sglang, vllm), optionally with a release, checked as it
     is parsed (:func:`eaglekit.core.configs.engine_readings.parse_engine`)."""
@@ -188,7 +202,10 @@ FIGURE = magnitude()
 
 
 def check_device(device: str) -> None:
-    """``--device``: a torch device this torch can use, or one line (torch loads here, for the commands that compute)."""
+    """``--device``: a torch device this torch can use, or one line (torch loads here, for the commands that compute;
+    not for ``cpu``, which every torch has: a cached answer is then read without loading torch)."""
+    if device == "cpu":
+        return
     import torch
 
     try:

@@ -65,7 +65,7 @@ def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[st
     """Run a notebook in a fresh kernel; returns the executed nbformat node. ``parameters`` replace the
     assignments of the cell tagged ``parameters`` (papermill's convention) by injecting a cell after it."""
     import nbformat
-    from nbclient.exceptions import CellExecutionError
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
@@ -77,7 +77,17 @@ def execute_notebook(path: str | os.PathLike[str], *, demo: str | os.PathLike[st
     try:
         client = _notebook_client(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                                   resources={"metadata": {"path": str(path.parent)}})
+        running: dict[str, object] = {}
+        client.on_cell_execute = lambda cell, cell_index: running.update(cell=cell, index=cell_index,
+                                                                         start=time.monotonic())
         client.execute()
+    except CellTimeoutError as e:
+        cell = running.get("cell")
+        first = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "") if cell is not None else ""
+        took = time.monotonic() - running.get("start", time.monotonic())
+        raise NotebookError(f"{path.name}: cell {int(running.get('index', -1)) + 1} ({first[:60]!r}) was stopped "
+                            f"after {took:.0f} s, past its {timeout} s limit; a machine under load runs slower: "
+                            "raise the limit (eaglekit report --timeout).") from e
     except CellExecutionError as e:
 
         raise NotebookError(f"{path.name} failed: {strip_ansi(str(e)).strip().splitlines()[-1]}") from e
@@ -459,9 +469,10 @@ def _title(nb, fallback: str) -> str:
 
 
 def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], notebooks: Path = NOTEBOOKS,
-                 only: list[str] | None = None, timeout: int = 900) -> list[RenderedNotebook]:
+                 only: list[str] | None = None, timeout: int = 900, execute=None) -> list[RenderedNotebook]:
     """Execute the notebooks and write ``out/<name>.html`` for each, ``out/assets/`` and ``out/index.html``.
-    ``timeout`` bounds each cell, in seconds.
+    ``timeout`` bounds each cell, in seconds. ``execute(path)``: the executed notebook of ``path``, where the
+    caller has it already (the test suite executes each page once); default: executed here on ``demo``.
 
     Raises :class:`NotebookError` when a notebook fails and :class:`ReportError` when a page would reach
     the network or hold an absolute path of this machine (the repository, the demo, ``out``, the home
@@ -481,7 +492,7 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
     (out / SINGLE).mkdir(exist_ok=True)
     rendered = []
     for path in tqdm(paths, desc="notebooks", unit="nb"):
-        nb = execute_notebook(path, demo=demo, timeout=timeout)
+        nb = execute(path) if execute is not None else execute_notebook(path, demo=demo, timeout=timeout)
         title = _title(nb, path.stem)
         pages = {out / f"{path.stem}.html": _export(nb, assets_url="assets", title=title),
                  out / SINGLE / f"{path.stem}.html": _export(nb, assets_url=None, title=title)}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from eaglekit.analysis.acceptance.measure import (
     AcceptanceResult,
     SampleStats,
     summarise,
+    with_cached,
 )
 from eaglekit.analysis.acceptance.notes import collapse_note
 from eaglekit.analysis.acceptance.tree import TreeConfig, check_attention, tree_configs, tree_sample_stats
@@ -46,7 +47,9 @@ from eaglekit.core.configs.config import normalize_config
 from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.configs.layers import default_aux_layers
 from eaglekit.core.redact import shown
+from eaglekit.core.records import register
 from eaglekit.core.safejson import loads
+from eaglekit.io.cache import cached_call
 from eaglekit.io.dumps.detect import open_training_dump, read_sample
 from eaglekit.io.dumps.files import MAX_POSITIONS, DumpFolder
 from eaglekit.io.dumps.modelopt import RULES as _MODELOPT_RULES
@@ -286,6 +289,9 @@ def _run_dask(tasks: list[DumpTask], scheduler: Any, hook, done, *, timeout: flo
 
 
 # -- the measurement -------------------------------------------------------------------------------------
+register(DumpAcceptance)
+
+
 def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLike[str], *, target_head: str,
                  dump_format: str | None = None, steps: int = 5, temperature: float = 0.0,
                  aux_layers: Sequence[int] | None = None, final_norm: FinalNorm | None = None,
@@ -293,7 +299,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
                  limit: int | None = None, sample: int | None = None, seed: int = 0, scheduler: Any = None,
                  device: str = "cpu", dtype: str = "float32", embeddings: str | None = None,
                  endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
-                 hook: Callable[[int], None] | None = None, trees=None, tree_attention: str = "ancestors"):
+                 hook: Callable[[int], None] | None = None, trees=None, tree_attention: str = "ancestors",
+                 cache: bool | str = True, cache_dir=None):
     """Measure ``drafter`` on a training pipeline's hidden-state dump folder ``hidden_states``.
 
     ``target_head``: the target checkpoint its final norm and ``lm_head`` are read from (by range).
@@ -303,7 +310,38 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
     files drawn at random (with a 95% interval). ``scheduler``: a Dask address or ``distributed.Client``.
     ``trees`` (``"S:K:N,..."`` or configurations): tree drafts too, in the same spans; the result is then a
     :class:`~eaglekit.analysis.acceptance.trees.TreeAcceptance` holding this one (greedy only).
+    ``cache``/``cache_dir``: the result cache, as for ``measure_acceptance`` (local files only; a run on a Dask
+    ``scheduler`` or with a ``hook`` is measured and not cached).
     """
+    options = dict(dump_format=dump_format, steps=steps, temperature=temperature, aux_layers=aux_layers,
+                   final_norm=final_norm, all_positions=all_positions, loss_masks=loss_masks, limit=limit,
+                   sample=sample, seed=seed, scheduler=scheduler, device=device, dtype=dtype, embeddings=embeddings,
+                   endpoint=endpoint, timeout=timeout, progress=progress, hook=hook, trees=trees,
+                   tree_attention=tree_attention)
+
+    def parts(store):
+        digest = {name: None if options[name] is None else store.location_digest(options[name])
+                  for name in ("embeddings", "loss_masks")}
+        configs = [list(astuple(c)) for c in tree_configs(trees)] if trees is not None else None
+        return {"drafter": store.location_digest(drafter), "hidden_states": store.location_digest(hidden_states),
+                "target_head": store.location_digest(target_head), **digest, "trees": configs,
+                "aux_layers": None if aux_layers is None else list(aux_layers),
+                **{k: v for k, v in options.items() if k not in {"embeddings", "loss_masks", "trees", "aux_layers",
+                                                                  "endpoint", "timeout", "progress", "hook",
+                                                                  "scheduler"}}}
+    return cached_call("dump", DUMP_CODE_VERSION, None if scheduler is not None or hook is not None else parts,
+                       lambda: _measure_dump(drafter, hidden_states, target_head=target_head, **options),
+                       cache=cache, cache_dir=cache_dir, stamp=with_cached)
+
+
+#: the version of the dump-reading code a cached answer was computed by (bump with any change to what it computes)
+DUMP_CODE_VERSION = 1
+
+
+def _measure_dump(drafter, hidden_states, *, target_head, dump_format, steps, temperature, aux_layers, final_norm,
+                  all_positions, loss_masks, limit, sample, seed, scheduler, device, dtype, embeddings, endpoint,
+                  timeout, progress, hook, trees, tree_attention):
+    """The measurement itself (:func:`measure_dump`, uncached)."""
     if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 64:
         raise InputError(f"steps must be an integer from 1 to 64, got {steps!r}.")
     if not isinstance(temperature, (int, float)) or not temperature >= 0:

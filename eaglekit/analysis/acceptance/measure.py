@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,14 +34,13 @@ import numpy as np
 
 from eaglekit.core.errors import InputError, VocabMapError
 from eaglekit.core.configs.layers import AuxConvention, other_convention
+from eaglekit.core.records import register
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
 from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
-from eaglekit.analysis.draft import DraftModel, trained_convention
 from eaglekit.analysis.acceptance.notes import (collapse_note, embeddings_note, generation_limit_note,
                                                 unknown_tokens_note)
-from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
-from eaglekit.io.dumps.native import HiddenStateDump, open_dump
+from eaglekit.io.cache import Cached, cached_call
 from eaglekit.core.acceptance.prompts import Prompt
 
 Source = Literal["target", "hidden-states"]
@@ -257,6 +256,16 @@ class AcceptanceResult:
     estimator: str = CYCLE_SIMULATION
     #: each reading's accept length at every K = 1..steps (None where the reading was not measured)
     accept_length_by_convention_by_steps: dict[str, tuple[float, ...] | None] = field(default_factory=dict)
+    #: the drafter's family: "eagle3" (chains of K steps), or a block drafter ("dflash", "dflash2", "dspark":
+    #: K is the drafts per block, each K measured with a block of K + 1, as engines run it)
+    family: str = "eagle3"
+    #: a block drafter's trained block size
+    block_size: int | None = None
+    #: a block drafter's figure as its authors' benchmark prints it: the mean over prompts of each prompt's mean
+    #: accepted-plus-bonus per cycle (z-lab/dflash benchmark.py); ``accept_length`` is the pooled one
+    accept_length_authors: float | None = None
+    #: set when the answer was read from the result cache (:mod:`eaglekit.io.cache`): when it was computed
+    cached: Cached | None = field(default=None, compare=False)
 
     def by_convention_at(self, steps: int) -> dict[str, float | None]:
         """Each aux reading's accept length at ``steps`` (<= the measured K): compare readings at one K, the depth
@@ -296,6 +305,10 @@ class AcceptanceResult:
             "positions": self.positions, "chat_template_sha256": self.chat_template_sha256,
             "notes": list(self.notes),
         })
+        if self.family != "eagle3":
+            out.update({"family": self.family, "block_size": self.block_size,
+                        "accept_length_authors": self.accept_length_authors})
+        out.update(self.cached.to_json() if self.cached is not None else {"cached": False})
         return _null_nan(out)
 
     @property
@@ -381,6 +394,8 @@ class AcceptanceResult:
         if self.chat_template_sha256:
             pairs.append(("chat template sha256", self.chat_template_sha256[:16] + "..."))
         pairs.extend(("note", n) for n in self.notes)
+        if self.cached is not None:
+            pairs.append(("result", self.cached.text()))
         return pairs
 
     def _interval_text(self) -> str:
@@ -427,6 +442,9 @@ def accept_length_gain(before: AcceptanceResult, after: AcceptanceResult, *, see
                          f"{len(after.prompt_counts)} prompts at K = {before.steps} and {after.steps}: a paired "
                          "comparison needs the same prompts at the same K")
     return bootstrap_difference(before.prompt_counts, after.prompt_counts, seed=seed)
+
+
+register(AcceptanceResult, Interval)
 
 
 def _null_nan(value):
@@ -495,7 +513,7 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                        keep_samples: bool = False, trust_remote_code: bool = False,
-                       on_sample=None) -> AcceptanceResult:
+                       on_sample=None, cache: bool | str = True, cache_dir=None) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.draft.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -506,7 +524,84 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     ``trust_remote_code``: let a target folder's own Python run (its ``auto_map``); never on by default.
     ``on_sample(model, aux, input_ids, target_ids, prompt_len, logits)``: called for every measured sample
     with the primary reading's features (tree drafts measure there: :mod:`~eaglekit.analysis.acceptance.trees`).
+
+    ``cache``: the answer is kept in the result cache (:mod:`eaglekit.io.cache`, ``cache_dir`` or its default)
+    keyed by the content of the drafter, target, prompts or dump and every option here, and read back on a repeat
+    (``result.cached`` says when it was computed); ``False`` neither reads nor writes, ``"refresh"`` recomputes and
+    writes. Loaded models, remote locations, ``keep_samples`` and ``on_sample`` are measured and not cached.
     """
+    options = dict(target=target, hidden_states=hidden_states, prompts=prompts, max_new_tokens=max_new_tokens,
+                   steps=steps, temperature=temperature, aux_convention=aux_convention, device=device, dtype=dtype,
+                   embeddings=embeddings, endpoint=endpoint, timeout=timeout, progress=progress,
+                   keep_samples=keep_samples, trust_remote_code=trust_remote_code, on_sample=on_sample)
+    parts = None
+    if not keep_samples and on_sample is None:
+        def parts(store):
+            return acceptance_key_parts(store, drafter, options)
+    return cached_call("acceptance", ACCEPTANCE_CODE_VERSION, parts,
+                       lambda: _measure_acceptance(drafter, **options), cache=cache, cache_dir=cache_dir,
+                       stamp=with_cached)
+
+
+def with_cached(value, cached: Cached):
+    """``value`` (an :class:`AcceptanceResult`, or a record holding one as ``.result``: a dump's, a tree run's)
+    marked as read from the result cache: its text, HTML and JSON then say so, and when it was computed."""
+    if isinstance(value, AcceptanceResult):
+        return replace(value, cached=cached)
+    return replace(value, result=with_cached(value.result, cached))
+
+
+#: the version of the accept-length code a cached answer was computed by: bump it with any change to what
+#: :func:`measure_acceptance` (or the drafter forward it runs) computes
+ACCEPTANCE_CODE_VERSION = 1
+
+
+def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a cache key that say what :func:`measure_acceptance` measures, by content (raises the store's
+    not-keyable error for a loaded drafter, a remote location or prompts it cannot read)."""
+    options = {**_MEASURE_DEFAULTS, **options}
+    target = options["target"]
+    loaded = None
+    if target is not None and not isinstance(target, (str, os.PathLike)):
+        from eaglekit.analysis.acceptance.target import TargetModel
+    if target is not None and not isinstance(target, (str, os.PathLike)) and isinstance(target, TargetModel):
+        if target.location is None:
+            return store.location_digest(target)  # not keyable: raises
+        target, loaded = target.location, target.loaded_as
+    prompts = options["prompts"]
+    if prompts is not None and not isinstance(prompts, (str, os.PathLike)):
+        prompts = [asdict(p) if isinstance(p, Prompt) else p for p in prompts]
+    elif prompts is not None:
+        prompts = store.location_digest(prompts)
+    skip = {"target", "prompts", "endpoint", "timeout", "progress", "on_sample", "keep_samples", "hidden_states",
+            "embeddings"}
+    return {
+        "drafter": store.location_digest(drafter),
+        "target": None if target is None else store.location_digest(target),
+        "hidden_states": None if options["hidden_states"] is None else store.location_digest(options["hidden_states"]),
+        "embeddings": None if options["embeddings"] is None else store.location_digest(options["embeddings"]),
+        "prompts": prompts, "target_loaded_as": loaded,
+        **{k: v for k, v in options.items() if k not in skip},
+    }
+
+
+def _measure_defaults() -> dict[str, Any]:
+    import inspect
+
+    return {n: p.default for n, p in inspect.signature(_measure_acceptance).parameters.items() if n != "drafter"}
+
+
+def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
+                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
+                        device: str = "cpu", dtype: str = "float32", embeddings=None,
+                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
+                        keep_samples: bool = False, trust_remote_code: bool = False,
+                        on_sample=None) -> AcceptanceResult:
+    """The measurement itself (:func:`measure_acceptance`, uncached)."""
+    # torch and the models load here, not at import: a cached answer is read without them
+    from eaglekit.analysis.draft import DraftModel, trained_convention
+    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+    from eaglekit.io.dumps.native import HiddenStateDump, open_dump
     import torch
     from tqdm.auto import tqdm
 
@@ -644,6 +739,9 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
         prompt_counts=main["prompt_counts"], samples=tuple(kept), accept_length_by_convention_by_steps=by_conv_k)
+
+
+_MEASURE_DEFAULTS = _measure_defaults()
 
 
 def _local_target(name: str, dump: Path) -> str | None:

@@ -46,8 +46,11 @@ class TargetSample:
 class TargetModel:
     """A causal LM loaded by transformers, with its tokenizer (when it has one)."""
 
-    def __init__(self, model, tokenizer, *, name: str) -> None:
+    def __init__(self, model, tokenizer, *, name: str, location: Path | None = None, loaded_as: str | None = None) -> None:
         self.model, self.tokenizer, self.name = model, tokenizer, name
+        #: the local folder it was loaded from (None for a Hub repo or a model built in memory): the result cache
+        #: keys a measurement on it by that folder's content, with ``loaded_as`` (device and dtype)
+        self.location, self.loaded_as = location, loaded_as
         cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.num_hidden_layers = int(cfg.num_hidden_layers)
         self.hidden_size = int(cfg.hidden_size)
@@ -206,7 +209,8 @@ def load_target_model(location: str | os.PathLike[str], *, device: str = "cpu", 
         raise LocationError(f"transformers cannot read the tokenizer of the target {name} ({type(e).__name__}: "
                             f"{_first_line(e)[:200]}); check its tokenizer.json.") from e
     model.to(device).eval()
-    return TargetModel(model, tokenizer, name=str(location))
+    return TargetModel(model, tokenizer, name=str(location), location=local.resolve() if local.exists() else None,
+                       loaded_as=f"{device}:{dtype}:{trust}")
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,8 +34,10 @@ from eaglekit.analysis.acceptance.measure import (
     AcceptanceResult,
     SampleStats,
     _null_nan,
+    acceptance_key_parts,
     measure_acceptance,
     summarise,
+    with_cached,
 )
 from eaglekit.analysis.acceptance.tree import (
     TreeAttention,
@@ -45,6 +47,8 @@ from eaglekit.analysis.acceptance.tree import (
     tree_sample_stats,
 )
 from eaglekit.core.errors import InputError
+from eaglekit.core.records import register
+from eaglekit.io.cache import cached_call
 from eaglekit.core.render import html_table, text_table
 from eaglekit.core.uncertainty import Interval
 
@@ -218,14 +222,32 @@ class TreeAcceptance:
                 + html_table(self._headers(), self._rows(), caption=self._title()) + "</div>")
 
 
+register(TreeAcceptance, TreeResult)
+
+
 def measure_trees(drafter, *, trees, tree_attention: TreeAttention = "ancestors", steps: int | None = None,
-                  seed: int = 0, **kwargs) -> TreeAcceptance:
+                  seed: int = 0, cache: bool | str = True, cache_dir=None, **kwargs) -> TreeAcceptance:
     """Measure tree drafts ``trees`` (``"S:K:N,..."`` or a list of configurations) and the chain with
     ``steps`` (default: the deepest tree's) in one run; every other keyword goes to
     :func:`~eaglekit.analysis.acceptance.measure.measure_acceptance` (``target=`` and ``prompts=``, or
-    ``hidden_states=``). ``tree_attention``: ``"ancestors"`` (EAGLE) or ``"sglang-slots"`` (SGLang)."""
+    ``hidden_states=``). ``tree_attention``: ``"ancestors"`` (EAGLE) or ``"sglang-slots"`` (SGLang).
+    ``cache``/``cache_dir``: the result cache, as for ``measure_acceptance``."""
     check_attention(tree_attention)
     configs = tree_configs(trees)
+
+    def parts(store):
+        return {**acceptance_key_parts(store, drafter, kwargs), "trees": [list(astuple(c)) for c in configs],
+                "tree_attention": tree_attention, "chain_steps": steps, "seed": seed}
+    return cached_call("trees", TREES_CODE_VERSION, None if kwargs.get("keep_samples") else parts,
+                       lambda: _measure_trees(drafter, configs, tree_attention, steps, seed, kwargs),
+                       cache=cache, cache_dir=cache_dir, stamp=with_cached)
+
+
+#: the version of the tree-draft code a cached answer was computed by (bump with any change to what it computes)
+TREES_CODE_VERSION = 1
+
+
+def _measure_trees(drafter, configs, tree_attention, steps, seed, kwargs) -> TreeAcceptance:
     temperature = float(kwargs.get("temperature", 0.0) or 0.0)
     collected: dict[TreeConfig, list] = {c: [] for c in configs}
 
@@ -236,6 +258,6 @@ def measure_trees(drafter, *, trees, tree_attention: TreeAttention = "ancestors"
             collected[c].extend(got[c])
 
     chain_steps = steps if steps is not None else max(c.steps for c in configs)
-    result = measure_acceptance(drafter, steps=chain_steps, on_sample=on_sample, **kwargs)
+    result = measure_acceptance(drafter, steps=chain_steps, on_sample=on_sample, cache=False, **kwargs)
     return TreeAcceptance(result, tree_attention,
                           tuple(summarise_tree(c, collected[c], seed=seed) for c in configs))
