@@ -23,9 +23,12 @@ $(STAMP): pyproject.toml
 
 # The browser tests run on their own after the rest: a live JupyterLab kernel starved of CPU by a
 # parallel worker can miss its start-up deadline.
+# One folder for the whole run (EAGLEKIT_TEST_RUN): each page is executed once and the report rendered once, and
+# both sessions read them there; the run's measurements share one result cache inside it.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 -q -m "not browser"
-	$(PY) -m pytest -q -m browser
+	@run=$$(mktemp -d -t eaglekit-test-run-XXXXXX) && trap 'rm -rf "$$run"' EXIT && \
+	EAGLEKIT_TEST_RUN="$$run" $(PY) -m pytest -n 2 -q -m "not browser" && \
+	EAGLEKIT_TEST_RUN="$$run" $(PY) -m pytest -q -m browser
 
 demo: $(STAMP)
 	$(PY) -m eaglekit demo $(DEMO)

@@ -73,6 +73,7 @@ _EXPORTS = {
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
     "measurement_prompts": "demo.prompts",
+    "measure_demo": "demo.candidates", "demo_candidates": "demo.candidates",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
     "read_tokenizer": "io.tokens.tokenizer", "tokenizer_diff": "io.tokens.tokenizer", "TokenizerDiff": "core.tokens.diff",
@@ -154,6 +155,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
     from eaglekit.demo.prompts import measurement_prompts
+    from eaglekit.demo.candidates import demo_candidates, measure_demo
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub
     from eaglekit.io.tokens.tokenizer import read_tokenizer, tokenizer_diff

@@ -160,11 +160,10 @@ account.fork
 import torch
 
 torch.set_num_threads(1)  # the demo world's models are tiny
-K_MAX = world.chain_steps  # the depth the demo drafters were trained to
-PROMPTS = {name: eaglekit.measurement_prompts(world, name) for name in ("k2", "k25")}  # 48 prompts each
-MAX_NEW_TOKENS = 37  # 36 tokens after the prefill one: 9 whole cycles at K = 3
-measured = eaglekit.measure_acceptance(world.drafter("k2"), target=world.target("k25"),
-                                       prompts=PROMPTS["k25"], steps=K_MAX, max_new_tokens=MAX_NEW_TOKENS)
+K_MAX = world.chain_steps  # the depth the demo drafters were trained to, and every verdict here judges
+# measured as every page measures the demo (48 prompts, 37 tokens each, K up to 4), once: pages 06, 08 and 10
+# read the same answers back from the result cache
+measured = eaglekit.measure_demo(world, "k2", "k25").at_steps(K_MAX)
 measured
 
 # %% [markdown]
@@ -222,15 +221,11 @@ if warm is not None:
 # measured the same way and judged beside the team's two.
 
 # %%
-def on_demo(drafter, target):
-    return eaglekit.measure_acceptance(world.drafter(drafter), target=world.target(target),
-                                       prompts=PROMPTS[target], steps=K_MAX, max_new_tokens=MAX_NEW_TOKENS)
-
-
-own_target, scratch, warm_start = on_demo("k2", "k2"), on_demo("k25-scratch", "k25"), on_demo("k25-warm", "k25")
-public_mla = on_demo("k25-mla", "k25")
+own_target = eaglekit.measure_demo(world, "k2", "k2")
+candidates = eaglekit.demo_candidates(world)  # the K2.5 candidates, as pages 06, 08 and 10 show them
+scratch, warm_start, public_mla = (candidates[c] for c in ("scratch", "warm start", "public MLA drafter"))
 bottom_line = eaglekit.conclude_acceptance(own=own_target, new_target=measured, scratch=scratch, warm=warm_start,
-                                           scenario=account.growing_scenario, public=public_mla)
+                                           scenario=account.growing_scenario, public=public_mla, steps=K_MAX)
 bottom_line
 
 # %% [markdown]
@@ -241,7 +236,7 @@ bottom_line
 # %%
 bottom_line_per_forward = eaglekit.conclude_acceptance(own=own_target, new_target=measured, scratch=scratch,
                                                        warm=warm_start, scenario=account.scenario_for("per-forward"),
-                                                       public=public_mla)
+                                                       public=public_mla, steps=K_MAX)
 bottom_line_per_forward
 
 # %%

@@ -164,12 +164,8 @@ import pandas as pd
 
 DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 world = eaglekit.build_trained_demo(Path(DEMO) / "trained")
-candidates = {"warm start": "k25-warm", "scratch": "k25-scratch", "public MLA drafter": "k25-mla"}
 rows = []
-for label, name in candidates.items():
-    measured = eaglekit.measure_acceptance(world.drafter(name), target=world.target("k25"),
-                                           prompts=eaglekit.measurement_prompts(world, "k25", 48), steps=4,
-                                           max_new_tokens=37, progress=False)
+for label, measured in eaglekit.demo_candidates(world, progress=False).items():
     p = eaglekit.plan(measured, costs=SEED_VERIFY, measured=SEED_RUNS[:1], target=TARGET, gpu=GPU, tp=TP,
                       context=CONTEXT, batches=(1, 8, 32), max_steps=4)
     for b in p.fitting:

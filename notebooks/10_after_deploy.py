@@ -38,8 +38,6 @@ DEMO = os.environ.get("EAGLEKIT_DEMO", "../build/demo")
 TRAINED = None  # None: the trained world inside DEMO (trained on first use, then cached)
 URL = None  # the engine, http://HOST:PORT; None: the demo's replaying server
 STEPS = 3  # the served draft steps (the demo drafters were trained for 3)
-PROMPTS = 24  # offline prompts (intervals narrow as 1 / sqrt(n))
-MAX_NEW_TOKENS = 24
 DRAFTER = "k25-warm"
 SERVED_FIRST_STEP = 0.7  # the demo engine's first-step acceptance, relative to offline
 WINDOW = 0.5  # seconds per live window (a real engine: 10 to 60)
@@ -56,16 +54,15 @@ import eaglekit
 if TORCH_THREADS:
     torch.set_num_threads(TORCH_THREADS)
 world = eaglekit.build_trained_demo(TRAINED or Path(DEMO) / "trained")
-k25 = eaglekit.load_target_model(world.target("k25"))
 
 # %% [markdown]
 # ## The offline figure
 # `eaglekit acceptance DRAFTER --target T --prompts FILE --steps 3 --json > acceptance.json` in the terminal.
+# The demo's figure is the one pages 00, 06 and 08 show for this drafter (48 prompts, the same measurement,
+# read back from the result cache), read at the served steps.
 
 # %%
-offline = eaglekit.measure_acceptance(world.drafter(DRAFTER), target=k25,
-                                      prompts=eaglekit.measurement_prompts(world, "k25", PROMPTS), steps=STEPS,
-                                      max_new_tokens=MAX_NEW_TOKENS)
+offline = eaglekit.measure_demo(world, DRAFTER, "k25").at_steps(STEPS)
 offline
 
 # %% [markdown]

@@ -19,6 +19,7 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import re
 import stat
 import zlib
 from collections.abc import Callable, Iterable
@@ -74,6 +75,12 @@ def _json_disk():
                 raise TypeError("the result cache stores encoded bytes only")
             return super().store(value, read, key=key)
 
+        def remove(self, file_path):
+            """Only a file this store names itself (``ab/cd/<28 hex>.val``, inside it): a planted row that names
+            ``../x`` or ``/home/...`` must not make a dropped entry delete another file."""
+            if isinstance(file_path, str) and _ENTRY_FILE.fullmatch(file_path):
+                super().remove(file_path)
+
         def fetch(self, mode, filename, value, read):
             if mode == diskcache.core.MODE_RAW and isinstance(value, bytes):
                 data = value
@@ -86,11 +93,17 @@ def _json_disk():
     return JsonDisk
 
 
+#: the names diskcache gives entry files (two levels of hex folders, 28 hex digits): nothing else is read or removed
+_ENTRY_FILE = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val")
+
+
 def _read_entry_file(root: Path, name: str) -> bytes:
-    """An entry's file, only if it is a regular file inside the store, not through a link, and bounded."""
-    path = (root / name)
-    if ".." in Path(name).parts or Path(name).is_absolute():
-        raise RecordError("entry file outside the store")
+    """An entry's file, only if this store named it, a regular file inside the store, not through a link, bounded."""
+    if not _ENTRY_FILE.fullmatch(name):
+        raise RecordError("entry file not named by this store")
+    path = root / name
+    if any(p.is_symlink() for p in (path.parent, path.parent.parent)):
+        raise RecordError("entry file behind a link")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:

@@ -280,6 +280,27 @@ class AcceptanceResult:
             out[c] = None if by is None else by[steps - 1]
         return out
 
+    def at_steps(self, k: int) -> AcceptanceResult:
+        """The same measurement read at K = ``k`` (<= the measured K): the figures of ``accept_length_by_steps[k-1]``,
+        which come from the same cycles simulated with K = k (the same match counts), with their interval. What is
+        kept per prompt only at the measured K (per-prompt figures) is left out of the view."""
+        if not 1 <= k <= self.steps:
+            raise InputError(f"the measurement drafted up to K = {self.steps}; K = {k} is not among them.")
+        if k == self.steps:
+            return self
+        al = self.accept_length_by_steps[k - 1]
+        by_k = {c: (None if v is None else v[:k]) for c, v in self.accept_length_by_convention_by_steps.items()}
+        return replace(
+            self, steps=k, accept_length=al, accept_length_interval=self.interval_at(k),
+            cycles=round(self.generated_tokens / al) if al else self.cycles,
+            per_step_acceptance=self.per_step_acceptance[:k], accept_length_by_steps=self.accept_length_by_steps[:k],
+            accept_length_by_steps_interval=self.accept_length_by_steps_interval[:k],
+            accept_length_by_convention=self.by_convention_at(k), accept_length_by_convention_by_steps=by_k,
+            expected_acceptance=None if self.expected_acceptance is None else self.expected_acceptance[:k],
+            expected_accept_length=None, per_prompt_accept_length=(), prompt_counts=(), samples=(),
+            notes=self.notes + (f"read at K = {k} from a measurement drafted to K = {self.steps} (the same cycles "
+                                f"simulated with K = {k}).",))
+
     @property
     def accept_length_prefill_included(self) -> float:
         """SGLang benchmark clients' figure: (generated + each prompt's prefill token) / cycles."""
@@ -561,7 +582,7 @@ def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, A
     not-keyable error for a loaded drafter, a remote location or prompts it cannot read)."""
     options = {**_MEASURE_DEFAULTS, **options}
     target = options["target"]
-    loaded = None
+    loaded = f"{options['device']}:{options['dtype']}:{bool(options['trust_remote_code'])}"  # as load_target_model
     if target is not None and not isinstance(target, (str, os.PathLike)):
         from eaglekit.analysis.acceptance.target import TargetModel
     if target is not None and not isinstance(target, (str, os.PathLike)) and isinstance(target, TargetModel):

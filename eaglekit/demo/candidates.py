@@ -1,0 +1,33 @@
+"""The demo world's measurements, each computed once: every page that shows a candidate reads the same answer.
+
+Pages 00, 06, 08 and 10 judge the same K2.5 candidates. :func:`measure_demo` measures a drafter of the trained
+world on one target the one way those pages show it (the world's :data:`~eaglekit.demo.prompts.MEASURED_PROMPTS`
+prompts, continued for :data:`~eaglekit.demo.prompts.MAX_NEW_TOKENS` tokens, drafted to :data:`STEPS` so every
+K a page judges, 1 to 4, comes from the same cycles), through the result cache: the first page to ask pays, the
+others read the answer back (and say so), and no two pages can show two figures for one candidate.
+"""
+
+from __future__ import annotations
+
+from eaglekit.analysis.acceptance.measure import AcceptanceResult, measure_acceptance
+from eaglekit.demo.prompts import MAX_NEW_TOKENS, MEASURED_PROMPTS, measurement_prompts
+
+#: the deepest K a page judges (page 06's K curve; the drafters were trained for 3)
+STEPS = 4
+#: the K2.5 candidates the pages judge, by the name the pages give them
+K25_CANDIDATES = {"warm start": "k25-warm", "scratch": "k25-scratch", "public MLA drafter": "k25-mla"}
+
+
+def measure_demo(world, drafter: str, target: str, *, aux_convention=None, progress: bool | None = None,
+                 cache: bool | str = True) -> AcceptanceResult:
+    """``drafter`` (a drafter of the trained ``world``, e.g. ``"k25-warm"``) on ``target`` (``"k2"`` or ``"k25"``),
+    measured as every page shows it; ``aux_convention`` reads its aux ids the other way (page 06)."""
+    return measure_acceptance(world.drafter(drafter), target=world.target(target),
+                              prompts=measurement_prompts(world, target, MEASURED_PROMPTS), steps=STEPS,
+                              max_new_tokens=MAX_NEW_TOKENS, aux_convention=aux_convention, progress=progress,
+                              cache=cache)
+
+
+def demo_candidates(world, *, progress: bool | None = None) -> dict[str, AcceptanceResult]:
+    """Each K2.5 candidate of :data:`K25_CANDIDATES` measured on the K2.5 target (:func:`measure_demo`)."""
+    return {label: measure_demo(world, name, "k25", progress=progress) for label, name in K25_CANDIDATES.items()}
