@@ -108,7 +108,7 @@ def test_the_bottom_line_numbers_are_the_pages_own(executed_notebook):
         return "".join(o.get("data", {}).get(kind, "") for o in cell.get("outputs", []))
 
     bottom = text_of("bottom_line = eaglekit.conclude_acceptance(")
-    measured = text_of("measured = eaglekit.measure_acceptance(", "text/html")  # the table the page shows
+    measured = text_of("measured = eaglekit.measure_demo(", "text/html")  # the table the page shows
     account = text_of("account = eaglekit.Account.from_measurements(", "text/html")
     on_new = float(re.search(r"on the new target version it falls to (\d+\.\d\d)", bottom).group(1))
     shown = float(re.search(r"(\d+\.\d{3}) \(vLLM convention", measured).group(1))
