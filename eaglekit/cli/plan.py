@@ -40,7 +40,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "SGLang flags.", epilog=_EPILOG)
     acc = p.add_mutually_exclusive_group(required=False)
     acc.add_argument("--per-step", metavar="C1,C2,...", help="per-step acceptances P(step j | steps 1..j-1)")
-    acc.add_argument("--acceptance", metavar="RESULT.json", help="an `eaglekit acceptance --json` result")
+    p.add_argument("--acceptance", action="append", default=[], metavar="RESULT.json",
+                   help="an `eaglekit acceptance --json` result (repeatable: one EAGLE-3 result, and block drafters' "
+                        "results, family dflash, priced beside it)")
+    p.add_argument("--block-drafter", action="append", default=[], metavar="CONFIG",
+                   help="a block drafter's config.json or location, one per block --acceptance result in the same "
+                        "order: sizes its block forward (layers, heads, hidden and intermediate sizes)")
     acc.add_argument("--per-position", metavar="P1,P2,...",
                      help="vLLM's per-position acceptance rates (accepted at position i / drafts)")
     acc.add_argument("--vllm-log", metavar="LOG", help="a vLLM log: its last 'Per-position acceptance rate' line")
@@ -118,7 +123,7 @@ def _point(text: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from eaglekit.analysis.serving.plan import plan, read_acceptance
+    from eaglekit.analysis.serving.plan import plan, read_acceptance, split_acceptance
     from eaglekit.core.errors import InputError
     from eaglekit.core.serving.inputs import parse_numbers
     from eaglekit.core.serving.plan import Acceptance, constant_acceptance
@@ -132,6 +137,23 @@ def run(args: argparse.Namespace) -> int:
     if args.costs is not None and args.calibrate:
         raise InputError("--calibrate goes with the estimate (--target --gpu); with --costs add the points as rows")
     acceptance: Any = None
+    blocks: list[Any] = []
+    eagle_files: list[Any] = []
+    for path in args.acceptance:
+        eagle, found = split_acceptance(path)
+        blocks += [b for b, _ in found]
+        if isinstance(eagle, str):   # not named .json: read as an acceptance result all the same
+            eagle = read_acceptance(eagle, kind="json")
+        if eagle is not None:
+            eagle_files.append(eagle)
+    given = [name for name, v in (("--per-step", args.per_step), ("--per-position", args.per_position),
+                                  ("--vllm-log", args.vllm_log), ("--accept-length", args.accept_length))
+             if v is not None]
+    if len(eagle_files) > 1 or (eagle_files and given) or len(given) > 1:
+        raise InputError("give one EAGLE-3 acceptance (--per-step, --acceptance, --per-position, --vllm-log or "
+                         "--accept-length); block drafters' --acceptance results go beside it")
+    if args.block_drafter and not blocks:
+        raise InputError("--block-drafter goes with a block drafter's --acceptance result (family dflash)")
     if args.per_step is not None:
         acceptance = Acceptance(parse_numbers(args.per_step, "--per-step"),
                                 "--per-step; basis: P(step j accepted | steps 1..j-1 accepted) as typed")
@@ -140,20 +162,23 @@ def run(args: argparse.Namespace) -> int:
             parse_numbers(args.per_position, "--per-position"),
             source="--per-position (vLLM per-position rates); basis: accept length at k = 1 + the first k rates, "
                    "as the engine counted them at its own K")
-    elif args.acceptance is not None:
-        acceptance = read_acceptance(args.acceptance, kind="json")
+    elif eagle_files:
+        acceptance = eagle_files[0]
     elif args.vllm_log is not None:
         acceptance = read_acceptance(args.vllm_log, kind="log")
     elif args.accept_length is not None:
         (value,) = parse_numbers(args.accept_length, "--accept-length")
         acceptance = constant_acceptance(value, args.steps, source=f"--accept-length {value:g} at --steps {args.steps}")
-    elif not args.measured:
+    elif not args.measured and not blocks:
         raise InputError("give the drafter's acceptance (--per-step, --acceptance, --per-position, --vllm-log, or "
                          "--accept-length with --steps), or --measured runs with their accept lengths")
+    if blocks:
+        acceptance = [a for a in (acceptance,) if a is not None] + blocks
     result = plan(acceptance, costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
                   tp=args.tp, context=args.context, calibrate_points=[_point(c) for c in args.calibrate],
                   batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,
                   endpoint=args.endpoint, timeout=args.timeout, measured=args.measured or None, trees=args.trees,
-                  extrapolate=args.extrapolate, verify_split=args.verify_split)
+                  extrapolate=args.extrapolate, verify_split=args.verify_split,
+                  block_drafter=args.block_drafter or None)
     emit(result, args)
     return 0

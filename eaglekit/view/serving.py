@@ -47,13 +47,20 @@ def plan_throughput_figure(plan: ServingPlan) -> Any:
         fig.add_trace(go.Scatter(x=xs, y=[p.options[k].tokens_per_s for p in fit], mode="lines+markers",
                                  name="no speculation" if k == 0 else f"k = {k}",
                                  line={"width": 3 if k == 0 else 1.5, "dash": "dash" if k == 0 else "solid"}))
+    for cand in plan.blocks:  # each block drafter's best K per batch size, with its 95% interval
+        opts = [max((o for o in p.blocks if o.family == cand.family), key=lambda o: o.tokens_per_s) for p in fit]
+        fig.add_trace(go.Scatter(x=xs, y=[o.tokens_per_s for o in opts], mode="lines+markers", name=f"{cand.name} (best K)",
+                                 line={"width": 2, "dash": "dot"}, text=[o.family_label() for o in opts],
+                                 error_y={"type": "data", "symmetric": False,
+                                          "array": [(o.tps.high or o.tokens_per_s) - o.tokens_per_s for o in opts],
+                                          "arrayminus": [o.tokens_per_s - (o.tps.low or o.tokens_per_s) for o in opts]}))
     best = [p.best for p in fit]
     fig.add_trace(go.Scatter(x=xs, y=[b.tokens_per_s for b in best], mode="markers", name="best k",
                              marker={"size": 13, "symbol": "circle-open", "color": "black", "line": {"width": 2}},
                              error_y={"type": "data", "symmetric": False,
                                       "array": [(b.tps.high or b.tokens_per_s) - b.tokens_per_s for b in best],
                                       "arrayminus": [b.tokens_per_s - (b.tps.low or b.tokens_per_s) for b in best]},
-                             text=[f"k = {b.steps}" for b in best]))
+                             text=[b.family_label() if b.block else f"k = {b.steps}" for b in best]))
     fig.update_layout(title="Throughput against batch size, one line per draft steps k (best: 95% interval)",
                       xaxis={"title": "batch size (concurrent requests)", "type": "log", **_batch_ticks(xs)},
                       yaxis={"title": "tokens per second, all requests", "rangemode": "tozero"}, height=460)
@@ -204,7 +211,7 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     # the plan's own choices (they weigh the intervals the widget cannot recompute), shown while its inputs hold
     out.update(measured_cells=[[r.batch, r.steps, r.accept_length, r.cycle_ms] for r in plan.runs.runs
                                 if r.chain and r.steps <= plan.max_steps])
-    out.update(plan_choice=[[p.batch, p.best.steps, p.verdict, list(p.overlapping)] for p in plan.plans if p.fits],
+    out.update(plan_choice=[[p.batch, p.best_eagle.steps, p.verdict, list(p.overlapping)] for p in plan.plans if p.fits],
                plan_schedule=dict(plan.schedule), plan_stops_paying_at=plan.stops_paying_at)
     out.update(draft_free=f is None, draft_fixed_ms=0.0 if f is None else f.value[0],
                draft_per_request_ms=0.0 if f is None else f.value[1], overhead_ms=0.0 if f is None else f.value[2])

@@ -327,8 +327,11 @@ class AcceptanceResult:
             "notes": list(self.notes),
         })
         if self.family != "eagle3":
+            ivs = [self.interval_at(k) for k in range(1, len(self.accept_length_by_steps) + 1)]
             out.update({"family": self.family, "block_size": self.block_size,
-                        "accept_length_authors": self.accept_length_authors})
+                        "accept_length_authors": self.accept_length_authors,
+                        "accept_length_by_steps_low": [i.low for i in ivs],
+                        "accept_length_by_steps_high": [i.high for i in ivs]})
         out.update(self.cached.to_json() if self.cached is not None else {"cached": False})
         return _null_nan(out)
 

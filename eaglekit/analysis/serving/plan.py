@@ -21,6 +21,17 @@ from eaglekit.analysis.serving.target import drafter_step_shape, target_config, 
 from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
+from eaglekit.core.configs.block import BlockDrafterConfig, read_block_config
+from eaglekit.core.errors import ConfigError
+from eaglekit.core.serving.block import (
+    BLOCK_FAMILIES,
+    BlockCandidate,
+    BlockFit,
+    block_candidate,
+    block_flags,
+    block_prior,
+    block_size,
+)
 from eaglekit.core.serving.capacity import Capacity, capacity
 from eaglekit.core.serving.costmodel import (
     GPUS,
@@ -80,6 +91,7 @@ from eaglekit.core.serving.plan import (
     stops_paying_at,
 )
 from eaglekit.core.serving.runs import Run, RunSet, make_run, merge_runs, parse_runs
+from eaglekit.io.reader import load_config
 from eaglekit.io.sources.local import read_local_file
 
 __all__ = ["DEFAULT_BATCHES", "ServingPlan", "engine_config", "plan"]
@@ -147,6 +159,8 @@ class ServingPlan:
     split_source: str = ""  # "given", "default" or what set it
     readings: tuple[tuple[str, ServingPlan], ...] = field(default=(), repr=False)  # each end of the split, where open
     no_run_interval: str | None = None  # with no run: what one measurement would narrow the interval to
+    blocks: tuple[BlockCandidate, ...] = ()  # block drafters priced beside the EAGLE-3 options
+    block_fits: tuple[BlockFit, ...] = ()  # each block drafter's cycle terms (its prior, fitted where measured)
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -160,8 +174,37 @@ class ServingPlan:
 
     @property
     def best_steps(self) -> tuple[int, ...]:
-        """The best steps at each batch size that fits."""
-        return tuple(p.best.steps for p in self.fitting)
+        """The best EAGLE-3 steps at each batch size that fits (vLLM's per-batch-size schedule is EAGLE-3's; a block
+        drafter's choice is :attr:`choices`)."""
+        return tuple(p.best_eagle.steps for p in self.fitting)
+
+    @property
+    def choices(self) -> list[dict[str, Any]]:
+        """With block drafters: ranges of batch sizes with one best option (family and configuration), each with its
+        engines' flags. A server runs one drafter: serve the range you serve most."""
+        out: list[dict[str, Any]] = []
+        for p in self.fitting:
+            b = p.best
+            label = b.family_label()
+            if out and out[-1]["label"] == label:
+                out[-1]["batch"] = f"{out[-1]['batch'].split('-')[0]}-{p.batch}"
+                out[-1]["verdicts"].append(p.verdict)
+                continue
+            entry: dict[str, Any] = {"batch": f"{1 if not out else p.batch}-{p.batch}", "label": label,
+                                     "family": b.family if b.steps else None, "steps": b.steps,
+                                     "verdicts": [p.verdict]}
+            if b.block:
+                cand = next(c for c in self.blocks if c.family == b.family)
+                entry.update(block_flags(b.family, b.steps, cand.drafter))
+            elif b.steps:
+                model = self.drafter or "<drafter>"
+                entry["sglang"] = (f"--speculative-algorithm EAGLE3 --speculative-draft-model-path {model} "
+                                   f"--speculative-num-steps {b.steps} --speculative-eagle-topk {b.topk} "
+                                   f"--speculative-num-draft-tokens {b.verified_tokens}")
+                entry["vllm"] = ({"method": "eagle3", "model": model, "num_speculative_tokens": b.steps}
+                                 if b.topk <= 1 else None)
+            out.append(entry)
+        return out
 
     @property
     def largest_batch(self) -> int | None:
@@ -189,9 +232,16 @@ class ServingPlan:
         trees = {}
         for lo, hi, k in self.ranges:
             p = next(p for p in self.fitting if p.batch == hi)
-            if p.best.topk > 1:
-                trees[f"{lo}-{hi}"] = (p.best.steps, p.best.topk, p.best.verified_tokens)
-        return engine_config(self.ranges, drafter=self.drafter, trees=trees)
+            if p.best_eagle.topk > 1:
+                trees[f"{lo}-{hi}"] = (p.best_eagle.steps, p.best_eagle.topk, p.best_eagle.verified_tokens)
+        out = engine_config(self.ranges, drafter=self.drafter, trees=trees)
+        if self.blocks:
+            out["choice"] = {"ranges": self.choices,
+                             "note": "the best option per batch range across EAGLE-3 and the block drafters, with its "
+                                     "engine flags; vllm and sglang above are the EAGLE-3 schedule. SGLang's "
+                                     "--speculative-num-draft-tokens for DFlash includes the anchor (K + 1); vLLM's "
+                                     "num_speculative_tokens is K"}
+        return out
 
     def target_ms(self, batch: int, tokens: int) -> Cost:
         if (batch, tokens) in self.measured:
@@ -303,6 +353,8 @@ class ServingPlan:
                                           + ("per verified token" if self.split == 0 else "per verify forward"
                                              if self.split == 1 else f"{self.split:.0%} per forward, the rest per "
                                                                      "verified token")))
+        for cand, bf in zip(self.blocks, self.block_fits):
+            pairs.append((f"{cand.name} drafter", self._block_words(cand, bf)))
         pairs += self.readings_words()
         if self.no_run_interval:
             pairs.append(("one measurement", self.no_run_interval))
@@ -328,6 +380,46 @@ class ServingPlan:
         src = {i: ("fitted" if v == "fitted" else "prior") for i, v in src.items()}
         return (f"{d:.2f} ms per draft step ({src[0]}) + {per_row * 1000:.2f} us per row, {o:.2f} ms per cycle beyond "
                 f"the verify and the draft steps ({src[2]}); {f.prior.source}; noise {f.noise:.1%} per run")
+
+    @staticmethod
+    def _block_words(cand: BlockCandidate, f: BlockFit) -> str:
+        lengths = ", ".join(f"K={k}: {cand.at(k).text(2)}" for k in range(1, cand.steps + 1))
+        c, r, row = f.value
+        return (f"{cand.drafter}, block {cand.block_size}; accept length ({cand.source}) {lengths}; a cycle at K is the "
+                f"target's verify of K + 1 tokens + one block forward: {c:.2f} ms per forward + {r * 1000:.2f} us per "
+                f"request + {row * 1000:.2f} us per block row ({'fitted' if f.rows else 'prior'}; {f.prior.source})")
+
+    def family_rows(self) -> list[list[str]]:
+        """Per batch size: the best EAGLE-3 option and each block drafter's best K, with intervals, the best overall
+        and its verdict."""
+        rows = []
+        for p in self.plans:
+            if not p.fits:
+                rows.append([str(p.batch), "does not fit", "-", "-"] + ["-"] * (3 * len(self.blocks)) + ["-", "-"])
+                continue
+            e = p.best_eagle
+            row = [str(p.batch), e.family_label(), e.tps.text(0), e.gain.text(2)]
+            for cand in self.blocks:
+                opts = [o for o in p.blocks if o.family == cand.family]
+                top = max(o.tokens_per_s for o in opts)
+                o = min((o for o in opts if o.tokens_per_s >= top * (1 - 0.01)), key=lambda o: o.steps)
+                row += [o.family_label(), o.tps.text(0), o.gain.text(2)]
+            rows.append(row + [p.best.family_label(), p.verdict])
+        return rows
+
+    def family_headers(self) -> list[str]:
+        out = ["batch", "EAGLE-3 best", "tok/s (95%)", "speedup (95%)"]
+        for cand in self.blocks:
+            out += [f"{cand.name} best", "tok/s (95%)", "speedup (95%)"]
+        return out + ["best", "verdict"]
+
+    def choice_rows(self) -> list[list[str]]:
+        out = []
+        for c in self.choices:
+            vllm = c.get("vllm")
+            out.append([c["batch"], c["label"], c.get("sglang") or "-",
+                        "-" if not vllm else "--speculative-config '" + json.dumps(vllm) + "'"])
+        return out
 
     def uncalibrated_ratio(self) -> tuple[int, int, float, float] | None:
         """(batch, tokens, ratio from config and header alone, measured ratio) for the first measured verify
@@ -357,7 +449,13 @@ class ServingPlan:
     def __str__(self) -> str:
         b0 = self.batches[0]
         parts = [kv_text(self._pairs(), title="Serving plan"),
-                 PlanTable(self.plans).text("Best k per batch size"),
+                 PlanTable(self.plans).text("Best k per batch size")]
+        if self.blocks:
+            parts += [text_table(self.family_headers(), self.family_rows(), title="EAGLE-3 and block drafters per batch "
+                                 "size (best of each family, 95%)"),
+                      text_table(["batch", "best", "SGLang", "vLLM"], self.choice_rows(),
+                                 title="Engine flags for the best option per batch range")]
+        parts += [
                  text_table(list(_VERIFY_HEADERS), self._verify_rows(), align=["right"] * 10,
                             title=f"Every k at batch {b0} (distinct experts under uniform routing)"),
                  f"{_FITTED}; {_EXTRAPOLATED}"]
@@ -384,21 +482,23 @@ class ServingPlan:
                 continue
             b = p.best
             y = Y(b.speedup)
-            colour = "#4169e1" if b.steps else "#9aa5b8"
+            colour = "#2e8b57" if b.block else "#4169e1" if b.steps else "#9aa5b8"
             out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bw - 6:.1f}" height="{Y(0) - y:.1f}" fill="{colour}"/>')
             lo, hi = b.gain.low, b.gain.high
             if lo is not None and hi is not None and hi > lo:
                 out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{Y(lo):.1f}" y2="{Y(hi):.1f}" stroke="#222"/>')
+            short = f"K={b.steps}B" if b.block else f"k={b.steps}"
             if stacked:
                 out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 15:.1f}" text-anchor="middle">'
-                           f'<tspan>k={b.steps}</tspan><tspan x="{cx:.1f}" dy="12">{b.speedup:.2f}x</tspan></text>')
+                           f'<tspan>{short}</tspan><tspan x="{cx:.1f}" dy="12">{b.speedup:.2f}x</tspan></text>')
             else:
-                out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 3:.1f}" text-anchor="middle">k={b.steps} '
+                out.append(f'<text x="{cx:.1f}" y="{Y(hi or b.speedup) - 3:.1f}" text-anchor="middle">{short} '
                            f'{b.speedup:.2f}x</text>')
         out.append(f'<line x1="{left}" x2="{w - 10}" y1="{Y(1):.1f}" y2="{Y(1):.1f}" stroke="#a00" '
                    'stroke-dasharray="4 3"/>')
+        what = "; K=..B green: a block drafter's K" if self.blocks else ""
         out.append(f'<text x="{left}" y="{h - 4}">batch size; bars: speedup of the best k over no speculation '
-                   '(95% interval; dashed: 1x)</text></svg>')
+                   f'(95% interval; dashed: 1x{what})</text></svg>')
         return "".join(out)
 
     def _repr_html_(self) -> str:
@@ -406,8 +506,14 @@ class ServingPlan:
         every = "".join(
             html_table(STEPS_HEADERS, steps_rows(p), align=["right"] * 7, caption=f"batch {p.batch}")
             for p in self.plans)
+        fam = ""
+        if self.blocks:
+            fam = (html_table(self.family_headers(), self.family_rows(),
+                              caption="EAGLE-3 and block drafters per batch size (best of each family, 95%)")
+                   + html_table(["batch", "best", "SGLang", "vLLM"], self.choice_rows(),
+                                caption="Engine flags for the best option per batch range"))
         return ("<div>" + kv_html(self._pairs(), caption="Serving plan")
-                + PlanTable(self.plans).html("Best k per batch size") + self.svg()
+                + PlanTable(self.plans).html("Best k per batch size") + fam + self.svg()
                 + html_table(list(_VERIFY_HEADERS), self._verify_rows(), align=["right"] * 10,
                              caption=f"Every k at batch {b0} (distinct experts under uniform routing)")
                 + f"<details><summary>every k at every batch size</summary>{every}</details>"
@@ -450,6 +556,8 @@ class ServingPlan:
                                 for r, p in self.readings],
             "one_measurement": self.no_run_interval,
             "notes": list(self.notes),
+            **({"blocks": [{**c.to_json(), "fit": f.to_json()} for c, f in zip(self.blocks, self.block_fits)]}
+               if self.blocks else {}),
         })
 
 
@@ -499,6 +607,119 @@ def _acceptance(value: Any) -> Acceptance:
         return Acceptance(tuple(value))
     raise InputError("acceptance must be per-step acceptances, an acceptance result (object or JSON file) or a "
                      "vLLM log file")
+
+
+def _is_block(data: Any) -> bool:
+    return isinstance(data, Mapping) and data.get("family") in BLOCK_FAMILIES
+
+
+def _result_dict(value: Any) -> dict[str, Any]:
+    """A block drafter's :class:`~eaglekit.AcceptanceResult` as the JSON fields the plan reads."""
+    ivs = tuple(getattr(value, "accept_length_by_steps_interval", ()) or ())
+    by = list(getattr(value, "accept_length_by_steps", ()) or ())
+    return {"family": value.family, "block_size": getattr(value, "block_size", None),
+            "steps": getattr(value, "steps", len(by)), "accept_length_by_steps": by,
+            "accept_length_by_steps_low": [i.low if i is not None else None for i in ivs],
+            "accept_length_by_steps_high": [i.high if i is not None else None for i in ivs],
+            "drafter": getattr(value, "drafter", None)}
+
+
+def split_acceptance(value: Any) -> tuple[Any, list[tuple[Mapping[str, Any], str]]]:
+    """``acceptance`` as (the EAGLE-3 measurement or None, the block drafters' measurements with their names): one
+    measurement, or a list of them (at most one EAGLE-3; a list of numbers is one per-step profile)."""
+    if value is None or isinstance(value, Acceptance):
+        return value, []
+    if isinstance(value, Mapping):
+        return (None, [(value, "acceptance result")]) if _is_block(value) else (value, [])
+    if isinstance(value, (str, os.PathLike)):
+        if Path(value).suffix.lower() != ".json":
+            return value, []
+        what = f"acceptance result {Path(value).name}"
+        data = safejson.loads(_read_text(value, "acceptance file"), what=what, error=InputError)
+        if _is_block(data):
+            return None, [(data, what)]
+        return acceptance_from_json(data, what=what), []
+    if getattr(value, "family", "eagle3") in BLOCK_FAMILIES and hasattr(value, "accept_length_by_steps"):
+        return None, [(_result_dict(value), f"acceptance result of {getattr(value, 'drafter', 'a block drafter')}")]
+    if isinstance(value, Sequence) and not all(isinstance(v, (int, float)) for v in value):
+        eagle, blocks = None, []
+        for item in value:
+            e, b = split_acceptance(item)
+            if e is not None:
+                if eagle is not None:
+                    raise InputError("two EAGLE-3 acceptance measurements: the plan prices one EAGLE-3 drafter beside "
+                                     "the block drafters; give one")
+                eagle = e
+            blocks += b
+        return eagle, blocks
+    return value, []
+
+
+def _block_config(value: Any, *, endpoint: str | None, timeout: float | None,
+                  token: str | bool | None) -> tuple[BlockDrafterConfig, str | None]:
+    """A block drafter's config (a :class:`BlockDrafterConfig`, a parsed config.json, a config.json path or the
+    drafter's location), and the location to name in the engines' flags."""
+    if isinstance(value, BlockDrafterConfig):
+        return value, None
+    if isinstance(value, Mapping):
+        return read_block_config(value, source="block drafter config"), None
+    if not isinstance(value, (str, os.PathLike)):
+        raise InputError("a block drafter's config is a config.json path, the drafter's location or a parsed config")
+    text = os.fspath(value)
+    raw = load_config(text, endpoint=endpoint, timeout=timeout, token=token)
+    where = str(Path(text).parent) if text.endswith(".json") else text
+    return read_block_config(raw, source=f"{text}"), (None if text.endswith(".json") else where)
+
+
+def _blocks(measurements: Sequence[tuple[Mapping[str, Any], str]], configs: Any, *, shape: ModelShape | None,
+            gpu: Any, tp: int, context: int, target_noise: float, endpoint: str | None, timeout: float | None,
+            token: str | bool | None) -> tuple[tuple[BlockCandidate, ...], tuple[BlockFit, ...], list[str]]:
+    """Each block measurement with its config's prior on the block cycle (no block run is read: see the docs)."""
+    cands = [block_candidate(m, what=what) for m, what in measurements]
+    if not cands:
+        if configs is not None:
+            raise InputError("a block drafter's config was given without its measurement: give the block drafter's "
+                             "`eaglekit acceptance --json` result with --acceptance too")
+        return (), (), []
+    fams = [c.family for c in cands]
+    if len(set(fams)) < len(fams):
+        raise InputError("two measurements of one block family: the plan prices one drafter per family; give one")
+    items = [] if configs is None else ([configs] if isinstance(configs, (str, os.PathLike, Mapping,
+                                                                          BlockDrafterConfig)) else list(configs))
+    if len(items) != len(cands):
+        raise InputError(f"{len(cands)} block drafter measurement(s) and {len(items)} block drafter config(s): the plan "
+                         "sizes a block forward from the drafter's config (layers, heads, hidden and intermediate "
+                         "sizes); give one --block-drafter CONFIG per block measurement, in the same order")
+    g = GPUS["H100-SXM"] if gpu is None else gpu_entry(gpu)
+    notes = []
+    fits = []
+    out = []
+    for cand, item in zip(cands, items):
+        cfg, where = _block_config(item, endpoint=endpoint, timeout=timeout, token=token)
+        if cfg.family != cand.family:
+            raise InputError(f"{cand.source} measures a {cand.name} drafter but its config ({cfg.source}) is a "
+                             f"{cfg.family_name} one: pair each measurement with its own drafter's config")
+        if cfg.block_size != cand.block_size:
+            notes.append(f"{cand.name}: the measurement's block size {cand.block_size} and the config's "
+                         f"{cfg.block_size} differ; the plan prices blocks of K + 1 as engines run them")
+        vocab = hidden = None
+        if shape is not None and shape.hidden_size and shape.resident_extra_bytes:
+            hidden = shape.hidden_size
+            vocab = int(round(shape.resident_extra_bytes / 2.0 / hidden))
+        size = block_size(cfg, vocab=vocab, target_hidden=hidden,
+                          name=f"{cand.name} drafter ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size})")
+        prior = block_prior(size, g, tp=tp, context=context, new_tokens=cand.at(cand.steps).value)
+        if gpu is None:
+            prior = replace(prior, source=prior.source + " (no --gpu: an H100-SXM's figures)")
+        f = fit_cycle([], prior, target_noise=target_noise)
+        fits.append(BlockFit(f.value, f.cov, f.prior, f.rows, f.noise, f.target_noise))
+        if cand.drafter == "<drafter>" and where is not None:
+            cand = replace(cand, drafter=where)
+        out.append(cand)
+        notes.append(f"{cand.name}: no measured run of the block drafter is read (the runs format has no method "
+                     "column): its cycle beyond the verify is the prior, and its intervals say how little that pins "
+                     "down")
+    return tuple(out), tuple(fits), notes
 
 
 def _points(costs: Any, *, need_two: bool = True) -> tuple[Point, ...]:
@@ -653,7 +874,7 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
          batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
          endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
          measured: Any = None, trees: Any = None, extrapolate: bool = False,
-         verify_split: float | str | None = None) -> ServingPlan:
+         verify_split: float | str | None = None, block_drafter: Any = None) -> ServingPlan:
     """The serving plan of a drafter whose per-step acceptance is ``acceptance`` (floats, an
     :class:`~eaglekit.AcceptanceResult`, an ``acceptance --json`` file or dict, or a vLLM log file; None: from the
     chain runs in ``measured``).
@@ -672,11 +893,18 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
     (:func:`~eaglekit.core.serving.costmodel.split_verify`). Where verifies at two or more token counts were
     measured they set it; where not, the plan also prices the other end (:attr:`ServingPlan.readings`) and says
     TOO CLOSE TO CALL where the two verdicts disagree.
+
+    Block drafters (DFlash) are priced beside the EAGLE-3 options: ``acceptance`` may be a list of measurements
+    (at most one EAGLE-3; block drafters' ``eaglekit acceptance --json`` results or records, ``family`` "dflash"), and
+    ``block_drafter`` gives each block measurement's drafter config (a config.json path, the drafter's location, a
+    parsed config or a :class:`~eaglekit.core.configs.block.BlockDrafterConfig`; a list, in the same order), which
+    sizes the block forward (:mod:`eaglekit.core.serving.block`). Each batch size then names its best option across
+    the families, with the engines' flags for it (:attr:`ServingPlan.choices`).
     """
     args = dict(acceptance=acceptance, costs=costs, draft_costs=draft_costs, target=target, gpu=gpu, tp=tp,
                 context=context, calibrate_points=calibrate_points, batches=batches, max_steps=max_steps,
                 drafter=drafter, endpoint=endpoint, timeout=timeout, token=token, measured=measured, trees=trees,
-                extrapolate=extrapolate)
+                extrapolate=extrapolate, block_drafter=block_drafter)
     split = 0.0 if verify_split is None else parse_split(verify_split)
     out = _plan(**args, verify_split=split, given=verify_split is not None)
     if not (out.model.per_token_ms or out.model.per_verify_ms) or out.split_source.startswith("set by"):
@@ -693,7 +921,7 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
           batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
           endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
           measured: Any = None, trees: Any = None, extrapolate: bool = False, verify_split: float = 0.0,
-          given: bool = False) -> ServingPlan:
+          given: bool = False, block_drafter: Any = None) -> ServingPlan:
     check_parallel(tp, context)
     batches = tuple(batches)
     if len(batches) > MAX_BATCHES:
@@ -701,7 +929,14 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
                          "k and compared with every other for the next measurement)")
     verifies: list[Point] = []
     runs = _runs(measured, verifies)
-    acc = _acceptance(acceptance) if acceptance is not None else _acceptance_from_runs(runs)
+    acceptance, block_meas = split_acceptance(acceptance)
+    if acceptance is not None:
+        acc = _acceptance(acceptance)
+    elif block_meas and not any(r.speculative for r in runs.runs):
+        acc = Acceptance((0.0,), "no EAGLE-3 measurement: only the block drafters are priced beside no speculation",
+                         ((1, 1.0),))
+    else:
+        acc = _acceptance_from_runs(runs)
     notes: list[str] = []
     warnings: list[str] = list(runs.warnings)
     if acceptance is not None:
@@ -817,6 +1052,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
             return math.hypot(tnoise * (v - decodes[b]), gap)
         return math.hypot(tnoise * v, gap)
 
+    blocks, block_fits, block_notes = _blocks(block_meas, block_drafter, shape=shape, gpu=g, tp=tp, context=context,
+                                              target_noise=tnoise, endpoint=endpoint, timeout=timeout, token=token)
+    notes += block_notes
+    block_grid = tuple(zip(blocks, block_fits))
     # drafting: a prior from the drafter, fitted to draft tables and speculative runs
     dshape: ModelShape | None = None
     if drafter is not None and str(drafter).lower() in MTP_NAMES:
@@ -899,14 +1138,15 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
     plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=runs,
                                 draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
                                 fits=fits, target_sd=target_sd,
-                                spec_batches=tuple(r.batch for r in runs.speculative)))
+                                spec_batches=tuple(r.batch for r in runs.speculative), blocks=block_grid))
     if cap is not None:
         out = [p.batch for p in plans if not p.fits]
         if out:
             notes.append(f"capacity: batch {', '.join(str(b) for b in out)} do not fit ({cap.sentence()}); they get "
                          "no k")
     no_run = None
-    if model.kind == "estimate" and plans and plans[0].fits and plans[0].challenger is not None:
+    if (model.kind == "estimate" and plans and plans[0].fits and plans[0].challenger is not None
+            and not plans[0].challenger.block):
         # with no run at all: the same plan with the forward calibrated (its spread that of a fit, not a roofline's)
         def calibrated_sd(b: int, n: int) -> float:
             return RUN_NOISE * target_cost(b, n).ms
@@ -929,4 +1169,5 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
                       f"{m.tps.high / m.tps.low:.2f}x")
     return ServingPlan(acc, model, measured_fwd, dt, plans, top, drafter, tuple(notes), fit=fit, runs=runs,
                        capacity=cap, warnings=tuple(warnings), next_run=next_measurement(plans, fit),
-                       trees=tree_cfgs, split=split, split_source=split_source, no_run_interval=no_run)
+                       trees=tree_cfgs, split=split, split_source=split_source, no_run_interval=no_run, blocks=blocks,
+                       block_fits=block_fits)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from eaglekit.core.serving.block import BlockCandidate, BlockFit, accept_sd_log
 from eaglekit.core.serving.cyclefit import RUN_NOISE, CycleFit, Z
 from eaglekit.core.serving.plan import (
     Acceptance,
@@ -51,9 +52,10 @@ class TreeConfig:
 
 def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCost, fit: CycleFit,
           draft_measured: Mapping[int, float], run: Run | None, base: tuple[float, float, bool] | None,
-          extrapolated: bool, target_sd: Callable[[int, int], float] | None = None, widen: float = 0.0
-          ) -> tuple[StepOption, tuple[float, float, bool]]:
-    """One cell, and (cycle, target ms, measured) for the speedup's baseline."""
+          extrapolated: bool, target_sd: Callable[[int, int], float] | None = None, widen: float = 0.0,
+          accept_sd: float = 0.0) -> tuple[StepOption, tuple[float, float, bool]]:
+    """One cell, and (cycle, target ms, measured) for the speedup's baseline; ``accept_sd``: the standard deviation of
+    log accept length (a measurement's interval), added to the throughput's and the speedup's log spread."""
     v = target(batch, n if steps else 1)
     extra = fit.extra_ms(batch, steps, topk)
     d_ms = draft_measured.get(batch) if topk <= 1 else None
@@ -77,6 +79,7 @@ def _cell(batch: int, steps: int, topk: int, n: int, L: float, target: TargetCos
             t_var = (tn * v.ms) ** 2
         var = fit.extra_var(x) + t_var + (noise * cycle) ** 2
         var_log, t_share = var / cycle ** 2 + (widen ** 2 if steps else 0.0), math.sqrt(t_var) / cycle
+    var_log += accept_sd ** 2 if run is None else 0.0
     tps = batch * L * 1000.0 / cycle
     sd = math.sqrt(var_log)
     how = "measured run, run-to-run noise" if run is not None else "fit of the cycle's terms, 95%"
@@ -106,12 +109,15 @@ def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCos
                max_steps: int, runs: RunSet | None = None, draft_measured: Mapping[int, float] | None = None,
                trees: Sequence[TreeConfig] = (), fits: Callable[[int], tuple[bool, float | None]] | None = None,
                target_sd: Callable[[int, int], float] | None = None,
-               spec_batches: Sequence[int] = ()) -> tuple[BatchPlan, ...]:
+               spec_batches: Sequence[int] = (),
+               blocks: Sequence[tuple[BlockCandidate, BlockFit]] = ()) -> tuple[BatchPlan, ...]:
     """Every batch size's chain k = 0 .. ``max_steps`` and the given trees, priced with intervals;
     ``target_sd(B, n)``: the standard deviation (ms) of an unmeasured target forward (its fit's scatter and what
     its terms leave open); without it, the fit's relative scatter ``fit.target_noise``. ``spec_batches``: the batch
     sizes speculative runs were measured at; a speculative cell past the largest is an extrapolation, its log
-    spread widened by :data:`EXTRAPOLATION_PER_DOUBLING` per doubling past it."""
+    spread widened by :data:`EXTRAPOLATION_PER_DOUBLING` per doubling past it. ``blocks``: block drafters with their
+    fitted cycle terms (:mod:`eaglekit.core.serving.block`), each priced at K = 1..its measured K beside the chains, its
+    accept length's interval carried into the cell's."""
     check_batches(batches)
     runs = runs or RunSet(())
     dm = dict(draft_measured or {})
@@ -132,8 +138,16 @@ def price_grid(batches: Sequence[int], acceptance: Acceptance, target: TargetCos
             run = runs.get(b, (t.steps, t.topk, t.draft_tokens))
             tree_opts.append(_cell(b, t.steps, t.topk, t.draft_tokens, t.accept_length, target, fit, dm, run, base,
                                    False, target_sd, widen)[0])
+        block_opts = []
+        for cand, bfit in blocks:
+            for k in range(1, cand.steps + 1):
+                L = cand.at(k)
+                opt = _cell(b, k, 1, k + 1, L.value, target, bfit, {}, None, base, False, target_sd, widen,
+                            accept_sd_log(L))[0]
+                block_opts.append(replace(opt, family=cand.family, accept_length_interval=L,
+                                          draft=Cost(bfit.extra_ms(b, k), False), overhead_ms=0.0))
         ok, need = fits(b) if fits is not None else (True, None)
-        out.append(BatchPlan(b, tuple(options), tuple(tree_opts), ok, need))
+        out.append(BatchPlan(b, tuple(options), tuple(tree_opts), ok, need, blocks=tuple(block_opts)))
     return tuple(out)
 
 

@@ -163,6 +163,12 @@ class StepOption:
     overhead_ms: float = 0.0
     topk: int = 1
     draft_tokens: int = 0  # 0: a chain, steps + 1
+    family: str = "eagle3"  # or a block drafter's ("dflash"): K drafts from one forward over a block of K + 1
+    accept_length_interval: Interval | None = None  # a block measurement's interval at this K
+
+    @property
+    def block(self) -> bool:
+        return self.family != "eagle3"
 
     @property
     def tps(self) -> Interval:
@@ -177,17 +183,41 @@ class StepOption:
         return self.draft_tokens or self.steps + 1
 
     def label(self) -> str:
+        if self.block:
+            return self.family_label()
         if self.topk <= 1:
             return f"k = {self.steps}"
         return f"steps {self.steps} topk {self.topk} draft tokens {self.verified_tokens}"
 
+    def family_label(self) -> str:
+        """The option named with its family: "EAGLE-3 chain k=3", "tree 6:10:60", "DFlash K=7 (block 8)"."""
+        if self.block:
+            return f"{BLOCK_NAMES.get(self.family, self.family)} K={self.steps} (block {self.steps + 1})"
+        if not self.steps:
+            return "no speculation"
+        if self.topk <= 1:
+            return f"EAGLE-3 chain k={self.steps}"
+        return f"tree {self.steps}:{self.topk}:{self.verified_tokens}"
+
     def to_json(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.block:
+            L = self.accept_length_interval or Interval(self.accept_length)
+            extra = {"family": self.family, "block": self.steps + 1, "label": self.family_label(),
+                     **L.fields("accept_length")}
+        return {**self._json(), **extra}
+
+    def _json(self) -> dict[str, Any]:
         return {"steps": self.steps, "topk": self.topk, "draft_tokens": self.verified_tokens if self.steps else 0,
                 "accept_length": self.accept_length, "verify_ms": self.verify.ms,
                 "verify_measured": self.verify.measured, "draft_ms": self.draft.ms,
                 "draft_measured": self.draft.measured, "overhead_ms": self.overhead_ms, "cycle_ms": self.cycle_ms,
                 **self.tps.fields("tokens_per_s"), "per_request_tokens_per_s": self.per_request_tokens_per_s,
                 **self.gain.fields("speedup"), "measured": self.measured, "extrapolated": self.extrapolated}
+
+
+#: display names of the block families
+BLOCK_NAMES = {"dflash": "DFlash", "dflash2": "DFlash2", "dspark": "DSpark"}
 
 
 @dataclass(frozen=True)
@@ -200,6 +230,7 @@ class BatchPlan:
     fits: bool = True  # weights, KV cache and drafter fit in the GPUs' memory
     memory_gb: float | None = None  # what this batch size needs per GPU
     choice: int | None = None  # the chain k the schedule takes (None: the best by throughput)
+    blocks: tuple[StepOption, ...] = ()  # block drafters' options at K = 1..measured (one family after another)
 
     @property
     def best_chain(self) -> StepOption:
@@ -207,8 +238,8 @@ class BatchPlan:
         return self.options[k]
 
     @property
-    def best(self) -> StepOption:
-        """The best option: the chain the schedule takes, or a tree that beats it by more than :data:`TIE`."""
+    def best_eagle(self) -> StepOption:
+        """The best EAGLE-3 option: the chain the schedule takes, or a tree that beats it by more than :data:`TIE`."""
         b = self.best_chain
         for t in self.trees:
             if t.tokens_per_s > b.tokens_per_s * (1 + TIE):
@@ -216,13 +247,38 @@ class BatchPlan:
         return b
 
     @property
+    def best_block(self) -> StepOption | None:
+        """The fastest block option (ties within :data:`TIE` to fewer drafts), or None without block drafters."""
+        if not self.blocks:
+            return None
+        top = max(o.tokens_per_s for o in self.blocks)
+        return min((o for o in self.blocks if o.tokens_per_s >= top * (1 - TIE)), key=lambda o: (o.steps, -o.tokens_per_s))
+
+    @property
+    def best(self) -> StepOption:
+        """The best option: the best EAGLE-3 one, or a block drafter's that beats it by more than :data:`TIE`."""
+        b = self.best_eagle
+        blk = self.best_block
+        if blk is not None and blk.tokens_per_s > b.tokens_per_s * (1 + TIE):
+            return blk
+        return b
+
+    @property
     def challenger(self) -> StepOption | None:
-        """The best option with speculation: the best itself, or where that is k = 0 the fastest chain or tree with
-        steps (whose interval the verdict reads)."""
+        """The best option with speculation: the best itself, or where that is k = 0 the fastest chain, tree or block
+        with drafts (whose interval the verdict reads)."""
         b = self.best
         if b.steps:
             return b
-        return max([*self.options[1:], *self.trees], key=lambda o: o.tokens_per_s, default=None)
+        return max([*self.options[1:], *self.trees, *self.blocks], key=lambda o: o.tokens_per_s, default=None)
+
+    @property
+    def rival(self) -> StepOption | None:
+        """With block drafters: the best of the other family (EAGLE-3 against a block, or the reverse)."""
+        if not self.blocks:
+            return None
+        b = self.best
+        return self.best_eagle if b.block else self.best_block
 
     @property
     def overlapping(self) -> tuple[int, ...]:
@@ -239,10 +295,17 @@ class BatchPlan:
         return "NO-GO" if spec is None else verdict(spec.gain, 1.0)
 
     def to_json(self) -> dict[str, Any]:
+        blocks = {"blocks": [o.to_json() for o in self.blocks]} if self.blocks else {}
         if not self.fits:
             return {"batch": self.batch, "fits": False, "memory_gb_per_gpu": self.memory_gb, "best_steps": None,
-                    "steps": [o.to_json() for o in self.options], "trees": [t.to_json() for t in self.trees]}
+                    "steps": [o.to_json() for o in self.options], "trees": [t.to_json() for t in self.trees], **blocks}
         b = self.best
+        if self.blocks:
+            r = self.rival
+            blocks.update({"best_family": b.family if b.steps else None, "best_label": b.family_label(),
+                           "rival": None if r is None else {"label": r.family_label(), **r.tps.fields("tokens_per_s"),
+                                                            **r.gain.fields("speedup"),
+                                                            "overlaps_best": overlaps(r, b)}})
         return {"batch": self.batch, "fits": True, "memory_gb_per_gpu": self.memory_gb, "best_steps": b.steps,
                 "best_topk": b.topk, "best_draft_tokens": b.verified_tokens if b.steps else 0,
                 "accept_length": b.accept_length, "cycle_ms": b.cycle_ms,
@@ -250,7 +313,7 @@ class BatchPlan:
                 **b.gain.fields("speedup"), "verdict": self.verdict, "overlapping_steps": list(self.overlapping),
                 "fitted": not (b.measured or (b.verify.measured and (b.draft.measured or b.draft.ms == 0))),
                 "extrapolated": b.extrapolated, "steps": [o.to_json() for o in self.options],
-                "trees": [t.to_json() for t in self.trees]}
+                "trees": [t.to_json() for t in self.trees], **blocks}
 
 
 def overlaps(a: StepOption, b: StepOption) -> bool:
@@ -425,9 +488,14 @@ class PlanTable:
     plans: tuple[BatchPlan, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def families(self) -> bool:
+        """Whether block drafters are priced beside EAGLE-3 (then the best is named with its family)."""
+        return any(p.blocks for p in self.plans)
+
     def headers(self) -> list[str]:
-        return ["batch", "best k", "accept length", "cycle ms", "tok/s (all, 95%)", "speedup (95%)", "verdict",
-                "also within"]
+        return ["batch", "best" if self.families else "best k", "accept length", "cycle ms", "tok/s (all, 95%)",
+                "speedup (95%)", "verdict", "also within"]
 
     def rows(self) -> list[list[str]]:
         out = []
@@ -441,7 +509,17 @@ class PlanTable:
             ext = " ^" if b.extrapolated else ""
             k = str(b.steps) if b.topk <= 1 else f"{b.steps}/{b.topk}/{b.verified_tokens}"
             also = ", ".join(str(k) for k in p.overlapping) or "-"
-            out.append([str(p.batch), f"{k}{ext}", f"{b.accept_length:.2f}", f"{b.cycle_ms:.1f}{mark}",
+            length = f"{b.accept_length:.2f}"
+            if self.families:
+                k = b.family_label()
+                within = [f"k={j}" for j in p.overlapping]
+                r = p.rival
+                if r is not None and r.block and overlaps(r, b):
+                    within.append(r.family_label())
+                also = ", ".join(within) or "-"
+                if b.accept_length_interval is not None:
+                    length = b.accept_length_interval.text(2)
+            out.append([str(p.batch), f"{k}{ext}", length, f"{b.cycle_ms:.1f}{mark}",
                         b.tps.text(0), b.gain.text(2), p.verdict, also])
         return out
 
