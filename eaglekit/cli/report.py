@@ -7,6 +7,8 @@ import argparse
 import time
 from pathlib import Path
 
+from eaglekit.cli.common import whole
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="execute every notebook on the demo and write rendered HTML",
@@ -15,6 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demo", default="build/demo", help="demo workspace (built when missing)")
     p.add_argument("--out", default="build/report", help="output folder")
     p.add_argument("--only", nargs="*", help="notebook names (without .ipynb) to render")
+    p.add_argument("--timeout", type=whole(1, 86_400, "a number of seconds"), default=900, metavar="S",
+                   help="the most one notebook cell may run, in seconds (900; the slowest demo cell takes about a "
+                        "minute on 2 cores); a cell past it stops the report with its number and first line")
     p.set_defaults(func=run)
 
 
@@ -24,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     build_demo(args.demo)
-    pages = build_report(args.out, demo=args.demo, only=args.only)
+    pages = build_report(args.out, demo=args.demo, only=args.only, timeout=args.timeout)
     print(f"wrote {len(pages)} pages (folder form, sharing assets/) and their single-file copies (single/) to "
           f"{args.out} in {time.perf_counter() - start:.0f} s; open {Path(args.out) / 'index.html'}")
     return 0
