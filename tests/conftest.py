@@ -39,12 +39,12 @@ def run_folder() -> Path:
 
 
 def _shared_trained(tmp_path_factory) -> Path:
-    """The trained demo world, trained once for all test workers (and reused by later runs while its version
-    holds) under pytest's temp root: the builder itself is safe when several processes ask at once."""
+    """The trained demo world, trained once for the whole run (every worker, both sessions) in the run's folder,
+    which outlives pytest's rotation of its temporary folders: the builder itself is safe when several processes
+    ask at once."""
     from eaglekit.demo.trained import build_trained_demo
 
-    shared = tmp_path_factory.getbasetemp().parent
-    return build_trained_demo(shared / "eaglekit-trained-demo", progress=False).root
+    return build_trained_demo(run_folder() / "eaglekit-trained-demo", progress=False).root
 
 
 @pytest.fixture(scope="session")
