@@ -1,4 +1,10 @@
-"""Find EAGLE-3 drafters on the Hub by what their configs say, and rank them for a target model.
+"""Find EAGLE-3 and block drafters (DFlash, DFlash2, DSpark) on the Hub by what their configs say, and rank them
+for a target model.
+
+Block drafters count by their config too (:func:`eaglekit.core.configs.block.block_family`: the architectures
+``DFlashDraftModel``, ``DFlash2DraftModel``, ``Qwen3DSparkModel``/``DSparkDraftModel``, or a ``dflash_config``); a
+row then says its family and block size, and against a target it fits when its hidden size is the target's,
+its ``target_layer_ids`` lie inside the target's layers and its ``mask_token_id`` inside its vocabulary.
 
 Drafters are named every which way (``EAGLE3-*``, ``*-eagle3``, ``*.eagle3``, ``*_eagle3``, or nothing
 drafter-like at all) and their ``base_model`` metadata sometimes names another drafter (docs/domain.md,
@@ -34,14 +40,15 @@ from eaglekit.core.errors import ConfigError, InputError, LocationError, Offline
 from eaglekit.core.redact import redact_text
 from eaglekit.core.render import Html, html_colour, html_table, html_tint, text_table
 from eaglekit.io.sources.hub import check_endpoint, hub_json_pages, HubSource
+from eaglekit.core.configs.block import BLOCK_ARCHITECTURES, BlockDrafterConfig, block_family, read_block_config
 from eaglekit.core.configs.config import normalize_target
 from eaglekit.io.reader import load_config
 
 TargetSource = Literal["declared", "card", "name"]
 #: The listing's fields find_drafters asks the Hub to expand.
 EXPAND = ("config", "tags", "safetensors", "downloads", "likes", "lastModified", "cardData")
-_HINTS = ("eagle", "speculator")
-_DRAFTER_TAG = re.compile(r"eagle-?[123]?|speculators?|speculative-decoding", re.I)
+_HINTS = ("eagle", "speculator", "dflash", "dspark")
+_DRAFTER_TAG = re.compile(r"eagle-?[123]?|speculators?|speculative-decoding|dflash2?|dspark", re.I)
 _NAME_PREFIX = re.compile(r"^(?:sglang[-_.])?eagle-?3[-_.]", re.I)
 _NAME_SUFFIX = re.compile(r"[-_.](?:speculators?[-_.])?eagle-?3(?:[-_.].*)?$", re.I)
 _CONFIG_LIMIT = 4 * 1024 * 1024
@@ -75,6 +82,16 @@ class DrafterHit:
     fits_target: bool | None = None  # None: no target given, or the config is unreadable
     why: str | None = None  # why it does not fit the target
     problem: str | None = None  # why the config could not be read
+    #: "EAGLE-3", or a block drafter's family ("DFlash", "DFlash2", "DSpark"); for those, ``aux_layer_ids`` holds
+    #: its target_layer_ids (layer outputs) and ``block_size`` / ``mask_token_id`` are set
+    family: str = "EAGLE-3"
+    block_size: int | None = None
+    mask_token_id: int | None = None
+    num_target_layers: int | None = None
+
+    @property
+    def is_block(self) -> bool:
+        return self.family != "EAGLE-3"
 
     @property
     def location(self) -> str:
@@ -89,7 +106,8 @@ class DrafterHit:
 
     def to_json(self) -> dict[str, Any]:
         """The row as ``eaglekit search --json`` prints it (issue 6's schema)."""
-        return {"repo": self.repo, "format": self.format, "target": self.target_label,
+        return {"repo": self.repo, "format": self.format, "family": self.family, "block_size": self.block_size,
+                "target": self.target_label,
                 "hidden_size": self.hidden_size, "draft_vocab_size": self.draft_vocab_size,
                 "vocab_size": self.vocab_size,
                 "aux_layer_ids": list(self.aux_layer_ids) if self.aux_layer_ids is not None else None,
@@ -164,7 +182,13 @@ class SearchResults:
         scope = " ".join(filter(None, [f"matching {self.query!r}" if self.query else None,
                                        f"by {self.author}" if self.author else None]))
         unread = sum(h.problem is not None for h in self.hits)
-        text = (f"{_plural(len(self.hits) - unread, 'EAGLE-3 drafter')} among {_plural(self.scanned, 'Hub model')}"
+        blocks = [h for h in self.hits if h.is_block]
+        found = _plural(len(self.hits) - unread - len(blocks), "EAGLE-3 drafter")
+        if blocks:
+            kinds = ", ".join(f"{k} {sum(h.family == k for h in blocks)}" for k in ("DFlash", "DFlash2", "DSpark")
+                              if any(h.family == k for h in blocks))
+            found += f" and {_plural(len(blocks), 'block drafter')} ({kinds})"
+        text = (f"{found} among {_plural(self.scanned, 'Hub model')}"
                 f"{' ' + scope if scope else ''}; {_plural(len(self.excluded), 'look-alike')} excluded by config")
         if unread:
             text += f"; {_plural(unread, 'candidate')} with no readable config"
@@ -177,6 +201,9 @@ class SearchResults:
     def _rows(self) -> tuple[list[str], list[list[Any]]]:
         headers = ["repo", "format", "target", "hidden", "vocab", "draft vocab", "aux ids", "params (M)",
                    "downloads", "likes", "updated"]
+        blocks = self._blocks
+        if blocks:  # the family and block size, after the format (only when a block drafter is among the rows)
+            headers[2:2] = ["family", "block"]
         with_target = self.target_config is not None
         headers += ["fits", "why"] if with_target else ["why"]
         rows = []
@@ -185,31 +212,40 @@ class SearchResults:
                    h.draft_vocab_size or "", _aux(h),
                    f"{h.parameters / 1e6:.2f}" if h.parameters is not None else "", f"{h.downloads:,}",
                    f"{h.likes:,}", h.updated or ""]
+            if blocks:
+                row[2:2] = [h.family if h.problem is None else "", h.block_size or ""]
             fits = "" if h.fits_target is None else ("yes" if h.fits_target else "no")
             rows.append(row + ([fits] if with_target else []) + [h.problem or h.why or ""])
         return headers, rows
 
+    @property
+    def _blocks(self) -> bool:
+        return any(h.is_block for h in self.hits)
+
+    def _align(self, headers: list[str]) -> list[str]:
+        lead = 5 if self._blocks else 3
+        return ["left"] * lead + ["right"] * 8 + ["left"] * (len(headers) - lead - 8)
+
     def __str__(self) -> str:
         headers, rows = self._rows()
-        align = ["left"] * 3 + ["right"] * 8 + ["left"] * (len(headers) - 11)
-        text = text_table(headers, rows, align=align, title=self._caption())
+        text = text_table(headers, rows, align=self._align(headers), title=self._caption())
         if self.excluded:
             text += "\nexcluded: " + "; ".join(f"{repo} ({why})" for repo, why in self.excluded)
         return text
 
     def _repr_html_(self) -> str:
         headers, rows = self._rows()
+        tcol = headers.index("target")
         for h, row in zip(self.hits, rows):
             if h.target is not None and h.target_source != "declared":
-                row[2] = Html(f'{_esc(h.target)} <span style="color:{html_colour("grey")};font-size:0.85em">'
+                row[tcol] = Html(f'{_esc(h.target)} <span style="color:{html_colour("grey")};font-size:0.85em">'
                               f"inferred from {h.target_source}</span>")
-            for i in (0, 2, len(row) - 1):  # repo, target, why: the text columns, which wrap (see _fit_width)
+            for i in (0, tcol, len(row) - 1):  # repo, target, why: the text columns, which wrap (see _fit_width)
                 text = row[i] if isinstance(row[i], Html) else _esc(str(row[i]))
                 row[i] = Html(f'<span style="{_WRAP}">{text}</span>')
         styles = [f"background:{html_tint('yellow')}" if h.problem else
                   f"background:{html_tint('green')}" if h.fits_target else None for h in self.hits]
-        align = ["left"] * 3 + ["right"] * 8 + ["left"] * (len(headers) - 11)
-        table = html_table(headers, rows, row_styles=styles, align=align, classes=["eaglekit-search"],
+        table = html_table(headers, rows, row_styles=styles, align=self._align(headers), classes=["eaglekit-search"],
                            caption=self._caption() + " (click a column to sort)")
         table = table.replace('<th style="', f'<th onclick="{_esc(_SORT_JS)}" style="cursor:pointer;')
         table = _fit_width(table)
@@ -357,7 +393,7 @@ def _is_candidate(model) -> bool:
     """Worth reading config.json for (module doc); tags match whole: "eaglekit-demo" is no hint."""
     summary = model.config if isinstance(model.config, dict) else {}
     archs = summary.get("architectures") if isinstance(summary.get("architectures"), list) else []
-    if any(a in EAGLE3_ARCHITECTURES for a in archs):
+    if any(a in EAGLE3_ARCHITECTURES or a in BLOCK_ARCHITECTURES for a in archs):
         return True
     words = f"{model.id} {summary.get('model_type') or ''}".lower()
     return any(hint in words for hint in _HINTS) or any(_DRAFTER_TAG.fullmatch(t) for t in model.tags or ())
@@ -389,6 +425,8 @@ def _summarise(model, data: bytes | None, problem: str | None) -> DrafterHit | t
     if problem is None:
         try:
             raw = load_config_bytes(data, source=source, kind="any")
+            if block_family(raw) is not None:
+                return _block_hit(model.id, read_block_config(raw, source=source), stats)
             if not is_eagle3_config(raw):
                 return model.id, _not_eagle3(raw)
             cfg = normalize_config(raw, source=source)
@@ -400,6 +438,14 @@ def _summarise(model, data: bytes | None, problem: str | None) -> DrafterHit | t
                       target_source="declared" if cfg.declared_target else None, hidden_size=cfg.hidden_size,
                       target_hidden_size=cfg.target_hidden_size, vocab_size=cfg.vocab_size,
                       draft_vocab_size=cfg.draft_vocab_size, aux_layer_ids=cfg.aux_layer_ids, **stats)
+
+
+def _block_hit(repo: str, cfg: BlockDrafterConfig, stats: dict[str, Any]) -> DrafterHit:
+    """A row for a block drafter: its family's name as format, target_layer_ids as the aux ids (layer outputs)."""
+    return DrafterHit(repo, cfg.family, architecture=cfg.architecture, hidden_size=cfg.hidden_size,
+                      target_hidden_size=cfg.target_hidden_size, vocab_size=cfg.vocab_size,
+                      aux_layer_ids=cfg.target_layer_ids, family=cfg.family_name, block_size=cfg.block_size,
+                      mask_token_id=cfg.mask_token_id, num_target_layers=cfg.num_target_layers, **stats)
 
 
 def _not_eagle3(raw: Mapping[str, Any]) -> str:
@@ -430,6 +476,27 @@ def _fit(hit: DrafterHit, target: TargetConfig) -> DrafterHit:
     """Whether the drafter's fc input (target_hidden_size) and vocabulary match the target model."""
     if hit.problem is not None:
         return hit
+    if hit.is_block:
+        return _fit_block(hit, target)
     misfits = [f"{field.split()[0]} {value} != target {want}"
                for field, value, want in target_fit(hit.target_hidden_size, hit.vocab_size, target) if value != want]
+    return replace(hit, fits_target=not misfits, why="; ".join(misfits) or None)
+
+
+def _fit_block(hit: DrafterHit, target: TargetConfig) -> DrafterHit:
+    """A block drafter fits when its hidden size is the target's (it uses the target's embedding and lm_head), fc
+    reads states of that width, its layer ids (layer outputs) lie inside the target and its mask token inside the
+    target's vocabulary."""
+    misfits = []
+    if hit.hidden_size != target.hidden_size:
+        misfits.append(f"hidden {hit.hidden_size} != target {target.hidden_size}")
+    elif hit.target_hidden_size != target.hidden_size:
+        misfits.append(f"fc reads {hit.target_hidden_size}-wide states, target {target.hidden_size}")
+    if hit.vocab_size is not None and hit.vocab_size != target.vocab_size:
+        misfits.append(f"vocab {hit.vocab_size} != target {target.vocab_size}")
+    if hit.mask_token_id is not None and hit.mask_token_id >= target.vocab_size:
+        misfits.append(f"mask_token_id {hit.mask_token_id} outside the target's {target.vocab_size} tokens")
+    if hit.aux_layer_ids and max(hit.aux_layer_ids) >= target.num_hidden_layers:
+        misfits.append(f"target_layer_ids {list(hit.aux_layer_ids)} past the target's {target.num_hidden_layers} "
+                       "layers")
     return replace(hit, fits_target=not misfits, why="; ".join(misfits) or None)

@@ -1,4 +1,5 @@
-"""``eaglekit search [QUERY] [--target T] [--author A] [--limit N] [--json]``: EAGLE-3 drafters on the Hub."""
+"""``eaglekit search [QUERY] [--target T] [--author A] [--limit N] [--json]``: EAGLE-3 and block drafters (DFlash,
+DFlash2, DSpark) on the Hub."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from eaglekit.cli.common import add_json_option, add_remote_options, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("search", help="find EAGLE-3 drafters on the Hub by their configs, ranked for a target",
-                       description="List Hub models, keep those whose config.json says EAGLE-3 (not their name), "
-                                   "and summarise each: format, target, hidden size, vocabularies, aux layer ids, "
+    p = sub.add_parser("search", help="find EAGLE-3 and block drafters on the Hub by their configs, ranked for a target",
+                       description="List Hub models, keep those whose config.json says EAGLE-3 or a block drafter "
+                                   "(DFlash, DFlash2, DSpark; not their name), and summarise each: format, family and "
+                                   "block size, target, hidden size, vocabularies, aux (target layer) ids, "
                                    "parameters, downloads. With --target, drafters whose hidden size and vocab fit "
                                    "that model come first and misfits say why.")
     p.add_argument("query", nargs="?", default=None,

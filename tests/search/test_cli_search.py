@@ -26,7 +26,8 @@ def test_json_with_target_and_author(hub, capsys):
     data = json.loads(capsys.readouterr().out)
     assert [(d["repo"], d["fits_target"], d["why"]) for d in data["drafters"]] == [
         ("demo-aqmed/Kimi-K2-Instruct-eagle3", True, None), ("demo-aqmed/Kimi-K2-Instruct-eagle3-sharded", True, None)]
-    assert list(data["drafters"][0]) == ["repo", "format", "target", "hidden_size", "draft_vocab_size", "vocab_size",
+    assert list(data["drafters"][0]) == ["repo", "format", "family", "block_size", "target", "hidden_size",
+                                         "draft_vocab_size", "vocab_size",
                                          "aux_layer_ids", "parameters", "downloads", "likes", "fits_target", "why"]
 
 

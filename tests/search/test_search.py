@@ -281,11 +281,12 @@ def test_gated_config_is_a_row_not_an_error(demo, tmp_path):
 def test_json_schema_exactly(for_k2):
     data = for_k2.to_json()
     assert list(data) == ["drafters"]
-    keys = ["repo", "format", "target", "hidden_size", "draft_vocab_size", "vocab_size", "aux_layer_ids",
+    keys = ["repo", "format", "family", "block_size", "target", "hidden_size", "draft_vocab_size", "vocab_size", "aux_layer_ids",
             "parameters", "downloads", "likes", "fits_target", "why"]
     assert all(list(row) == keys for row in data["drafters"])
     first = data["drafters"][0]
-    assert first == {"repo": "demo-aqmed/Kimi-K2-Instruct-eagle3", "format": "specforge",
+    assert first == {"repo": "demo-aqmed/Kimi-K2-Instruct-eagle3", "format": "specforge", "family": "EAGLE-3",
+                     "block_size": None,
                      "target": "Kimi-K2-Instruct (inferred from name)", "hidden_size": 448, "draft_vocab_size": 2000,
                      "vocab_size": 10240, "aux_layer_ids": [2, 30, 58], "parameters": 4666064, "downloads": 5210,
                      "likes": 61, "fits_target": True, "why": None}

@@ -121,6 +121,8 @@ class BlockDrafterConfig:
     markov_rank: int | None = None
     markov_head_type: str | None = None
     enable_confidence_head: bool = False
+    #: whether the confidence head also reads the Markov state (its input is then H + markov_rank wide)
+    confidence_head_with_markov: bool = False
     #: whether the anchor slot drafts too (DSpark's label shift): then a block of B proposes B tokens, else B - 1
     anchor_drafts: bool = False
     source: str = "config.json"
@@ -159,6 +161,24 @@ class BlockDrafterConfig:
         """``output_hidden_states`` indices the drafter reads: layer outputs, ``id + 1`` (the authors'
         ``extract_context_feature``; SGLang and vLLM add the same one when they read the config)."""
         return tuple(i + 1 for i in self.target_layer_ids)
+
+    def key(self, name: str) -> str:
+        """Where ``name`` was read from (``dflash_config.block_size`` or ``block_size``), for messages; the
+        nested spelling when the config left it to its default."""
+        return self.where.get(name, name if name in _TOP_LEVEL else f"dflash_config.{name}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalised fields, as ``--json`` prints them (``hidden_state_indices`` beside the ids)."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__ if f not in ("where", "raw")}
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+        out["rope_scaling"] = dict(self.rope_scaling) if self.rope_scaling is not None else None
+        return {**out, "family_name": self.family_name, "drafts_per_block": self.drafts_per_block,
+                "hidden_state_indices": list(self.hidden_state_indices())}
+
+
+#: Keys a block drafter's config keeps at the top level (the Qwen3 body), never inside dflash_config.
+_TOP_LEVEL = frozenset({"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "num_hidden_layers",
+                        "vocab_size", "intermediate_size", "max_position_embeddings", "sliding_window"})
 
 
 class _Keys:
@@ -305,4 +325,5 @@ def read_block_config(raw: Mapping[str, Any], *, source: str = "config.json") ->
         selector_top_k=k.whole("selector_top_k", default=None, low=1) if family == "dflash2" else None,
         markov_rank=markov, markov_head_type=k.word("markov_head_type", None) if dspark else None,
         enable_confidence_head=bool(k.flag("enable_confidence_head", False)) if dspark else False,
+        confidence_head_with_markov=bool(k.flag("confidence_head_with_markov", False)) if dspark else False,
         anchor_drafts=anchor_drafts, source=source, where=dict(k.where), raw=raw)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from eaglekit.core.errors import ConfigError, InputError
+from eaglekit.core.configs.block import block_family
 from eaglekit.core.configs.aux_view import AuxEngineView, aux_engine_view
 from eaglekit.core.configs.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxLayerReport,
                                   interpret_aux_layers, parse_aux_layer_ids)
@@ -150,7 +151,7 @@ def is_eagle3_config(raw: object) -> bool:
 def looks_like_target(raw: object) -> bool:
     """Whether ``raw`` reads as a target model config: layer count, hidden size and vocab size found
     at the top level or under a text-config wrapper, and not an EAGLE-3 drafter."""
-    if not isinstance(raw, Mapping) or is_eagle3_config(raw):
+    if not isinstance(raw, Mapping) or is_eagle3_config(raw) or block_family(raw) is not None:
         return False
     body, _ = _target_body(raw)
     return all(isinstance(body.get(k), int) for k in ("num_hidden_layers", "hidden_size", "vocab_size"))
@@ -169,6 +170,9 @@ def load_config_bytes(data: bytes, *, source: str = "config.json", kind: ConfigK
     if kind == "target" and not looks_like_target(raw):
         if is_eagle3_config(raw):
             raise ConfigError(f"{source} is an EAGLE-3 drafter config, not a target model config.")
+        if block_family(raw) is not None:
+            raise ConfigError(f"{source} is a block drafter's config (DFlash, DFlash2 or DSpark), not a target model "
+                              "config.")
         raise ConfigError(f"{source} is not a target model config: expected num_hidden_layers, hidden_size "
                           f"and vocab_size (at the top level or under {', '.join(TEXT_CONFIG_KEYS)}).")
     return raw
@@ -770,6 +774,11 @@ def _target_body(raw: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]
 
 
 def _not_eagle3_message(raw: Mapping[str, Any], source: str) -> str:
+    family = block_family(raw)
+    if family is not None:
+        names = {"dflash": "DFlash", "dflash2": "DFlash2", "dspark": "DSpark"}
+        return (f"{source} is a {names[family]} block drafter's config, not an EAGLE-3 one: eaglekit search, inspect, "
+                "diff, compat and check read block drafters; this command needs an EAGLE-3 drafter.")
     got = []
     for key in ("architectures", "model_type", "speculators_model_type"):
         if key in raw:

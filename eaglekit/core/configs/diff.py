@@ -24,6 +24,14 @@ side holds that default is equal; the same for speculators' own library defaults
 0.0, ``verifier_accept_k`` 1, ``norm_output`` false, ...), which older files leave out. ``rope_parameters``
 and ``rope_theta``/``rope_scaling`` spelling the same settings are equal.
 
+Block drafters (DFlash, DFlash2, DSpark; :mod:`eaglekit.core.configs.block`) have keys of their own
+(``block_size``, ``dflash_config.mask_token_id``, ``dflash_config.target_layer_ids``, ``num_target_layers``,
+DFlash2's ``conv_*`` / ``selector_*`` / ``attention_mode``, DSpark's ``markov_*`` / ``enable_confidence_head``),
+classified with what each change changes. A key spelled at the top level on one side and inside
+``dflash_config`` on the other (DFlash and DFlash2 files differ so) with the same effective value is metadata.
+A diff between drafters of different families (an EAGLE-3 drafter and a block drafter, or DFlash and DSpark)
+begins with one ``family`` row that says so: their keys do not mean the same things.
+
 Between two *target* configs, ``quantization_config`` is behaviour, not shape: a target's quantisation
 changes how it stores its own weights (and, slightly, the hidden states a drafter reads), no drafter
 tensor. In a drafter's own config it stays shape.
@@ -36,6 +44,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from eaglekit.core.configs.block import BlockDrafterConfig, block_family, read_block_config
 from eaglekit.core.configs.config import (LLAMA_ARCHITECTURES, LLAMA_DEFAULTS, MLA_ARCHITECTURES, MLA_FLAGS, MLA_KEYS,
                                   MOE_KEYS, NORMALISED_FIELDS,
                                   SPECULATORS_ARCHITECTURES, SPECULATORS_DEFAULTS, TEXT_CONFIG_KEYS, DrafterConfig,
@@ -188,6 +197,58 @@ _NEUTRAL = {**LLAMA_DEFAULTS, "sliding_window": None, "use_sliding_window": Fals
 _LIBRARY_DEFAULTS = {k: v for k, v in SPECULATORS_DEFAULTS.items() if k != "draft_vocab_size"}
 _INDEX = re.compile(r"\[\d+\]")
 
+#: Block drafters' keys (docs/block-drafters.md): what a change of each changes. Checked before the EAGLE-3
+#: tables when either side is a block drafter.
+_BLOCK_SHAPE = {
+    "hidden_size": ("draft hidden size H: every tensor's width; it must equal the target's, whose embedding and "
+                    "lm_head the block drafter uses"),
+    "target_hidden_size": "fc.weight's input width is n_aux x target_hidden_size",
+    "vocab_size": ("target vocabulary: rows of DFlash2's selector codebooks and DSpark's Markov head (a DFlash body "
+                   "has no vocabulary-sized tensor)"),
+    "conv_kernel_size": ("DFlash2 dynamic convolutions: base_kernel [2, kernel, H] and kernel_projection "
+                         "[2 x kernel x H / group, H]"),
+    "conv_group_size": "DFlash2 dynamic convolutions: kernel_projection rows are 2 x kernel x H / conv_group_size",
+    "selector_rank": "DFlash2 candidate selector: hidden_projection [rank, H] and both codebooks [vocab, rank]",
+    "attention_mode": "attention tensors: GQA's q/k/v/o_proj or MLA's q_a/q_b/kv_a/kv_b projections",
+    "markov_rank": "DSpark Markov head: markov_w1 / markov_w2 [vocab, rank]; 0 removes the head",
+    "markov_head_type": "DSpark Markov head kind: gated adds gate_proj, rnn adds joint_proj",
+    "enable_confidence_head": "DSpark: adds or removes confidence_head.proj",
+    "confidence_head_with_markov": "DSpark: confidence_head.proj reads H or H + markov_rank inputs",
+}
+_BLOCK_BEHAVIOUR = {
+    "block_size": ("drafts per cycle and the verify width (block_size - 1 drafts, block_size for DSpark; the target "
+                   "verifies one more token): same tensors, trained for another block"),
+    "mask_token_id": ("the token whose target embedding fills the draft slots: the drafter learned that embedding; "
+                      "another id means retraining"),
+    "target_layer_ids": ("which target features the drafter reads (layer outputs, hidden_states[id + 1]): same "
+                         "shapes, other hidden states; retraining"),
+    "dspark_target_layer_ids": ("which target features the drafter reads (layer outputs, hidden_states[id + 1]): "
+                                "same shapes, other hidden states; retraining"),
+    "num_target_layers": ("the target's layer count the drafter was trained for; sets the default target_layer_ids "
+                          "when none are given"),
+    "selector_top_k": "DFlash2: candidates the selector scores per slot",
+    "output_multiplier": "DFlash2: scale of the draft logits",
+    "final_logit_softcapping": "DFlash2: tanh softcap of the draft logits",
+    "input_embedding_scale": "scale on the target's embedding of the block",
+    "is_causal": "attention inside the block: bidirectional (false, the authors' DFlash) or causal",
+    "layer_types": "attention kind per draft layer (full or sliding window)",
+    "shift_label": "whether the anchor slot drafts too (DSpark's label shift): drafts per block",
+    "projector_type": "SpecForge's family marker (dspark): which draft code runs",
+    "num_anchors": "DSpark: anchors sampled per training sequence (training setting)",
+    "dflash_config": "the block drafter's own settings (mask token, target layers, block size): no EAGLE-3 counterpart",
+    "eagle_config": "EAGLE-3's own settings (aux layer ids): no block-drafter counterpart",
+}
+#: what each family is, for the family row
+_FAMILY_WORDS = {
+    "eagle3": ("EAGLE-3", "drafts one token per step from fc over target hidden states joined with the token "
+                          "embedding, through its own lm_head"),
+    "dflash": ("DFlash", "drafts a block in one pass, embedded with the target's embedding and drafted through the "
+                         "target's lm_head, every layer attending to the projected target layer outputs"),
+    "dflash2": ("DFlash2", "is a DFlash backbone plus a candidate selector and dynamic convolutions"),
+    "dspark": ("DSpark", "is a DFlash backbone plus a Markov head and a confidence head; its anchor slot drafts too"),
+    None: ("a model (no drafter)", "is not a drafter config"),
+}
+
 
 @dataclass(frozen=True)
 class Difference:
@@ -279,6 +340,9 @@ def diff_configs(a: Mapping[str, Any] | DrafterConfig, b: Mapping[str, Any] | Dr
         if not isinstance(raw, Mapping):
             raise ConfigError(f"config {name} must be a JSON object (dict), got {type(raw).__name__}.")
     fa, fb = detect_format(raw_a), detect_format(raw_b)
+    ba, bb = block_family(raw_a), block_family(raw_b)
+    if ba or bb:
+        return _block_diff(raw_a, raw_b, fa, fb, ba, bb, a_name, b_name)
     ctx = _Context(a_name, b_name, fa, fb)
     if fa and fb and fa != fb:
         found = _cross_format(raw_a, raw_b, ctx)
@@ -297,6 +361,55 @@ class _Context:
         self.cfg_a: DrafterConfig | None = None
         self.cfg_b: DrafterConfig | None = None
         self.cross = False
+        self.block = False  # either side is a block drafter: its keys are read with the block tables
+        self.block_a: BlockDrafterConfig | None = None
+        self.block_b: BlockDrafterConfig | None = None
+
+
+def _block_diff(raw_a: Mapping[str, Any], raw_b: Mapping[str, Any], fa: str | None, fb: str | None,
+                ba: str | None, bb: str | None, a_name: str, b_name: str) -> ConfigDiff:
+    """A diff where one side (or both) is a block drafter: a family row when the families differ, then key by key."""
+    ctx = _Context(a_name, b_name, fa, fb)
+    ctx.block = True
+    ctx.cfg_a, ctx.cfg_b = _try_normalize(raw_a, a_name), _try_normalize(raw_b, b_name)
+    ctx.block_a, ctx.block_b = _try_block(raw_a, a_name), _try_block(raw_b, b_name)
+    fam_a, fam_b = ba or ("eagle3" if fa else None), bb or ("eagle3" if fb else None)
+    found: list[Difference | None] = []
+    if fam_a != fam_b:
+        (na, wa), (nb, wb) = _FAMILY_WORDS[fam_a], _FAMILY_WORDS[fam_b]
+        backbone = {fam_a, fam_b} <= {"dflash", "dflash2", "dspark"}
+        tail = ("they share the DFlash backbone (fc, hidden_norm, the decoder layers), whose keys compare below; "
+                "each family's own keys do not" if backbone else
+                "different families: no key below means the same thing on both sides, and a warm start of one "
+                "from the other takes little (eaglekit compat says what)")
+        found.append(Difference("family", na, nb, "shape", f"{na} {wa}; {nb} {wb}: {tail}"))
+    found += [_classified(p, x, y, ctx) for p, x, y in _walk(raw_a, raw_b, "")]
+    found = [d for d in found if d is not None]
+    ordered = tuple(sorted(found, key=lambda d: CLASSES.index(d.cls)))
+    return ConfigDiff(a_name, b_name, ba or fa, bb or fb, ordered)
+
+
+def _try_block(raw: Mapping[str, Any], name: str) -> BlockDrafterConfig | None:
+    if block_family(raw) is None:
+        return None
+    try:
+        return read_block_config(raw, source=name)
+    except ConfigError:
+        return None  # a broken config still diffs key by key
+
+
+def _block_same(path: str, ctx: _Context) -> Difference | None:
+    """Metadata when a block key differs only in where it is spelled (top level or dflash_config) or in being
+    left to its default: both configs read to the same effective value."""
+    leaf = path.rsplit(".", 1)[-1]
+    fields = BlockDrafterConfig.__dataclass_fields__
+    if ctx.block_a is None or ctx.block_b is None or leaf not in fields or leaf in ("where", "raw", "source"):
+        return None
+    va, vb = getattr(ctx.block_a, leaf), getattr(ctx.block_b, leaf)
+    if not _equal(list(va) if isinstance(va, tuple) else va, list(vb) if isinstance(vb, tuple) else vb):
+        return None
+    return (f"same effective {leaf} in both ({format_value(va)}): spelled at the top level on one side and inside "
+            "dflash_config on the other, or left to its default")
 
 
 def _try_normalize(raw: Mapping[str, Any], name: str) -> DrafterConfig | None:
@@ -344,6 +457,12 @@ def _equal(a: Any, b: Any) -> bool:
 def _classified(path: str, a: Any, b: Any, ctx: _Context) -> Difference | None:
     keys = [k for k in _INDEX.sub("", path).split(".") if k]
     leaf = keys[-1] if keys else path
+    if ctx.block:
+        same = _block_same(path, ctx)
+        if same is not None:
+            return Difference(path, a, b, "metadata", same)
+        cls, reason = _classify_keys(keys, a, b, block=True)
+        return Difference(path, a, b, cls, reason)
     # Explicit on one side, default on the other, same effective value.
     field = _field_for(path, ctx)
     if field and ctx.cfg_a and ctx.cfg_b and _equal(_norm(ctx.cfg_a, field), _norm(ctx.cfg_b, field)):
@@ -389,10 +508,18 @@ def _rope(cfg: DrafterConfig) -> Any:
     return {k: v for k, v in (cfg.rope_parameters or {}).items()}
 
 
-def _classify_keys(keys: list[str], a: Any, b: Any) -> tuple[DiffClass, str]:
+def _classify_keys(keys: list[str], a: Any, b: Any, *, block: bool = False) -> tuple[DiffClass, str]:
     if "verifier" in keys:
         return "metadata", "declared target model: a name only; check the target's own config"
     for key in reversed(keys):
+        if block and key in ("target_layer_ids", "dspark_target_layer_ids") and isinstance(a, list) \
+                and isinstance(b, list) and len(a) != len(b):
+            return "shape", ("the number of target layers read sets fc.weight's input width (n x target hidden size), "
+                             "and which features it reads")
+        if block:
+            for cls, table in (("shape", _BLOCK_SHAPE), ("behaviour", _BLOCK_BEHAVIOUR)):
+                if key in table:
+                    return cls, table[key]
         if key == "architectures":
             fam_a, fam_b = _family(a), _family(b)
             if fam_a and fam_a == fam_b:
@@ -410,6 +537,9 @@ def _classify_keys(keys: list[str], a: Any, b: Any) -> tuple[DiffClass, str]:
 
 def _family(value: Any) -> str | None:
     archs = value if isinstance(value, list) else [value]
+    block = block_family({"architectures": archs})
+    if block is not None:
+        return block
     if any(x in LLAMA_ARCHITECTURES or x in SPECULATORS_ARCHITECTURES for x in archs):
         return "llama"
     if any(x in MLA_ARCHITECTURES for x in archs):
