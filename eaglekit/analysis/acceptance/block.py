@@ -30,7 +30,7 @@ import torch
 
 from eaglekit.analysis.acceptance.block_target import (TargetParts, target_parts_from_checkpoint,
                                                        target_parts_from_model)
-from eaglekit.analysis.acceptance.measure import AcceptanceResult, _local_target
+from eaglekit.analysis.acceptance.result import AcceptanceResult, _local_target
 from eaglekit.analysis.draft.block import check_target_fit
 from eaglekit.analysis.draft.dflash import DFlashDrafter
 from eaglekit.core.acceptance.prompts import Prompt
