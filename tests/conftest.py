@@ -11,17 +11,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # the fixture helper modules beside this file
 
 from sshd import sshd  # noqa: E402,F401  (a real OpenSSH sshd on 127.0.0.1, one per test module)
+from runfixtures import RUN_ENV, executed_page, run_folder  # noqa: E402
 
 # Never reach huggingface.co from tests, and keep the Hub client's cache out of ~/.cache.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # a closed port: a test that forgets endpoint= fails fast
-
-
-#: One folder for the whole ``make test`` run, shared by every xdist worker, every notebook kernel and both pytest
-#: sessions (the Makefile names it; a lone ``pytest`` makes one): the result cache, the shared demo the pages
-#: run on, each page executed once, and the report rendered from those pages.
-RUN_ENV = "EAGLEKIT_TEST_RUN"
 
 
 def pytest_configure(config):
@@ -31,11 +26,6 @@ def pytest_configure(config):
         os.environ[RUN_ENV] = tempfile.mkdtemp(prefix="eaglekit-test-run-")
     # every measurement in this run (tests, notebook kernels) reads and writes one result cache, not the user's
     os.environ["EAGLEKIT_CACHE_DIR"] = os.path.join(os.environ[RUN_ENV], "cache")
-
-
-def run_folder() -> Path:
-    """The run's shared folder (see :data:`RUN_ENV`)."""
-    return Path(os.environ[RUN_ENV])
 
 
 def _shared_trained(tmp_path_factory) -> Path:
@@ -90,33 +80,6 @@ def executed_notebook(notebook_demo):
     process asks first executes it under the page's lock and writes it, the others read it (tests and the report
     alike)."""
     return lambda name: executed_page(name, notebook_demo.root)
-
-
-#: Each cell's bound while the suite executes a page: far above any cell's time on a loaded 2-core machine (the
-#: slowest measured about 60 s quiet, README), so only a kernel that is stuck trips it; the error names the cell.
-CELL_TIMEOUT = 1800
-
-
-def executed_page(name: str, demo_root: Path):
-    """The executed notebook ``name`` of this run (see :func:`executed_notebook`)."""
-    import nbformat
-    from filelock import FileLock
-
-    from eaglekit.view.report import execute_notebook
-
-    folder = run_folder() / "executed"
-    folder.mkdir(exist_ok=True)
-    done = folder / f"{name}.ipynb"
-    with FileLock(str(folder / f"{name}.lock")):
-        if not done.exists():
-            source = Path(__file__).resolve().parent.parent / "notebooks" / f"{name}.ipynb"
-            with pytest.MonkeyPatch.context() as mp:  # the kernels import this checkout's eaglekit
-                mp.setenv("PYTHONPATH", str(Path(__file__).resolve().parent.parent), prepend=os.pathsep)
-                nb = execute_notebook(source, demo=demo_root, timeout=CELL_TIMEOUT)
-            partial = folder / f".{name}.{os.getpid()}.partial.ipynb"
-            nbformat.write(nb, str(partial))
-            os.replace(partial, done)
-    return nbformat.read(str(done), as_version=4)
 
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (.ci/run installs it)

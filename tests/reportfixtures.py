@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import executed_page, run_folder
+from runfixtures import executed_page, run_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

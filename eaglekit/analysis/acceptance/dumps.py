@@ -323,7 +323,8 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
         digest = {name: None if options[name] is None else store.location_digest(options[name])
                   for name in ("embeddings", "loss_masks")}
         configs = [list(astuple(c)) for c in tree_configs(trees)] if trees is not None else None
-        return {"drafter": store.location_digest(drafter), "hidden_states": store.location_digest(hidden_states),
+        return {"names": [str(drafter), str(hidden_states), str(target_head)],  # the answer shows them
+                "drafter": store.location_digest(drafter), "hidden_states": store.location_digest(hidden_states),
                 "target_head": store.location_digest(target_head), **digest, "trees": configs,
                 "aux_layers": None if aux_layers is None else list(aux_layers),
                 **{k: v for k, v in options.items() if k not in {"embeddings", "loss_masks", "trees", "aux_layers",

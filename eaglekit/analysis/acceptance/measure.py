@@ -352,6 +352,10 @@ def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, A
     skip = {"target", "prompts", "endpoint", "timeout", "progress", "on_sample", "keep_samples", "hidden_states",
             "embeddings"}
     return {
+        # the names as given too: the answer shows them (its drafter and target lines, its notes)
+        "names": [str(drafter), None if options["target"] is None else str(getattr(options["target"], "name",
+                                                                                    options["target"])),
+                  None if options["hidden_states"] is None else str(options["hidden_states"])],
         "drafter": store.location_digest(drafter),
         "target": None if target is None else store.location_digest(target),
         "hidden_states": None if options["hidden_states"] is None else store.location_digest(options["hidden_states"]),
