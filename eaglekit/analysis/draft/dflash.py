@@ -41,8 +41,9 @@ from eaglekit.core.errors import ConfigError
 from eaglekit.io.reader import Checkpoint
 
 #: bytes of a drafter's tensors (in the compute dtype) held in memory; past them the largest are read from the
-#: checkpoint by range when used (as the EAGLE-3 path's experts, heads and embeddings past 1 GiB)
-KEEP_BYTES = 1 << 30
+#: checkpoint by range when used (as the EAGLE-3 path's experts, heads and embeddings past 1 GiB); half that here,
+#: so that a float32 pass (the dump path's default dtype) of a Kimi-sized drafter stays within 3 GB
+KEEP_BYTES = 512 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,10 +164,14 @@ class DFlashDrafter:
         """A projection split into heads, per-head RMSNorm'd: (..., H) -> (..., n, D)."""
         return self._split(self._linear(x, name), n, norm)
 
-    def _rope(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        """x (..., T, n, D) rotated at positions pos (..., T)."""
-        cos, sin = self.rotary.cos_sin(pos.reshape(-1), x.dtype)                 # (N, D)
-        cos, sin = cos.reshape(*pos.shape, 1, -1), sin.reshape(*pos.shape, 1, -1)   # (..., T, 1, D)
+    def _tables(self, pos: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's cos and sin at positions pos (..., T) -> (..., T, 1, D) each."""
+        cos, sin = self.rotary.cos_sin(pos.reshape(-1), dtype)                   # (N, D)
+        return cos.reshape(*pos.shape, 1, -1), sin.reshape(*pos.shape, 1, -1)
+
+    def _rope(self, x: torch.Tensor, pos: torch.Tensor | None, tables=None) -> torch.Tensor:
+        """x (..., T, n, D) rotated at positions pos (..., T) (or at the positions ``tables`` were made for)."""
+        cos, sin = self._tables(pos, x.dtype) if tables is None else tables
         return x * cos + rotate_half(x) * sin
 
     # -- the forward ---------------------------------------------------------------------------------------
@@ -206,14 +211,15 @@ class DFlashDrafter:
             qposes.append(starts[:, None] + torch.arange(noise.shape[1], device=self.device)[None, :])  # (B, Q)
             hs.append(noise.to(device=self.device, dtype=self.dtype))                       # (B, Q, H)
         befores = [(cpos[None, :] < qp[:, :1])[:, None, None, None, :] for qp in qposes]  # (B, 1, 1, 1, T)
+        tables = [self._tables(qp, self.dtype) for qp in qposes]                           # the same every layer
         for i, (causal, window) in enumerate(self.layers):
             p, a = f"layers.{i}.", f"layers.{i}.self_attn."
             w = self._w(p + "input_layernorm.weight")
             xs = [rms_norm(h, w, eps) for h in hs]                                           # (B, Q, H)
-            qs = [self._rope(self._split(q, nH, a + "q_norm.weight"), qp)
-                  for q, qp in zip(self._linears(xs, a + "q_proj"), qposes)]                # (B, Q, nH, D)
-            ks = [self._rope(self._split(k, nKV, a + "k_norm.weight"), qp)
-                  for k, qp in zip(self._linears(xs, a + "k_proj"), qposes)]                # (B, Q, nKV, D)
+            qs = [self._rope(self._split(q, nH, a + "q_norm.weight"), None, tab)
+                  for q, tab in zip(self._linears(xs, a + "q_proj"), tables)]               # (B, Q, nH, D)
+            ks = [self._rope(self._split(k, nKV, a + "k_norm.weight"), None, tab)
+                  for k, tab in zip(self._linears(xs, a + "k_proj"), tables)]               # (B, Q, nKV, D)
             vs = [self._split(v, nKV, None) for v in self._linears(xs, a + "v_proj")]        # (B, Q, nKV, D)
             del xs
             os_ = [self._attend(ctx, i, q, k, v, qp, cpos, before, causal=causal, window=window)
