@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_export.py
 	$(PY) benchmarks/bench_acceptance.py
 	$(PY) benchmarks/bench_dumps.py
+	$(PY) benchmarks/bench_dflash.py
 
 clean:
 	rm -rf build .pytest_cache

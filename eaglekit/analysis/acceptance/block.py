@@ -44,6 +44,9 @@ LOOP = ("the authors' latest greedy loop (z-lab/dflash dflash_generate): the las
 ESTIMATOR = "cycle simulation of the authors' DFlash loop along the target's greedy continuation"
 #: attention scores computed per batched pass of blocks (floats)
 SCORE_FLOATS = 1 << 24
+#: a pass's widest activations (rows x intermediate size, floats): bounds the blocks drafted at once, each weight
+#: fetched once a pass (a Kimi-sized drafter: about 900 block rows, 64 MB of float32 per activation)
+PASS_FLOATS = 1 << 24
 REFERENCES = {
     "dflash2": "its public reference is z-lab/dflash dflash/model.py (DFlash2DraftModel: grouped dynamic causal "
                "convolutions and a candidate selector; vLLM qwen3_dflash2.py serves it)",
@@ -86,37 +89,69 @@ def prompt_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
                   prompt_len: int, *, max_new_tokens: int, steps: int, ctx=None) -> PromptCycles:
     """Draft the block at every offset of one continuation and walk the authors' loop over it: tokens (T,) =
     prompt + greedy continuation, features (T, n_aux * H) in ``target_layer_ids`` order."""
+    return sample_cycles(drafter, parts, tokens, features, prompt_len, max_new_tokens=max_new_tokens,
+                         steps=(steps,), ctx=ctx)[0]
+
+
+@torch.no_grad()
+def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tensor, features: torch.Tensor,
+                  prompt_len: int, *, max_new_tokens: int, steps: Sequence[int], ctx=None) -> list[PromptCycles]:
+    """:func:`prompt_cycles` at each K of ``steps``, their blocks drafted together: groups of blocks of one size
+    (at most :data:`SCORE_FLOATS` attention scores each) go through the drafter in passes of at most
+    :data:`PASS_FLOATS` intermediate activations (:meth:`DFlashDrafter.forward_many`: each weight fetched once a
+    pass, read by range when the drafter does not hold it) and the target's head once a pass."""
     T, N = int(tokens.shape[0]), int(prompt_len)
     G = max(T - N - 1, 0)                                    # generated tokens after the prefill token
-    matches = np.zeros(G, np.int64)
-    conditioned, accepted = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
+    matches = {k: np.zeros(G, np.int64) for k in steps}
+    conditioned = {k: np.zeros(k, np.int64) for k in steps}
+    accepted = {k: np.zeros(k, np.int64) for k in steps}
     if G == 0:
-        return PromptCycles((), 0, matches, conditioned, accepted)
+        return [PromptCycles((), 0, matches[k], conditioned[k], accepted[k]) for k in steps]
     ctx = drafter.context(features) if ctx is None else ctx
     tokens = tokens.to(torch.int64).cpu()
-    sizes = block_sizes(G, max_new_tokens, steps)
     c = drafter.config
-    for Q in sorted(set(sizes.tolist())):
-        offsets = np.nonzero(sizes == Q)[0]
-        chunk = max(1, SCORE_FLOATS // max(1, c.num_attention_heads * Q * (T + Q)))
-        for s in range(0, len(offsets), chunk):
-            off = torch.as_tensor(offsets[s:s + chunk])
+    groups = []                                              # (K, offsets) of B blocks of one size Q
+    for k in steps:
+        sizes = block_sizes(G, max_new_tokens, k)
+        for Q in sorted(set(sizes.tolist())):
+            offsets = np.nonzero(sizes == Q)[0]
+            chunk = max(1, SCORE_FLOATS // max(1, c.num_attention_heads * Q * (T + Q)))
+            groups += [(k, offsets[s:s + chunk]) for s in range(0, len(offsets), chunk)]
+    rows_per_pass = max(1, PASS_FLOATS // max(1, c.intermediate_size, c.hidden_size))
+    passes, rows = [[]], 0
+    for k, off in groups:
+        n = len(off) * (int(block_sizes(G, max_new_tokens, k)[off[0]]))
+        if passes[-1] and rows + n > rows_per_pass:
+            passes.append([])
+            rows = 0
+        passes[-1].append((k, off))
+        rows += n
+    for group in passes:
+        batch = []
+        for k, off in group:
+            Q = int(block_sizes(G, max_new_tokens, k)[off[0]])
+            off = torch.as_tensor(off)
             starts = N + off                                                                    # (B,)
             block = torch.full((len(off), Q), c.mask_token_id, dtype=torch.int64)
             block[:, 0] = tokens[starts]                                                         # (B, Q)
-            noise = parts.rows(block, device=drafter.device, dtype=drafter.dtype)               # (B, Q, H)
-            hidden = drafter.forward(ctx, noise, starts)[:, 1:]                                  # (B, Q-1, H)
-            drafts = parts.head.next_tokens(hidden.reshape(-1, hidden.shape[-1]), normed=True)[0]
-            drafts = drafts.view(len(off), Q - 1)                                                # (B, Q-1)
+            batch.append((parts.rows(block, device=drafter.device, dtype=drafter.dtype), starts))  # (B, Q, H)
+        hidden = [h[:, 1:] for h in drafter.forward_many(ctx, batch)]                            # (B, Q-1, H)
+        flat = torch.cat([h.reshape(-1, h.shape[-1]) for h in hidden])
+        drafts_all = parts.head.next_tokens(flat, normed=True)[0]
+        at = 0
+        for (k, _), (_, starts), h in zip(group, batch, hidden):
+            B, Q = h.shape[0], h.shape[1] + 1
+            drafts = drafts_all[at:at + B * (Q - 1)].view(B, Q - 1)                             # (B, Q-1)
+            at += B * (Q - 1)
             idx = starts[:, None] + torch.arange(1, Q)[None, :]                                  # (B, Q-1)
             avail = idx <= T - 1
             expected = torch.where(avail, tokens[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
             m = torch.cumprod((drafts == expected).to(torch.int64), 1).sum(1)                    # (B,)
-            matches[off.numpy()] = m.numpy()
+            matches[k][(starts - N).numpy()] = m.numpy()
             j = torch.arange(1, Q)[None, :]
-            conditioned[:Q - 1] += ((m[:, None] >= j - 1) & avail).sum(0).numpy()
-            accepted[:Q - 1] += ((m[:, None] >= j) & avail).sum(0).numpy()
-    return PromptCycles(walk_cycles(matches, G), G, matches, conditioned, accepted)
+            conditioned[k][:Q - 1] += ((m[:, None] >= j - 1) & avail).sum(0).numpy()
+            accepted[k][:Q - 1] += ((m[:, None] >= j) & avail).sum(0).numpy()
+    return [PromptCycles(walk_cycles(matches[k], G), G, matches[k], conditioned[k], accepted[k]) for k in steps]
 
 
 def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32", endpoint: str | None = None,
@@ -130,9 +165,15 @@ def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32",
             raise ConfigError(f"{ckpt.inventory.source} has no config.json: a block drafter needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{ckpt.inventory.source}/config.json")
         refuse_unsupported(config)
-        return DFlashDrafter.load(ckpt, device=device, dtype=dtype)
-    finally:
+        model = DFlashDrafter.load(ckpt, device=device, dtype=dtype)
+    except BaseException:
         ckpt.close()
+        raise
+    if model.streamed:
+        model.owns_checkpoint = True   # its large matrices are read from it: closed with the drafter
+    else:
+        ckpt.close()
+    return model
 
 
 def refuse_unsupported(config: BlockDrafterConfig) -> None:
@@ -161,12 +202,9 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
                   trust_remote_code: bool = False, on_sample=None) -> AcceptanceResult:
     """A DFlash drafter's accept length against ``target`` on ``prompts``, or against a hidden-state dump
     (:func:`~eaglekit.analysis.acceptance.measure.measure_acceptance` sends block drafters here). ``steps``: drafts
-    per block K (default ``block_size - 1``); every K = 1..steps is measured with its own block of K + 1."""
-    from tqdm.auto import tqdm
-
-    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
-    from eaglekit.io.dumps.native import HiddenStateDump, open_dump
-
+    per block K (default ``block_size - 1``); every K = 1..steps is measured with its own block of K + 1. A
+    drafter given as a location is loaded here (its large matrices read by range when it is past
+    :data:`~eaglekit.analysis.draft.dflash.KEEP_BYTES`) and closed at the end."""
     if (target is None) == (hidden_states is None):
         raise InputError("give exactly one of target (a model transformers loads) or hidden_states (a dump folder).")
     if temperature:
@@ -180,6 +218,23 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
         raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
     model = load_block_drafter(drafter, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
+    try:
+        return _measure(model, target=target, hidden_states=hidden_states, prompts=prompts,
+                        max_new_tokens=max_new_tokens, steps=steps, device=device, dtype=dtype, embeddings=embeddings,
+                        endpoint=endpoint, timeout=timeout, progress=progress, keep_samples=keep_samples,
+                        trust_remote_code=trust_remote_code)
+    finally:
+        if model is not drafter:
+            model.close()   # a drafter loaded here: the checkpoint its large matrices are read from
+
+
+def _measure(model: DFlashDrafter, *, target, hidden_states, prompts, max_new_tokens, steps, device, dtype, embeddings,
+             endpoint, timeout, progress, keep_samples, trust_remote_code) -> AcceptanceResult:
+    from tqdm.auto import tqdm
+
+    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+    from eaglekit.io.dumps.native import HiddenStateDump, open_dump
+
     c = model.config
     steps = c.block_size - 1 if steps is None else steps
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= c.block_size - 1:
@@ -242,10 +297,9 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
             if int(ids.max()) >= parts.vocab_size:
                 raise InputError(f"token id {int(ids.max())} is outside {tname}'s vocabulary (0..{parts.vocab_size - 1}).")
             features = hs.permute(1, 0, 2).reshape(T, -1)                  # (T, n_aux * H), target_layer_ids order
-            ctx = model.context(features)
-            for k in range(1, steps + 1):
-                by_k[k - 1].append(prompt_cycles(model, parts, ids, features, plen, max_new_tokens=max_new_tokens,
-                                                 steps=k, ctx=ctx))
+            for k, cycles in enumerate(sample_cycles(model, parts, ids, features, plen, max_new_tokens=max_new_tokens,
+                                                     steps=range(1, steps + 1)), 1):
+                by_k[k - 1].append(cycles)
             if keep_samples:
                 kept.append((np.asarray(ids[plen:].cpu()), by_k[-1][-1].matches))
     finally:

@@ -11,7 +11,7 @@ Checked against z-lab/dflash ``dflash/model.py`` (``DFlashDraftModel``, ``Qwen3D
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -60,28 +60,56 @@ def backbone_shapes(c: BlockDrafterConfig) -> Shapes:
 
 @dataclass
 class BlockCheckpoint:
-    """A block drafter's config and its tensors (names without the ``model.`` prefix), checked against it."""
+    """A block drafter's config and its tensors (names without the ``model.`` prefix), checked against it.
+
+    ``tensors`` holds what was read; ``stored`` names, for each tensor left in ``checkpoint`` (read by range when
+    used: :func:`read_block_checkpoint`'s ``keep_bytes``), its name there. ``checkpoint`` is None when every
+    tensor was read; else it is open, and closing it is the reader's (``owns_checkpoint``: it was opened here)."""
 
     config: BlockDrafterConfig
     tensors: dict[str, torch.Tensor]
     source: str
+    stored: dict[str, str] = field(default_factory=dict)
+    checkpoint: Checkpoint | None = None
+    owns_checkpoint: bool = False
+
+
+def left_in_checkpoint(sizes: dict[str, int], keep_bytes: int | None) -> set[str]:
+    """Which tensors stay in the checkpoint: none when ``keep_bytes`` is None; else the largest, one by one,
+    until what is kept fits ``keep_bytes`` (sizes in bytes of the compute dtype). A drafter that fits is
+    held whole; a Kimi-sized one keeps its norms and small projections and reads its large matrices."""
+    if keep_bytes is None:
+        return set()
+    left, kept = set(), sum(sizes.values())
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        if kept <= keep_bytes:
+            break
+        left.add(name)
+        kept -= sizes[name]
+    return left
 
 
 def read_block_checkpoint(location: str | os.PathLike[str] | Checkpoint, *, expected=backbone_shapes,
                           dtype: str | torch.dtype = "float32", endpoint: str | None = None,
-                          timeout: float | None = None) -> BlockCheckpoint:
+                          timeout: float | None = None, keep_bytes: int | None = None) -> BlockCheckpoint:
     """Read a block drafter: its config (:func:`read_block_config`) and every tensor ``expected(config)`` names,
-    each shape compared with the config before a byte is read (ConfigError naming the tensor and the keys)."""
+    each shape compared with the config before a byte is read (ConfigError naming the tensor and the keys).
+    ``keep_bytes``: the drafter's tensors held in memory at most (in ``dtype``); past it the largest stay in
+    the checkpoint (:func:`left_in_checkpoint`), which is then left open for them (None: all read)."""
     torch_dtype = torch_dtype_of(dtype)
+    if keep_bytes is not None and (isinstance(keep_bytes, bool) or not isinstance(keep_bytes, int)
+                                   or keep_bytes < 0):
+        raise InputError(f"keep_bytes must be a whole number of bytes (0 or more), got {keep_bytes!r}.")
     owned = not isinstance(location, Checkpoint)
     ckpt = open_checkpoint(location, endpoint=endpoint, timeout=timeout) if owned else location
+    keep_open = False
     try:
         where = ckpt.inventory.source
         if ckpt.inventory.config is None:
             raise ConfigError(f"{where} has no config.json: a block drafter's forward needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{where}/config.json")
         names = set(ckpt.inventory.names)
-        tensors: dict[str, torch.Tensor] = {}
+        found: dict[str, str] = {}
         for name, (shape, keys) in expected(config).items():
             stored = name if name in names else f"model.{name}" if f"model.{name}" in names else None
             if stored is None:
@@ -91,13 +119,23 @@ def read_block_checkpoint(location: str | os.PathLike[str] | Checkpoint, *, expe
             if got != shape:
                 raise ConfigError(f"{where}: {stored} is {list(got)} but config.json implies {list(shape)} "
                                   f"({keys}); the weights and the config do not belong together.")
+            found[name] = stored
+        itemsize = torch.empty((), dtype=torch_dtype).element_size()
+        left = left_in_checkpoint({n: ckpt.inventory[s].parameters * itemsize for n, s in found.items()},
+                                  keep_bytes)
+        tensors: dict[str, torch.Tensor] = {}
+        for name, stored in found.items():
+            if name in left:
+                continue  # checked for NaN / Inf when first read (DFlashDrafter)
             t = ckpt.read_tensor(stored)
             check_finite(t, stored, where)
             tensors[name] = t.to(torch_dtype)
+        keep_open = bool(left)
     finally:
-        if owned:
+        if owned and not keep_open:
             ckpt.close()
-    return BlockCheckpoint(config, tensors, where)
+    return BlockCheckpoint(config, tensors, where, {n: found[n] for n in left}, ckpt if left else None,
+                           owned and bool(left))
 
 
 def check_target_fit(config: BlockDrafterConfig, *, num_layers: int, hidden: int, vocab: int, target: str) -> None:

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
-from eaglekit.core.checkpoint.tensors import to_torch
+from eaglekit.analysis.draft.checks import check_finite
+from eaglekit.core.checkpoint.tensors import to_torch, torch_dtype
 from eaglekit.core.errors import ConfigError
 from eaglekit.io.reader import Checkpoint
 
@@ -49,13 +50,22 @@ class Weights:
         """Whether ``name`` is in memory (else it is read from the checkpoint each time)."""
         return name in self._tensors
 
-    def get(self, name: str) -> torch.Tensor:
-        """The whole tensor on the device (autograd kept for in-memory float32 tensors: training)."""
+    def get(self, name: str, *, check: bool = False) -> torch.Tensor:
+        """The whole tensor on the device (autograd kept for in-memory float32 tensors: training). One read
+        from the checkpoint goes straight into the tensor's buffer (no copy of the bytes); ``check``: refuse
+        NaN or Inf in what was read (:func:`check_finite`, on the stored values, before the dtype changes)."""
         if name in self._tensors:
             return self._tensors[name].to(device=self.device, dtype=self.dtype)
         if self._ckpt is None or name not in self._ckpt.inventory:
             raise ConfigError(f"{self.source} lacks {name}.")
-        return self._ckpt.read_tensor(name).to(device=self.device, dtype=self.dtype)
+        info = self._ckpt.inventory[name]
+        raw = torch.empty(info.nbytes, dtype=torch.uint8)
+        if info.nbytes:
+            self._ckpt.read_into(name, 0, memoryview(raw.numpy()))
+        t = raw.view(torch_dtype(info.dtype)).reshape(tuple(int(d) for d in info.shape))
+        if check:
+            check_finite(t, name, self.source)
+        return t.to(device=self.device, dtype=self.dtype)
 
     def rows(self, name: str, index: torch.Tensor) -> torch.Tensor:
         """Slices ``index`` along the first dimension: (len(index), *shape[1:]) (an embedding's rows, a fused
