@@ -38,7 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="with --hidden-states: the target checkpoint whose embed_tokens the drafter uses "
                         "(default: the dump's target when it is a local folder)")
     p.add_argument("--max-new-tokens", type=NEW_TOKENS, default=64, metavar="N", help="greedy continuation length (64)")
-    p.add_argument("--steps", type=STEPS, default=5, metavar="K", help="draft steps per cycle (5)")
+    p.add_argument("--steps", type=STEPS, default=None, metavar="K",
+                   help="draft steps per cycle (5); a block drafter (DFlash): drafts per block, run with a block of "
+                        "K + 1 (default block_size - 1)")
     p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
                    help="> 0 adds the expected acceptance per step and the expected accept length under "
                         "sampling, on the same cycle basis as the greedy figure (needs --target)")
@@ -75,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     from eaglekit.analysis.acceptance.measure import measure_acceptance
     from eaglekit.core.errors import InputError
 
+    block_default = args.steps is None  # a block drafter's default is its own (block_size - 1)
+    args.steps = 5 if block_default else args.steps
     training_dump = check_sources(args)
     trees = _trees(args)
     if trees is not None and (args.chat_template is not None or args.compare_templates is not None):
@@ -88,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_trees(args, *trees)
     result = measure_acceptance(
         args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
-        max_new_tokens=args.max_new_tokens, steps=args.steps, temperature=args.temperature,
-        aux_convention=args.aux_convention, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
-        endpoint=args.endpoint, timeout=args.timeout, trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
+        max_new_tokens=args.max_new_tokens, steps=None if block_default else args.steps,
+        temperature=args.temperature, aux_convention=args.aux_convention, device=args.device, dtype=args.dtype,
+        embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
+        trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
     _warn(result.notes)
     emit(result, args)
     return 0

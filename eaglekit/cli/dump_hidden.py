@@ -60,6 +60,16 @@ def drafter_layers(drafter: str, num_layers: int, *, endpoint: str | None = None
     from eaglekit.core.configs.config import normalize_config
     from eaglekit.io.reader import load_config
 
+    from eaglekit.analysis.draft.block import check_target_fit
+    from eaglekit.core.configs.block import block_family, read_block_config
+
+    raw = load_config(drafter, kind="any", endpoint=endpoint, timeout=timeout)
+    if block_family(raw) is not None:  # DFlash and its kin read layer outputs: hidden_states[id + 1]
+        block = read_block_config(raw, source=f"{drafter}/config.json")
+        if max(block.target_layer_ids) >= num_layers:
+            check_target_fit(block, num_layers=num_layers, hidden=block.target_hidden_size,
+                             vocab=block.vocab_size or 0, target="the target")
+        return sorted(set(block.hidden_state_indices()))
     cfg = normalize_config(load_config(drafter, kind="drafter", endpoint=endpoint, timeout=timeout), source=drafter)
     out: set[int] = set()
     for conv in ("outputs", "inputs"):

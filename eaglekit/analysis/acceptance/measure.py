@@ -264,6 +264,9 @@ class AcceptanceResult:
     #: a block drafter's figure as its authors' benchmark prints it: the mean over prompts of each prompt's mean
     #: accepted-plus-bonus per cycle (z-lab/dflash benchmark.py); ``accept_length`` is the pooled one
     accept_length_authors: float | None = None
+    #: a block drafter's cycles, prompt by prompt at K = ``steps``: the tokens each cycle produced (accepted drafts
+    #: plus the bonus, clipped by the budget and the first stop token, as the authors' loop records them)
+    block_cycles: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
     #: set when the answer was read from the result cache (:mod:`eaglekit.io.cache`): when it was computed
     cached: Cached | None = field(default=None, compare=False)
 
@@ -415,6 +418,9 @@ class AcceptanceResult:
             pairs.insert(3, (f"expected accept length at T = {self.temperature:g}",
                              f"{self.expected_accept_length:.3f} (same cycles as the greedy figure, each step "
                              "accepted with its expected probability along the greedy continuation)"))
+        if self.family != "eagle3" and self.accept_length_authors is not None:
+            pairs.insert(4, ("  the authors' figure", f"{self.accept_length_authors:.3f} (mean over prompts of each "
+                             f"prompt's mean tokens per cycle; {self.family}, block size {self.block_size})"))
         if self.chat_template_sha256:
             pairs.append(("chat template sha256", self.chat_template_sha256[:16] + "..."))
         pairs.extend(("note", n) for n in self.notes)
@@ -533,7 +539,7 @@ def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0, groups
 
 # -- the measurement ----------------------------------------------------------------------------------
 def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
-                       steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
+                       steps: int | None = None, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                        keep_samples: bool = False, trust_remote_code: bool = False,
@@ -616,12 +622,22 @@ def _measure_defaults() -> dict[str, Any]:
 
 
 def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
-                        steps: int = 5, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
+                        steps: int | None = None, temperature: float = 0.0, aux_convention: AuxConvention | None = None,
                         device: str = "cpu", dtype: str = "float32", embeddings=None,
                         endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                         keep_samples: bool = False, trust_remote_code: bool = False,
                         on_sample=None) -> AcceptanceResult:
-    """The measurement itself (:func:`measure_acceptance`, uncached)."""
+    """The measurement itself (:func:`measure_acceptance`, uncached). ``steps`` None: 5, or a block drafter's
+    block_size - 1."""
+    if _is_block_drafter(drafter):  # DFlash and its kin draft whole blocks: their own measurement
+        from eaglekit.analysis.acceptance.block import measure_block
+
+        return measure_block(drafter, target=target, hidden_states=hidden_states, prompts=prompts,
+                             max_new_tokens=max_new_tokens, steps=steps, temperature=temperature,
+                             aux_convention=aux_convention, device=device, dtype=dtype, embeddings=embeddings,
+                             endpoint=endpoint, timeout=timeout, progress=progress, keep_samples=keep_samples,
+                             trust_remote_code=trust_remote_code, on_sample=on_sample)
+    steps = 5 if steps is None else steps
     # torch and the models load here, not at import: a cached answer is read without them
     from eaglekit.analysis.draft import DraftModel, trained_convention
     from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
@@ -766,6 +782,26 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
 
 
 _MEASURE_DEFAULTS = _measure_defaults()
+
+
+def _is_block_drafter(drafter) -> bool:
+    """Whether ``drafter`` is a block drafter (DFlash, DFlash2, DSpark): a loaded one, or a local folder whose
+    config.json declares one (:func:`~eaglekit.core.configs.block.block_family`)."""
+    from eaglekit.core.configs.block import block_family
+    from eaglekit.core.errors import ConfigError
+    from eaglekit.core.safejson import loads
+
+    if type(drafter).__name__ == "DFlashDrafter":
+        return True
+    if not isinstance(drafter, (str, os.PathLike)):
+        return False
+    config = Path(drafter).expanduser() / "config.json"
+    if not config.is_file() or config.stat().st_size > 16 << 20:
+        return False
+    try:
+        return block_family(loads(config.read_bytes(), what=str(config), error=ConfigError)) is not None
+    except ConfigError:
+        return False  # the drafter's own loader says what is wrong with it
 
 
 def _local_target(name: str, dump: Path) -> str | None:

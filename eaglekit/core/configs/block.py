@@ -133,6 +133,21 @@ class BlockDrafterConfig:
         return self.block_size if self.anchor_drafts else self.block_size - 1
 
     @property
+    def format(self) -> str:
+        """What :func:`eaglekit.analysis.draft.rope.rope_tables` asks of a config: block drafters keep RoPE keys
+        where a Qwen3 config does (``rope_parameters``, else ``rope_theta`` / ``rope_scaling``)."""
+        return "block"
+
+    def layer_attention(self, layer: int) -> tuple[bool, int | None]:
+        """(causal, sliding window) of decoder layer ``layer``, as the authors' newer ``Qwen3DFlashAttention``
+        decides them: a ``sliding_attention`` layer slides over ``sliding_window`` and is causal unless the config
+        sets ``is_causal``; a full-attention layer is bidirectional unless ``is_causal`` is true."""
+        kind = self.layer_types[layer] if layer < len(self.layer_types) else "full_attention"
+        sliding = kind == "sliding_attention"
+        causal = self.is_causal if "is_causal" in self.where else sliding
+        return causal, (self.sliding_window if sliding else None)
+
+    @property
     def n_aux(self) -> int:
         return len(self.target_layer_ids)
 

@@ -1,0 +1,278 @@
+"""Measure a block drafter's (DFlash) accept length offline, cycle by cycle as the authors' decoding loop runs.
+
+The loop simulated is the authors' latest greedy one (z-lab/dflash ``dflash/model.py`` ``dflash_generate``; the
+older ``spec_generate`` differs only at the end of an output: docs/acceptance.md, "Block drafters"):
+
+* the target's greedy continuation of the prompt is what gets committed (the first token from prefill, no cycle);
+* a cycle at ``start`` (the last committed token, at position ``start``) runs the block ``[token at start,
+  MASK x (Q - 1)]`` at positions ``start .. start + Q - 1``; the drafter sees the target features of every
+  committed position before ``start``; ``Q = min(K + 1, max_length - start)`` (the last blocks shrink to fit
+  ``max_new_tokens``);
+* it accepts the leading drafts equal to the target's tokens, plus the bonus; what it records is that count
+  clipped by the token budget and cut at the first stop token (the end of the target's greedy continuation);
+* ``K < block_size - 1`` drafts run a block of ``K + 1``, as vLLM, SGLang and TensorRT-LLM do.
+
+``accept_length`` = generated tokens / cycles pooled over prompts (vLLM's convention: bonus in, prefill token
+out) with a bootstrap interval over prompts; ``accept_length_authors`` = the mean over prompts of each prompt's
+mean per cycle (z-lab/dflash ``benchmark.py``). Every block of a sequence is drafted in one batched pass: the
+context keys of a position do not depend on the cycle that first sees them, so the cycles need not run in turn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from eaglekit.analysis.acceptance.block_target import (TargetParts, target_parts_from_checkpoint,
+                                                       target_parts_from_model)
+from eaglekit.analysis.acceptance.measure import AcceptanceResult, _local_target
+from eaglekit.analysis.draft.block import check_target_fit
+from eaglekit.analysis.draft.dflash import DFlashDrafter
+from eaglekit.core.acceptance.prompts import Prompt
+from eaglekit.core.configs.block import BlockDrafterConfig, read_block_config
+from eaglekit.core.errors import ConfigError, InputError
+from eaglekit.core.uncertainty import Interval, bootstrap_ratio
+from eaglekit.io.reader import open_checkpoint
+
+LOOP = ("the authors' latest greedy loop (z-lab/dflash dflash_generate): the last block shrinks to fit "
+        "max_new_tokens, each cycle's count is clipped by the budget and the first stop token")
+ESTIMATOR = "cycle simulation of the authors' DFlash loop along the target's greedy continuation"
+#: attention scores computed per batched pass of blocks (floats)
+SCORE_FLOATS = 1 << 24
+REFERENCES = {
+    "dflash2": "its public reference is z-lab/dflash dflash/model.py (DFlash2DraftModel: grouped dynamic causal "
+               "convolutions and a candidate selector; vLLM qwen3_dflash2.py serves it)",
+    "dspark": "its public reference is deepseek-ai/DeepSpec deepspec/modeling/dspark (a Markov head and a "
+              "confidence head on the DFlash backbone, drafting from the anchor slot too)",
+}
+
+
+@dataclass(frozen=True)
+class PromptCycles:
+    """One prompt's cycles at one K: tokens each cycle produced, and per draft slot j the blocks where drafts
+    1..j-1 matched and slot j had a target token to compare (``conditioned``) and where slot j matched too."""
+
+    cycles: tuple[int, ...]
+    generated: int
+    matches: np.ndarray       # (G,) leading matching drafts of the block at each continuation offset
+    conditioned: np.ndarray   # (K,)
+    accepted: np.ndarray      # (K,)
+
+
+def walk_cycles(matches: np.ndarray, generated: int) -> tuple[int, ...]:
+    """The authors' loop over one continuation: at offset ``i`` (the anchor is the ``i``-th token after the
+    prompt) the cycle produces ``min(matches[i] + 1, generated - i)`` tokens (the bonus included, the budget and
+    the stop token cutting it), and the next cycle starts there. ``generated`` excludes the prefill token."""
+    out, i = [], 0
+    while i < generated:
+        produced = min(int(matches[i]) + 1, generated - i)
+        out.append(produced)
+        i += produced
+    return tuple(out)
+
+
+def block_sizes(generated: int, max_new_tokens: int, steps: int) -> np.ndarray:
+    """The block at each continuation offset: ``K + 1``, shrunk at the end to ``max_new_tokens - i``."""
+    return np.minimum(steps + 1, max_new_tokens - np.arange(generated))
+
+
+@torch.no_grad()
+def prompt_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tensor, features: torch.Tensor,
+                  prompt_len: int, *, max_new_tokens: int, steps: int, ctx=None) -> PromptCycles:
+    """Draft the block at every offset of one continuation and walk the authors' loop over it: tokens (T,) =
+    prompt + greedy continuation, features (T, n_aux * H) in ``target_layer_ids`` order."""
+    T, N = int(tokens.shape[0]), int(prompt_len)
+    G = max(T - N - 1, 0)                                    # generated tokens after the prefill token
+    matches = np.zeros(G, np.int64)
+    conditioned, accepted = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
+    if G == 0:
+        return PromptCycles((), 0, matches, conditioned, accepted)
+    ctx = drafter.context(features) if ctx is None else ctx
+    tokens = tokens.to(torch.int64).cpu()
+    sizes = block_sizes(G, max_new_tokens, steps)
+    c = drafter.config
+    for Q in sorted(set(sizes.tolist())):
+        offsets = np.nonzero(sizes == Q)[0]
+        chunk = max(1, SCORE_FLOATS // max(1, c.num_attention_heads * Q * (T + Q)))
+        for s in range(0, len(offsets), chunk):
+            off = torch.as_tensor(offsets[s:s + chunk])
+            starts = N + off                                                                    # (B,)
+            block = torch.full((len(off), Q), c.mask_token_id, dtype=torch.int64)
+            block[:, 0] = tokens[starts]                                                         # (B, Q)
+            noise = parts.rows(block, device=drafter.device, dtype=drafter.dtype)               # (B, Q, H)
+            hidden = drafter.forward(ctx, noise, starts)[:, 1:]                                  # (B, Q-1, H)
+            drafts = parts.head.next_tokens(hidden.reshape(-1, hidden.shape[-1]), normed=True)[0]
+            drafts = drafts.view(len(off), Q - 1)                                                # (B, Q-1)
+            idx = starts[:, None] + torch.arange(1, Q)[None, :]                                  # (B, Q-1)
+            avail = idx <= T - 1
+            expected = torch.where(avail, tokens[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
+            m = torch.cumprod((drafts == expected).to(torch.int64), 1).sum(1)                    # (B,)
+            matches[off.numpy()] = m.numpy()
+            j = torch.arange(1, Q)[None, :]
+            conditioned[:Q - 1] += ((m[:, None] >= j - 1) & avail).sum(0).numpy()
+            accepted[:Q - 1] += ((m[:, None] >= j) & avail).sum(0).numpy()
+    return PromptCycles(walk_cycles(matches, G), G, matches, conditioned, accepted)
+
+
+def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32", endpoint: str | None = None,
+                       timeout: float | None = None) -> DFlashDrafter:
+    """A block drafter eaglekit can run (DFlash), or InputError naming what DFlash2 and DSpark need."""
+    if isinstance(location, DFlashDrafter):
+        return location
+    ckpt = open_checkpoint(location, endpoint=endpoint, timeout=timeout)
+    try:
+        if ckpt.inventory.config is None:
+            raise ConfigError(f"{ckpt.inventory.source} has no config.json: a block drafter needs its config.")
+        config = read_block_config(ckpt.inventory.config, source=f"{ckpt.inventory.source}/config.json")
+        refuse_unsupported(config)
+        return DFlashDrafter.load(ckpt, device=device, dtype=dtype)
+    finally:
+        ckpt.close()
+
+
+def refuse_unsupported(config: BlockDrafterConfig) -> None:
+    if config.family in REFERENCES:
+        raise InputError(f"{config.source} is a {config.family_name} drafter; {REFERENCES[config.family]}, but "
+                         f"eaglekit does not run {config.family_name} yet: only DFlash accept lengths are measured.")
+
+
+def _summary(counts: Sequence[tuple[int, int]]) -> tuple[float, Interval | None]:
+    tokens, cycles = [t for t, _ in counts], [c for _, c in counts]
+    if not sum(cycles):
+        return float("nan"), None
+    return sum(tokens) / sum(cycles), bootstrap_ratio(tokens, cycles, seed=0, unit="prompts")
+
+
+def _samples_from_target(tmodel, plist, ids_list, psource, *, layers, max_new_tokens) -> Iterator[tuple]:
+    for p, ids in zip(plist, ids_list):
+        s = tmodel.run(ids, max_new_tokens=max_new_tokens, layers=layers, where=f"{psource} line {p.line}")
+        yield s.input_ids, s.hidden_states, s.prompt_len
+
+
+def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max_new_tokens: int = 64,
+                  steps: int | None = None, temperature: float = 0.0, aux_convention=None, device: str = "cpu",
+                  dtype: str = "float32", embeddings=None, endpoint: str | None = None,
+                  timeout: float | None = None, progress: bool | None = None, keep_samples: bool = False,
+                  trust_remote_code: bool = False, on_sample=None) -> AcceptanceResult:
+    """A DFlash drafter's accept length against ``target`` on ``prompts``, or against a hidden-state dump
+    (:func:`~eaglekit.analysis.acceptance.measure.measure_acceptance` sends block drafters here). ``steps``: drafts
+    per block K (default ``block_size - 1``); every K = 1..steps is measured with its own block of K + 1."""
+    from tqdm.auto import tqdm
+
+    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+    from eaglekit.io.dumps.native import HiddenStateDump, open_dump
+
+    if (target is None) == (hidden_states is None):
+        raise InputError("give exactly one of target (a model transformers loads) or hidden_states (a dump folder).")
+    if temperature:
+        raise InputError("temperature > 0 is not measured for block drafters yet (the authors' newer loop samples "
+                         "drafts and applies rejection sampling, which eaglekit does not simulate); measure at 0.")
+    if aux_convention not in (None, "outputs"):
+        raise InputError("DFlash reads target layer OUTPUTS (hidden_states[id + 1], the authors' "
+                         "extract_context_feature); --aux-convention inputs does not apply.")
+    if on_sample is not None:
+        raise InputError("tree drafts and per-sample hooks are EAGLE-3 measurements; a block drafter drafts blocks.")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
+    model = load_block_drafter(drafter, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
+    c = model.config
+    steps = c.block_size - 1 if steps is None else steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= c.block_size - 1:
+        raise InputError(f"steps (drafts per block) must be from 1 to block_size - 1 = {c.block_size - 1} for "
+                         f"{c.source}, got {steps!r}.")
+    layers = list(c.hidden_state_indices())
+    notes = [f"simulated: {LOOP}.",
+             f"K < {c.block_size - 1} drafts are measured with a block of K + 1 (anchor + K masks), as vLLM, SGLang "
+             "and TensorRT-LLM run a DFlash drafter asked for fewer drafts."]
+    sha = None
+    if target is not None:
+        if prompts is None:
+            raise InputError("measuring against a target needs prompts (a JSONL file).")
+        tmodel = target if isinstance(target, TargetModel) else load_target_model(
+            target, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+        check_target_fit(c, num_layers=tmodel.num_hidden_layers, hidden=tmodel.hidden_size, vocab=tmodel.vocab_size,
+                         target=tmodel.name)
+        if isinstance(prompts, (str, os.PathLike)):
+            plist, psource = read_prompts(prompts)
+        else:
+            plist, psource = tuple(prompts), "prompts"
+            if not all(isinstance(p, Prompt) for p in plist):
+                raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.acceptance.prompts).")
+        ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
+        parts = target_parts_from_model(tmodel.model, name=tmodel.name)
+        samples = _samples_from_target(tmodel, plist, ids_list, psource, layers=layers, max_new_tokens=max_new_tokens)
+        total, tname, source = len(plist), tmodel.name, "target"
+        sha = tmodel.chat_template_sha256 if any(p.kind == "messages" for p in plist) else None
+    else:
+        dump = hidden_states if isinstance(hidden_states, HiddenStateDump) else open_dump(hidden_states)
+        m = dump.manifest
+        tname, source, total, sha = m.target or str(dump.path), "hidden-states", len(dump), m.chat_template_sha256
+        check_target_fit(c, num_layers=m.num_hidden_layers, hidden=m.hidden_size, vocab=m.vocab_size, target=tname)
+        missing = [k for k in layers if k not in dump.layers]
+        if missing:
+            raise InputError(f"{dump.path} holds hidden states {list(dump.layers)} but {c.source} reads {layers} "
+                             "(target layer outputs, id + 1); re-dump with `eaglekit dump-hidden ... --for-drafter "
+                             "DRAFTER`.")
+        where = embeddings if embeddings is not None else (_local_target(m.target, Path(dump.path)) if m.target
+                                                          else None)
+        if where is None:
+            raise InputError(f"a DFlash drafter drafts through its target's embedding and lm_head, and {dump.path}'s "
+                             "target is not a local folder here: give the target checkpoint with --embeddings.")
+        parts = target_parts_from_checkpoint(where, vocab_size=m.vocab_size, hidden_size=m.hidden_size,
+                                             endpoint=endpoint, timeout=timeout)
+        pos = {k: i for i, k in enumerate(dump.layers)}
+        samples = ((torch.as_tensor(np.array(s.input_ids)), torch.as_tensor(np.array(s.hidden_states))[
+            [pos[k] for k in layers]], s.prompt_len) for s in dump)
+        notes.append(f"the last blocks shrink to fit max_new_tokens = {max_new_tokens} as given: a dump does not "
+                     "record the budget it was written with, so give the same --max-new-tokens.")
+    by_k: list[list[PromptCycles]] = [[] for _ in range(steps)]
+    kept = []
+    try:
+        for ids, hs, plen in tqdm(samples, total=total, desc="acceptance", unit="prompt",
+                                  disable=None if progress is None else not progress, leave=False):
+            T = int(ids.shape[0])
+            if T - plen > max_new_tokens:
+                raise InputError(f"a sample continues for {T - plen} tokens after its prompt, more than "
+                                 f"max_new_tokens = {max_new_tokens}: give the budget it was generated with.")
+            if int(ids.max()) >= parts.vocab_size:
+                raise InputError(f"token id {int(ids.max())} is outside {tname}'s vocabulary (0..{parts.vocab_size - 1}).")
+            features = hs.permute(1, 0, 2).reshape(T, -1)                  # (T, n_aux * H), target_layer_ids order
+            ctx = model.context(features)
+            for k in range(1, steps + 1):
+                by_k[k - 1].append(prompt_cycles(model, parts, ids, features, plen, max_new_tokens=max_new_tokens,
+                                                 steps=k, ctx=ctx))
+            if keep_samples:
+                kept.append((np.asarray(ids[plen:].cpu()), by_k[-1][-1].matches))
+    finally:
+        parts.close()
+    return _result(model, by_k, steps=steps, tname=tname, source=source, layers=layers, notes=notes, sha=sha,
+                   kept=kept)
+
+
+def _result(model: DFlashDrafter, by_k, *, steps, tname, source, layers, notes, sha, kept) -> AcceptanceResult:
+    full = by_k[-1]
+    counts_k = [tuple((p.generated, len(p.cycles)) for p in ps) for ps in by_k]
+    figures = [_summary(ck) for ck in counts_k]
+    value, interval = figures[-1]
+    cond = np.sum([p.conditioned for p in full], axis=0) if full else np.zeros(steps)
+    acc = np.sum([p.accepted for p in full], axis=0) if full else np.zeros(steps)
+    means = [float(np.mean(p.cycles)) for p in full if p.cycles]
+    by_steps = tuple(v for v, _ in figures)
+    return AcceptanceResult(
+        drafter=model.source, target=tname, source=source, steps=steps, temperature=0.0, prompts=len(full),
+        generated_tokens=sum(p.generated for p in full), cycles=sum(len(p.cycles) for p in full),
+        accept_length=value, per_step_acceptance=tuple(float(a / n) if n else None for a, n in zip(acc, cond)),
+        accept_length_by_steps=by_steps, aux_convention="outputs", aux_indices=tuple(layers),
+        accept_length_by_convention={"outputs": value, "inputs": None},
+        per_prompt_accept_length=tuple((p.generated / len(p.cycles)) if p.cycles else None for p in full),
+        chat_template_sha256=sha, positions=sum(p.generated for p in full), notes=tuple(notes),
+        accept_length_interval=interval, prompt_counts=counts_k[-1],
+        accept_length_by_steps_interval=tuple(i for _, i in figures), samples=tuple(kept), estimator=ESTIMATOR,
+        accept_length_by_convention_by_steps={"outputs": by_steps, "inputs": None}, family="dflash",
+        block_size=model.config.block_size, accept_length_authors=float(np.mean(means)) if means else None,
+        block_cycles=tuple(p.cycles for p in full))

@@ -1,0 +1,142 @@
+"""Tiny, deterministic DFlash worlds for tests: a random Qwen3 target saved with safetensors, and DFlash drafter
+checkpoints (config.json + model.safetensors) for it, random or briefly trained on the target's greedy text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+VOCAB, HIDDEN, TARGET_LAYERS = 96, 32, 4
+MASK_ID = VOCAB - 1
+EOS_ID = 7
+
+
+def make_target(folder: Path, *, seed: int = 0) -> Path:
+    """A 4-layer Qwen3 causal LM (vocab 96, hidden 32), random with ``seed``, saved to ``folder``."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen3Config(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=TARGET_LAYERS,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=256,
+                      initializer_range=0.3, tie_word_embeddings=False, eos_token_id=EOS_ID, bos_token_id=0,
+                      pad_token_id=0)
+    model = Qwen3ForCausalLM(cfg).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def drafter_config(*, block_size: int = 4, layers: int = 2, target_layer_ids=(0, 2), mask: int = MASK_ID,
+                   **extra) -> dict:
+    cfg = {
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "block_size": block_size,
+        "dflash_config": {"mask_token_id": mask, "target_layer_ids": list(target_layer_ids)},
+        "num_target_layers": TARGET_LAYERS, "num_hidden_layers": layers, "hidden_size": HIDDEN,
+        "intermediate_size": 64, "head_dim": 8, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "attention_bias": False, "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+        "rope_scaling": None, "max_position_embeddings": 256, "tie_word_embeddings": False, "vocab_size": VOCAB,
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def random_tensors(cfg: dict, *, seed: int = 1, std: float = 0.15) -> dict[str, torch.Tensor]:
+    """Every DFlash tensor its config implies, random (norm weights near one)."""
+    from eaglekit.analysis.draft.block import backbone_shapes
+    from eaglekit.core.configs.block import read_block_config
+
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, (shape, _) in backbone_shapes(read_block_config(cfg)).items():
+        t = torch.randn(shape, generator=g) * std
+        out[name] = (1.0 + t) if "norm" in name else t
+    return out
+
+
+def save_drafter(folder: Path, cfg: dict, tensors: dict[str, torch.Tensor], *, prefix: str = "") -> Path:
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    save_file({prefix + n: t.detach().contiguous().float() for n, t in tensors.items()},
+              str(folder / "model.safetensors"))
+    return folder
+
+
+def greedy_texts(target_dir: Path, prompts: list[list[int]], *, max_new_tokens: int, layers) -> list:
+    """(token ids, features in ``layers`` order) of each prompt's greedy continuation."""
+    from eaglekit.analysis.acceptance.target import load_target_model
+
+    tm = load_target_model(str(target_dir))
+    out = []
+    for ids in prompts:
+        s = tm.run(ids, max_new_tokens=max_new_tokens, layers=list(layers))
+        out.append((s.input_ids, s.hidden_states.permute(1, 0, 2).reshape(s.input_ids.shape[0], -1), len(ids)))
+    return out, tm
+
+
+def train_drafter(target_dir: Path, cfg: dict, *, steps: int = 300, seed: int = 3) -> dict[str, torch.Tensor]:
+    """A DFlash drafter fitted for a few hundred Adam steps to the target's greedy continuations of random prompts
+    (blocks at every anchor, cross-entropy on the mask slots through the target's lm_head)."""
+    from eaglekit.analysis.acceptance.block_target import target_parts_from_model
+    from eaglekit.analysis.draft.dflash import DFlashDrafter
+    from eaglekit.core.configs.block import read_block_config
+
+    prompts = train_prompts()
+    config = read_block_config(cfg)
+    data, tm = greedy_texts(target_dir, prompts, max_new_tokens=40, layers=config.hidden_state_indices())
+    parts = target_parts_from_model(tm.model, name="target")
+    params = {n: t.clone().requires_grad_(True) for n, t in random_tensors(cfg, seed=seed).items()}
+    drafter = DFlashDrafter(config, params, source="train")
+    drafter.w = params  # the forward reads these very tensors: gradients reach them
+    opt = torch.optim.Adam(params.values(), lr=3e-3)
+    Q = config.block_size
+    for step in range(steps):
+        ids, feats, n = data[step % len(data)]
+        T = ids.shape[0]
+        starts = torch.arange(n - 1, T - Q)                                       # (B,)
+        if len(starts) == 0:
+            continue
+        block = torch.full((len(starts), Q), MASK_ID)
+        block[:, 0] = ids[starts]
+        hidden = drafter.forward(drafter.context(feats), parts.rows(block, device=torch.device("cpu"),
+                                                                      dtype=torch.float32), starts)[:, 1:]
+        logits = hidden @ parts.head.lm_head.T                                    # (B, Q-1, V)
+        labels = ids[starts[:, None] + torch.arange(1, Q)[None, :]]               # (B, Q-1)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return {n: p.detach() for n, p in params.items()}
+
+
+def train_prompts(n: int = 24, *, seed: int = 3) -> list[list[int]]:
+    """The random prompts :func:`train_drafter` fits to (measuring on some of them shows a drafter that accepts)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(1, VOCAB - 1, (6,), generator=g).tolist() for _ in range(n)]
+
+
+def write_prompts(path: Path, prompts: list[list[int]]) -> Path:
+    path.write_text("".join(json.dumps({"input_ids": p}) + "\n" for p in prompts))
+    return path
+
+
+_WORLDS: dict[str, Path] = {}
+
+
+def world(tmp_path_factory) -> Path:
+    """A target, a trained block-4 drafter, random block-4 and block-6 drafters and prompts, built once per test
+    process (training takes seconds)."""
+    key = "dflash"
+    if key not in _WORLDS:
+        root = tmp_path_factory.mktemp("dflash-world")
+        make_target(root / "target")
+        cfg4 = drafter_config(block_size=4)
+        save_drafter(root / "trained", cfg4, train_drafter(root / "target", cfg4))
+        save_drafter(root / "random", cfg4, random_tensors(cfg4, seed=5))
+        cfg6 = drafter_config(block_size=6, layers=1, target_layer_ids=(1, 2, 3))
+        save_drafter(root / "random6", cfg6, random_tensors(cfg6, seed=6), prefix="model.")
+        write_prompts(root / "prompts.jsonl", train_prompts()[:4] + [[3, 5, 9, 11], [60, 61]])
+        _WORLDS[key] = root
+    return _WORLDS[key]
