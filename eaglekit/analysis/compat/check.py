@@ -40,6 +40,8 @@ from eaglekit.core.configs.config import (
     normalize_target,
     target_fit,
 )
+from eaglekit.analysis.compat.block_check import block_findings
+from eaglekit.core.configs.block import is_block_config
 from eaglekit.core.configs.engine_readings import capture_range, parse_engine
 from eaglekit.core.configs.mla_shapes import mla_layer_problems
 from eaglekit.core.configs.layers import (
@@ -605,6 +607,11 @@ def check(drafter, *, target=None, engine: str | None = None, full: bool = False
     with opened(drafter, endpoint=endpoint, timeout=timeout, token=token) as ck:
         tck, tcfg = open_target(target, endpoint=endpoint, timeout=timeout, token=token) if target is not None else (None, None)
         try:
+            if is_block_config(ck.inventory.config):  # DFlash: eaglekit.analysis.compat.block_check
+                return check_block_drafter(ck.inventory, ck.inventory.config, target=tcfg, engine=engine,
+                                           name=name or location_label(ck.location.raw),
+                                           target_name=target_name or (None if target is None
+                                                                       else location_label(str(target))))
             embed = None
             if tck is not None and embedding_of(ck.inventory) is not None:
                 embed = compare_embeddings(ck, tck, full=full)
@@ -617,6 +624,17 @@ def check(drafter, *, target=None, engine: str | None = None, full: bool = False
         finally:
             if tck is not None:
                 tck.close()
+
+
+def check_block_drafter(inventory: Inventory, config: Mapping[str, Any], *, target: Mapping[str, Any] | None = None,
+                        engine: str | None = None, name: str = "drafter",
+                        target_name: str | None = None) -> CheckReport:
+    """The pure check of a block drafter (DFlash): its config, its tensors' shapes from the headers, and whether it
+    can read the target (:func:`~eaglekit.analysis.compat.block_check.block_findings`)."""
+    check_engine(engine)
+    engines = (engine,) if engine else ENGINES
+    found = block_findings(inventory, config, engines=engines, target=target, name=name, target_name=target_name)
+    return CheckReport(name, target_name, engines, tuple(Finding(*f) for f in found))
 
 
 def tokenizer_finding(drafter_location, target, *, endpoint=None, timeout=None, token=None) -> Finding | None:
@@ -640,4 +658,4 @@ def tokenizer_finding(drafter_location, target, *, endpoint=None, timeout=None, 
                    "Compare with eaglekit tokenizer-diff and measure with eaglekit acceptance --compare-templates.")
 
 
-__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_drafter", "compare_embeddings", "engine_loads"]
+__all__ = ["CheckReport", "Finding", "EmbedComparison", "check", "check_block_drafter", "check_drafter", "compare_embeddings", "engine_loads"]
