@@ -74,6 +74,7 @@ _EXPORTS = {
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
     "measurement_prompts": "demo.prompts",
     "measure_demo": "demo.candidates", "demo_candidates": "demo.candidates",
+    "block_scenario": "core.serving.block",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
     "read_tokenizer": "io.tokens.tokenizer", "tokenizer_diff": "io.tokens.tokenizer", "TokenizerDiff": "core.tokens.diff",
@@ -156,6 +157,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
     from eaglekit.demo.prompts import measurement_prompts
     from eaglekit.demo.candidates import demo_candidates, measure_demo
+    from eaglekit.core.serving.block import block_scenario
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub
     from eaglekit.io.tokens.tokenizer import read_tokenizer, tokenizer_diff

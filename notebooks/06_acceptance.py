@@ -28,7 +28,8 @@
 # trained on a token language ("K2"), a new version of it continued on a shifted language whose common
 # tokens partly changed ("K2.5"), an EAGLE-3 drafter trained for K2, a drafter trained from scratch on
 # K2.5 with few samples (the team's), and a warm start: the K2 drafter exported onto K2.5's draft
-# vocabulary (notebook 00, section 7), fine-tuned on the same few samples.
+# vocabulary (notebook 00, section 7), fine-tuned on the same few samples. Then the K2.5 team's other two
+# candidates: a public MLA EAGLE-3 drafter, and a DFlash block drafter trained on the same few samples.
 #
 # The drafters were trained with training-time test for a fixed number of chain steps (the world's
 # `chain_steps`, shown under the table below). Beyond that step a drafter drafts what it never learned,
@@ -112,6 +113,27 @@ results = {"K2 drafter on K2": own, "K2 drafter on K2.5": on_new, "scratch on K2
 public = measure("k25-mla", k25, "k25")
 results["public MLA drafter on K2.5"] = public
 public
+
+# %% [markdown]
+# ## The fourth candidate: a DFlash block drafter
+# A block drafter (z-lab's DFlash) drafts K tokens in ONE forward: the block `[anchor, MASK x K]`, embedded with
+# the target's embedding, reads the target's features of the context before the anchor (`target_layer_ids`) and
+# itself (bidirectionally), and the target's `lm_head` turns the mask slots into drafts. The demo's `k25-dflash`
+# (block 5, so K = 1 to 4; one Qwen3-style layer; no embedding or head of its own) was trained with the authors'
+# objective on the SAME 6 samples and target features as the two drafters above. `measure_acceptance` sees its
+# config and simulates the authors' decoding loop cycle by cycle on the same prompts (docs/acceptance.md, "Block
+# drafters"); every K below runs its own block of K + 1, as the engines do.
+#
+# **What the demo can and cannot tell about real block drafters.** The published one for K2.5,
+# z-lab/Kimi-K2.5-DFlash, has blocks of 8 and 6 layers; its authors report accept length 5.3 on GSM8K and 3.7 on
+# MT-Bench, against 2.7 to 3.3 for the MLA EAGLE-3 drafters. The demo's token language and tiny models show the
+# mechanics (the block, the mask slots, the features before the anchor, the authors' loop) and the pricing below,
+# not the real figures: a one-layer block drafter learning a second-order rule from 6 samples says nothing about
+# how a 6-layer one does on text. Measure the real ones on your traffic with `eaglekit acceptance`.
+
+# %%
+dflash = measure("k25-dflash", k25, "k25")
+dflash
 deployment = eaglekit.Account.from_measurements(BASELINE_TPS, SPEC_TPS, 2.0, verify_ms=VERIFY_MS, steps=2,
                                                 verify_grows_for=(TARGET_MODEL,), tp=TP)
 serving = deployment.growing_scenario  # the seed's cycle, its verify growing with K as on notebook 00
@@ -128,6 +150,20 @@ accept_length_vs_steps(results, scenario=serving, trained_steps=world.chain_step
 
 # %%
 steps_table(results, serving)
+
+# %% [markdown]
+# The DFlash drafter is not judged on that cycle. A chain of K steps pays K draft steps; a block cycle pays ONE
+# draft forward whatever K, so its break-even is its own: the **block cycle**, the same verify of K + 1 tokens
+# (growing with K as above) plus one draft forward priced as one of the deployment's draft steps
+# (`eaglekit.block_scenario(serving)`: the forward reads the drafter's weights once, as a chain step does; notebook
+# 08 prices it from the drafter's config instead). Its accept length at each K, with its interval, against that K's
+# block break-even:
+
+# %%
+block_serving = eaglekit.block_scenario(serving)
+print(f"block cycle: verify {VERIFY_MS:g} ms at K = 2, growing {block_serving.verify_growth_ms:.2f} ms per drafted "
+      f"token, plus ONE draft forward of {block_serving.overhead_ms:.2f} ms whatever K")
+steps_table({"DFlash on K2.5": dflash}, block_serving)
 
 # %%
 per_step_acceptance(results)
@@ -204,11 +240,11 @@ eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target
 # %% [markdown]
 # ## Conclusion (generated from the measurements above)
 # Go or no-go on the serving cycle above, at the depth the drafters were trained to (K = 3, as notebook
-# 00 judges them) and at each drafter's best K.
+# 00 judges them) and at each drafter's best K; the DFlash drafter on its block cycle, at every K it drafts.
 
 # %%
 conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scenario=serving,
-                    steps=world.chain_steps, public=public)
+                    steps=world.chain_steps, public=public, blocks={"DFlash": dflash}, block_cycle=block_serving)
 
 # %% [markdown]
 # ## Accept length by tree configuration

@@ -14,8 +14,11 @@ from eaglekit.demo.prompts import MAX_NEW_TOKENS, MEASURED_PROMPTS, measurement_
 
 #: the deepest K a page judges (page 06's K curve; the drafters were trained for 3)
 STEPS = 4
-#: the K2.5 candidates the pages judge, by the name the pages give them
-K25_CANDIDATES = {"warm start": "k25-warm", "scratch": "k25-scratch", "public MLA drafter": "k25-mla"}
+#: the K2.5 candidates the pages judge, by the name the pages give them: three EAGLE-3 drafters and a DFlash block
+#: drafter (measured through the block path of measure_acceptance; its cycle drafts in one forward, so the pages
+#: judge it on the block cycle, eaglekit.block_scenario, and page 08 plans it with block_drafter=)
+K25_CANDIDATES = {"warm start": "k25-warm", "scratch": "k25-scratch", "public MLA drafter": "k25-mla",
+                  "DFlash": "k25-dflash"}
 
 
 def measure_demo(world, drafter: str, target: str, *, aux_convention=None, progress: bool | None = None,

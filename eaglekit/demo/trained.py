@@ -31,6 +31,10 @@ tokens for others, so K2.5's draft vocabulary differs from K2's (a warm start ne
   attention, a full-vocabulary head, no d2t/t2d) trained on k25 with plenty of samples, saved as
   TorchSpec's vLLM export is (``layers.0.*``, model_type ``kimi_k2``, aux ids shifted to vLLM's count:
   [1, 2, 3] = inputs of layers 1-3 = outputs of layers 0-2);
+* ``drafters/k25-dflash``: a DFlash block drafter (z-lab's ``DFlashDraftModel``: block 5, so K = 1..4 drafts in
+  one forward; one Qwen3-style layer; no embedding and no lm_head, it drafts through the target's) trained with the
+  authors' objective on the SAME few K2.5 samples and target features as k25-scratch and k25-warm
+  (:mod:`eaglekit.demo.dflash`): the K2.5 team's fourth candidate;
 * ``drafters/random``: untrained;
 * ``broken/<fault>``: copies of ``drafters/k2`` with one planted fault each (:mod:`eaglekit.demo.broken`);
 * ``prompts-k2.jsonl``, ``prompts-k25.jsonl``: held-out prompts in each language (token ids), and
@@ -57,9 +61,10 @@ from eaglekit.analysis.compat.export import export
 from eaglekit.core.render import html_table
 from eaglekit.demo.broken import build_broken
 from eaglekit.demo.build import built_once
+from eaglekit.demo.dflash import BLOCK, DRAFT_LAYERS, dflash_config, mask_token_id, save_dflash, train_dflash
 from eaglekit.demo.targets import write_target_forms
 
-TRAINED_VERSION = 6  # bump whenever training or the saved layout changes: caches are keyed on it
+TRAINED_VERSION = 7  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Kimi-K2-shaped MoE target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 EXPERTS, TOP_K, MOE_INTER, Q_LORA, KV_LORA = 4, 2, 32, 32, 32
@@ -395,7 +400,7 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    bar = tqdm(total=9, desc="training the demo world", disable=progress is False, leave=False)
+    bar = tqdm(total=10, desc="training the demo world", disable=progress is False, leave=False)
     try:
         rng = np.random.default_rng(20261130)
         torch.manual_seed(20261130)
@@ -457,6 +462,11 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         bar.update()
         dumps = _hidden_dumps(root)
         bar.update()
+        # last, with its own seeds: every other model of the world is bit-identical to version 6's
+        mask = mask_token_id(common, common25, VOCAB)
+        dcfg = dflash_config(mask=mask, vocab=VOCAB, hidden=HIDDEN, target_layers=LAYERS, label=LABEL)
+        save_dflash(drafters / "k25-dflash", train_dflash(k25, k25_few, dcfg), dcfg, label=LABEL)
+        bar.update()
     finally:
         torch.set_num_threads(threads)
         bar.close()
@@ -474,7 +484,14 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
                      "k25-mla": "the public-drafter stand-in: an MLA EAGLE-3 drafter (full vocabulary, no d2t/t2d) "
                                 "trained on k25 with 256 samples, saved as TorchSpec's vLLM export (layers.0.*, "
                                 "kimi_k2, aux ids [1, 2, 3], inputs)",
+                     "k25-dflash": f"a DFlash block drafter (block {BLOCK}: K = 1..{BLOCK - 1} drafts in one forward; "
+                                   f"{DRAFT_LAYERS} Qwen3 layer; the target's embedding and lm_head) trained with the "
+                                   f"authors' objective on the same {FEW_SAMPLES} k25 samples and target features "
+                                   f"(outputs of layers 0-2) as k25-scratch and k25-warm",
                      "random": "untrained (random weights)"},
+        "dflash": {"drafter": "drafters/k25-dflash", "block_size": BLOCK, "mask_token_id": mask,
+                   "mask_token": "the highest id outside both languages' common tokens (neither grammar produces "
+                                 "it; it appears only as noise): the demo's stand-in for a reserved token"},
         "curves": curves, "curve_batch": CURVE_BATCH,
         "broken": broken, "target_weights": weights, "hidden_states": dumps,
         "draft_vocab": COMMON, "vocab": VOCAB, "drafter_chain_steps": CHAIN_STEPS,

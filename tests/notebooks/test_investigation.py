@@ -167,3 +167,47 @@ def test_the_bottom_line_agrees_with_page_06(executed_notebook):
     assert abs(said(r"warm-started drafter reaches (\d+\.\d\d)") - warm) <= 0.0051
     assert abs(said(r"the one trained from scratch (\d+\.\d\d)") - scratch) <= 0.0051
     assert abs(said(r"the break-even accept length is (\d+\.\d\d)") - be) <= 0.0051
+
+
+#: the DFlash candidate's sentence in a bottom line: its accept length and interval at K = 3, the block cycle it is
+#: judged on, and its verdict at its best K
+DFLASH_AT_3 = (r"At K = 3 its (\d+\.\d\d \(\d+\.\d\d-\d+\.\d\d\)) is (?:above|below|within the interval of) "
+               r"the best EAGLE-3")
+
+
+def dflash_figures(text: str) -> tuple[str, ...]:
+    """(K = 3 accept length and interval, every K's 'K = j L (lo-hi) against BE (VERDICT)') from a conclusion."""
+    import re
+
+    at3 = re.search(DFLASH_AT_3, text)
+    assert at3, text
+    by_k = re.findall(r"K = \d \d+\.\d+ \([\d.]+-[\d.]+\) against \d+\.\d+ \((?:GO|NO-GO|TOO CLOSE TO CALL)\)", text)
+    return (at3.group(1), *by_k)
+
+
+@pytest.mark.notebook
+def test_the_bottom_line_judges_the_dflash_candidate_on_its_block_cycle(executed_notebook):
+    """Page 00's section 8 puts the DFlash drafter beside the three EAGLE-3 candidates: its accept length with its
+    interval at every K against the BLOCK cycle's break-even (one draft forward, not K steps), its best K, and what
+    the demo can and cannot say about the real block drafters."""
+    import re
+
+    nb = executed_notebook("00_investigation")
+    cell = next(c for c in nb.cells
+                if c.cell_type == "code" and "bottom_line = eaglekit.conclude_acceptance(" in c.source)
+    bottom = "".join(o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))
+    assert "The DFlash drafter (block 5) drafts K tokens in ONE forward, so it is judged on the block cycle" in bottom
+    assert "plus one draft forward of 1.67 ms whatever K" in bottom
+    at3, *by_k = dflash_figures(bottom)
+    assert [re.match(r"K = (\d)", s).group(1) for s in by_k] == ["1", "2", "3", "4"]
+    # the block break-even at K = 3 is the chain's less two draft steps (one forward instead of three)
+    chain_be = float(re.search(r"the break-even accept length is (\d+\.\d\d)", bottom).group(1))
+    block_be = float(re.search(r"K = 3 \d+\.\d+ \([\d.-]+\) against (\d+\.\d+)", bottom).group(1))
+    assert abs((chain_be - block_be) - 2 * (5 / 3) * 82 / 1000) <= 0.011, (chain_be, block_be)
+    assert re.search(r"At its best K of 1 to 4: DFlash \d+\.\d+ \([\d.-]+\) at K = \d against [\d.]+ "
+                     r"\((GO|NO-GO|TOO CLOSE TO CALL)\)", bottom)
+    markdown = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "z-lab/Kimi-K2.5-DFlash" in markdown and "5.3 on GSM8K" in markdown and "the mechanics" in markdown
+    per_forward = "".join(o.get("data", {}).get("text/plain", "") for c in nb.cells if c.cell_type == "code"
+                          and "bottom_line_per_forward = " in c.source for o in c.get("outputs", []))
+    assert dflash_figures(per_forward)[0] == at3  # the same measurement on the other reading of the verify

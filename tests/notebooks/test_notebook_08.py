@@ -30,3 +30,33 @@ def test_serving_plan_notebook_shows_the_seed_the_plan_and_the_widget(executed_n
     assert "Speedup over no speculation at every (batch size, k)" in text  # the fitted grid
     assert sum("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs) == 3
     assert sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs) == 1
+
+
+@pytest.mark.notebook
+def test_the_four_candidates_are_planned_with_dflash_through_the_block_path(executed_notebook):
+    """Page 08 plans the three EAGLE-3 candidates and the DFlash one (its block cycle sized from its config) per batch
+    size, names the best of all four with its engine flags, and shows the DFlash accept length and interval that
+    pages 00 and 06 show."""
+    import re
+
+    from test_investigation import dflash_figures
+
+    nb = executed_notebook(NOTEBOOK.stem)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "block_drafter=[DFLASH_CONFIG]" in c.source)
+    html = "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs)
+    text = json.dumps(cell.outputs)
+    assert "DFlash block forward: prior from DFlash drafter (1 layers, hidden 64)" in text
+    rows = [re.findall(r"<t[hd][^>]*>([^<]*)</t[hd]>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", html, flags=re.S)]
+    dflash = [r for r in rows if "DFlash" in r and any(c.startswith("DFlash K=") for c in r)]
+    assert len(dflash) == 3, rows  # one per planned batch size
+    bottom = "".join(o.get("data", {}).get("text/plain", "") for c in executed_notebook("00_investigation").cells
+                     if c.cell_type == "code" and "bottom_line = eaglekit.conclude_acceptance(" in c.source
+                     for o in c.get("outputs", []))
+    at3 = dflash_figures(bottom)[0]
+    assert all(at3 in r for r in dflash), (at3, dflash)
+    for name in ("warm start", "scratch", "public MLA drafter"):
+        assert sum(name in r for r in rows) == 3, name
+    assert "--speculative-algorithm" in html and "best" in html
+    best = [r for r in rows if r and r[0] in ("1", "8", "32") and any(": EAGLE-3 chain" in c or ": DFlash K=" in c
+                                                                      or "no speculation" in c for c in r)]
+    assert len(best) == 3, rows

@@ -6,7 +6,10 @@ sentences out (the same :class:`~eaglekit.core.render.Conclusion` record noteboo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from eaglekit.analysis.acceptance.measure import AcceptanceResult
+from eaglekit.core.serving.block import block_scenario
 from eaglekit.core.render import Conclusion
 from eaglekit.core.errors import InputError
 from eaglekit.core.configs.layers import other_convention
@@ -17,7 +20,9 @@ from eaglekit.core.uncertainty import Interval, digits_for, verdict
 def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, scratch: AcceptanceResult,
                         warm: AcceptanceResult, baseline_tps: float | None = None, verify_ms: float | None = None,
                         draft_ms: float = 0.0, scenario: Scenario | None = None, steps: int | None = None,
-                        public: AcceptanceResult | None = None, public_name: str = "public MLA drafter") -> Conclusion:
+                        public: AcceptanceResult | None = None, public_name: str = "public MLA drafter",
+                        blocks: Mapping[str, AcceptanceResult] | None = None,
+                        block_cycle: Scenario | None = None) -> Conclusion:
     """Sentences: the old drafter on its own and on the new target, scratch vs warm start, the aux
     convention's weight, and GO / NO-GO / TOO CLOSE TO CALL for each against the break-even accept length (each
     accept length with its interval, :func:`eaglekit.core.uncertainty.verdict`), at ``steps`` (default: the
@@ -27,13 +32,17 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
     ``scenario``: the serving cycle (a verify that grows with K on a mixture-of-experts target, see
     :attr:`eaglekit.core.serving.account.Account.growing_scenario`); else ``baseline_tps``, a constant ``verify_ms``
     and ``draft_ms`` per step. ``public``: a third candidate for the new target, a published drafter of another
-    family (Kimi's MLA EAGLE-3 drafters), judged beside the team's two."""
+    family (Kimi's MLA EAGLE-3 drafters), judged beside the team's two.
+
+    ``blocks``: block drafters (DFlash) by name, each judged on the BLOCK cycle, not the chain's: ``block_cycle``
+    (default :func:`~eaglekit.core.serving.block.block_scenario` of ``scenario``: the same verify of K + 1 tokens and
+    one draft forward of one chain step's time, whatever K), at every K it measured, and at its best K."""
     results = {"old drafter, own target": own, "old drafter, new target": new_target, "scratch": scratch,
                "warm start": warm}
     if public is not None:
         results[public_name] = public
     k = steps if steps is not None else warm.steps
-    short = [name for name, r in results.items() if r.steps < k]
+    short = [name for name, r in {**results, **(blocks or {})}.items() if r.steps < k]
     if short or not isinstance(k, int) or k < 1:
         raise InputError(f"conclude at K = {k!r} needs every measurement drafted to at least K steps"
                          + (f" ({', '.join(short)} drafted fewer)." if short else "."))
@@ -97,9 +106,46 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
                  + (" and the verify" if cycle.verify_growth_ms else "") + "): "
                  + "; ".join(_against(name, r.interval_at(j), j, b, calls[name])
                              for (name, r), (j, _a, b) in zip(judged, best.values())) + ".")
-    ours = [calls[name] for name in ("scratch", "warm start", public_name) if name in calls]
+    for name, r in (blocks or {}).items():
+        sentence, call = _block_sentences(name, r, block_cycle or block_scenario(scenario), k, judged)
+        s.append(sentence)
+        calls[name] = call
+    ours = [calls[name] for name in ("scratch", "warm start", public_name, *(blocks or {})) if name in calls]
     verdict_word = "go" if "GO" in ours else "too close to call" if "TOO CLOSE TO CALL" in ours else "no-go"
     return Conclusion(verdict_word, tuple(s))
+
+
+def _block_sentences(name: str, r: AcceptanceResult, cycle: Scenario, k: int, chains) -> tuple[str, str]:
+    """A block drafter on its own cycle: every K it measured against that K's block break-even, its best K, and
+    where it stands against the chain drafters at ``k``; (sentence, the verdict at its best K)."""
+    if r.family == "eagle3":
+        raise InputError(f"{name} is an EAGLE-3 measurement: judge it as a chain drafter, not as a block drafter.")
+    at_k = []
+    for j in range(1, r.steps + 1):
+        iv, be = r.interval_at(j), cycle.at_steps(j).break_even_accept_length
+        at_k.append(_against(f"K = {j}", iv, j, be, verdict(iv, be)).replace(f" at K = {j} against", " against"))
+    j, _a, be = best_k(r, scenario=cycle)
+    call = verdict(r.interval_at(j), be)
+    c = cycle.at_steps(k)
+    grows = f", growing {c.verify_growth_ms:.2f} ms per drafted token" if c.verify_growth_ms else ""
+    top_name, top = max(((n, x) for n, x in chains if n != "old drafter on the new target"),
+                        key=lambda item: item[1].interval_at(k).value)
+    mine, theirs = r.interval_at(k), top.interval_at(k)
+    if mine.has_interval and theirs.has_interval and mine.low > theirs.high:  # type: ignore[operator]
+        rank = "above"
+    elif mine.has_interval and theirs.has_interval and theirs.low > mine.high:  # type: ignore[operator]
+        rank = "below"
+    else:
+        rank = "within the interval of"
+    fam = "DFlash" if r.family == "dflash" else str(r.family)
+    what = f"block {r.block_size}" if fam in name else f"{fam}, block {r.block_size}"
+    return (f"The {name} drafter ({what}) drafts K tokens in ONE forward, so it is judged on the "
+            f"block cycle, not the chain's: the same verify of K + 1 tokens (at K = {k}: {c.verify_ms:.1f} ms{grows}) "
+            f"plus one draft forward of {c.overhead_ms:.2f} ms whatever K, {c.cycle_ms:.1f} ms at K = {k} (break-even "
+            f"{c.break_even_accept_length:.2f}). By K: " + "; ".join(at_k)
+            + f". At its best K of 1 to {r.steps}: " + _against(name, r.interval_at(j), j, be, call)
+            + f". At K = {k} its {mine.text()} is {rank} the best EAGLE-3 candidate's ({top_name}, {theirs.text()})."
+            , call)
 
 
 def _against(name: str, iv, k: int, threshold: float, call: str) -> str:

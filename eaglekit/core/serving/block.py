@@ -47,7 +47,7 @@ from eaglekit.core.serving.cyclefit import (
 from eaglekit.core.uncertainty import Interval
 
 __all__ = ["BLOCK_FAMILIES", "BLOCK_TERMS", "BlockCandidate", "BlockFit", "BlockSize", "block_candidate",
-           "block_flags", "block_prior", "block_size"]
+           "block_flags", "block_prior", "block_scenario", "block_size"]
 
 #: the block families a measurement may name, and the one the plan prices: DFlash's forward. DFlash2 adds
 #: convolutional layers and a candidate selector (and MLA attention) the cost model does not hold; DSpark's confidence
@@ -261,3 +261,18 @@ def block_flags(family: str, steps: int, drafter: str) -> dict[str, Any]:
     return {"sglang": f"--speculative-algorithm DFLASH --speculative-num-draft-tokens {steps + 1} "
                       f"--speculative-draft-model-path {drafter}",
             "vllm": {"method": "dflash", "model": drafter, "num_speculative_tokens": steps}}
+
+
+def block_scenario(scenario, forward_ms: float | None = None):
+    """The serving cycle of ``scenario`` (a :class:`~eaglekit.core.speedup.specmath.Scenario`) run by a block
+    drafter: the same verify of K + 1 tokens (growing with K as the scenario's does) and ONE draft forward of
+    ``forward_ms`` per cycle, whatever K (default: one of the scenario's draft steps, as long as a chain step takes:
+    the forward reads the drafter's weights once, as one chain step does; its K + 1 rows add FLOPs that a small batch
+    does not feel). A chain of K steps pays ``K x draft_ms``; the block cycle pays ``forward_ms`` once, so its
+    break-even is lower at every K above 1."""
+    from dataclasses import replace
+
+    ms = scenario.draft_ms if forward_ms is None else forward_ms
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+        raise InputError(f"a block forward's time must be a non-negative number of ms, got {forward_ms!r}")
+    return replace(scenario, draft_ms=0.0, overhead_ms=scenario.overhead_ms + float(ms))
