@@ -24,8 +24,18 @@ def pytest_configure(config):
         import tempfile
 
         os.environ[RUN_ENV] = tempfile.mkdtemp(prefix="eaglekit-test-run-")
+        config._eaglekit_own_run = os.environ[RUN_ENV]  # made here: removed at the end (make test removes its own)
     # every measurement in this run (tests, notebook kernels) reads and writes one result cache, not the user's
     os.environ["EAGLEKIT_CACHE_DIR"] = os.path.join(os.environ[RUN_ENV], "cache")
+
+
+def pytest_unconfigure(config):
+    own = getattr(config, "_eaglekit_own_run", None)
+    if own and os.environ.get(RUN_ENV) == own:
+        import shutil
+
+        shutil.rmtree(own, ignore_errors=True)
+        os.environ.pop(RUN_ENV, None)
 
 
 def _shared_trained(tmp_path_factory) -> Path:

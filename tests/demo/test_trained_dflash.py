@@ -35,25 +35,25 @@ def test_k25_dflash_is_a_dflash_drafter_for_the_k25_target(trained):
 def test_eaglekit_check_accepts_it_against_k25_and_refuses_a_target_it_cannot_read(trained, capsys):
     from eaglekit.analysis.compat.check import check, check_block_drafter
     from eaglekit.cli import main
+    from eaglekit.core.errors import ConfigError
     from eaglekit.io.reader import open_checkpoint
 
     report = check(trained.drafter("k25-dflash"), target=trained.target("k25"))
     assert report.ready, str(report)
-    assert [v for _, _, v, _ in report.verdicts] == ["READY", "READY"]
     text = str(report)
-    assert "a DFlash block drafter (DFlashDraftModel): block 5, up to 4 drafts in one forward" in text
-    assert "reads the outputs of target layers [0, 1, 2] (hidden_states [1, 2, 3]) of its 4" in text
+    assert text.startswith("k25-dflash for target k25: READY for SGLang; READY for vLLM"), text
+    assert "DFlash block drafter (DFlashDraftModel): block 5 (anchor + mask slots), 4 drafts per cycle" in text
+    assert "reads target layer outputs [0, 1, 2] = output_hidden_states [1, 2, 3]" in text
     assert main(["check", str(trained.drafter("k25-dflash")), "--target", str(trained.target("k25"))]) == 0
     assert "READY for SGLang; READY for vLLM" in capsys.readouterr().out
-    # the same drafter against a 2-layer target, and with a shape its config does not imply: NOT READY
+    # the same drafter against a 2-layer target: NOT READY; with a shape its config does not imply: refused
     target = json.loads((trained.target("k25") / "config.json").read_text())
     with open_checkpoint(trained.drafter("k25-dflash")) as ck:
         short = check_block_drafter(ck.inventory, ck.inventory.config, target={**target, "num_hidden_layers": 2},
                                     name="k25-dflash", target_name="short")
-        wrong = check_block_drafter(ck.inventory, {**ck.inventory.config, "intermediate_size": 100},
-                                    name="k25-dflash")
-    assert not short.ready and "names layer 2, but short has 2 layers" in str(short)
-    assert not wrong.ready and "mlp.gate_proj.weight is [192, 64], config.json implies [100, 64]" in str(wrong)
+        with pytest.raises(ConfigError, match=r"layers\.0\.mlp\.gate_proj\.weight is \[192, 64\], but its config"):
+            check_block_drafter(ck.inventory, {**ck.inventory.config, "intermediate_size": 100}, name="k25-dflash")
+    assert not short.ready and "names layer 2, past the target's 2 layers" in str(short)
 
 
 def test_it_accepts_drafts_on_the_demo(trained):
