@@ -232,7 +232,7 @@ def _measure(model: DFlashDrafter, *, target, hidden_states, prompts, max_new_to
              endpoint, timeout, progress, keep_samples, trust_remote_code) -> AcceptanceResult:
     from tqdm.auto import tqdm
 
-    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, prompt_records
     from eaglekit.io.dumps.native import HiddenStateDump, open_dump
 
     c = model.config
@@ -252,12 +252,7 @@ def _measure(model: DFlashDrafter, *, target, hidden_states, prompts, max_new_to
             target, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
         check_target_fit(c, num_layers=tmodel.num_hidden_layers, hidden=tmodel.hidden_size, vocab=tmodel.vocab_size,
                          target=tmodel.name)
-        if isinstance(prompts, (str, os.PathLike)):
-            plist, psource = read_prompts(prompts)
-        else:
-            plist, psource = tuple(prompts), "prompts"
-            if not all(isinstance(p, Prompt) for p in plist):
-                raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.acceptance.prompts).")
+        plist, psource = prompt_records(prompts)
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
         parts = target_parts_from_model(tmodel.model, name=tmodel.name)
         samples = _samples_from_target(tmodel, plist, ids_list, psource, layers=layers, max_new_tokens=max_new_tokens)

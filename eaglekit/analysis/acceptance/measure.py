@@ -390,7 +390,7 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
     steps = 5 if steps is None else steps
     # torch and the models load here, not at import: a cached answer is read without them
     from eaglekit.analysis.draft import DraftModel, trained_convention
-    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, read_prompts
+    from eaglekit.analysis.acceptance.target import TargetModel, load_target_model, prompt_records
     from eaglekit.io.dumps.native import HiddenStateDump, open_dump
     import torch
     from tqdm.auto import tqdm
@@ -442,12 +442,7 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
     skipped: list[int] = []
     if target is not None:
 
-        if isinstance(prompts, (str, os.PathLike)):
-            plist, psource = read_prompts(prompts)
-        else:
-            plist, psource = tuple(prompts), "prompts"
-            if not all(isinstance(p, Prompt) for p in plist):
-                raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.acceptance.prompts).")
+        plist, psource = prompt_records(prompts)
         layers = sorted(set(indices[conventions[0]]) | set(indices[conventions[1]]))
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
         notes.extend(filter(None, [unknown_tokens_note(*tmodel.unknown_tokens(plist, ids_list), target=tname)]))

@@ -266,6 +266,16 @@ def _refused_global(e: BaseException) -> str:
     return lines[0] if lines else "refused"
 
 
+def prompt_records(prompts) -> tuple[tuple[Prompt, ...], str]:
+    """The prompts (a JSONL path, read by :func:`read_prompts`, or Prompt records) and how messages name them."""
+    if isinstance(prompts, (str, os.PathLike)):
+        return read_prompts(prompts)
+    plist = tuple(prompts)
+    if not all(isinstance(p, Prompt) for p in plist):
+        raise InputError("prompts must be a JSONL path or Prompt records (eaglekit.core.acceptance.prompts).")
+    return plist, "prompts"
+
+
 def read_prompts(path: str | os.PathLike[str]) -> tuple[tuple[Prompt, ...], str]:
     """Parse a prompts JSONL file; returns the prompts and the path as messages name it.
 

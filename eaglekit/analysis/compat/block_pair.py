@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from eaglekit.analysis.compat.block_check import read_checked_block
-from eaglekit.analysis.compat.compat_report import CompatReport, TargetCheck, TensorMatch, WarmStartPart
+from eaglekit.analysis.compat.compat_report import (CompatReport, TargetCheck, TensorMatch, WarmStartPart,
+                                                    match_tensors)
 from eaglekit.core.checkpoint.names import normalize_name
 from eaglekit.core.configs.block import BlockDrafterConfig, block_family
 from eaglekit.core.configs.block_engines import block_engine
@@ -128,25 +129,8 @@ def _two_blocks(inv_a, inv_b, cfg_a: BlockDrafterConfig, cfg_b: BlockDrafterConf
 
 
 def _match(inv_a: Inventory, inv_b: Inventory) -> tuple[TensorMatch, ...]:
-    a = {block_tensor_name(t.name): t for t in inv_a}
-    b = {block_tensor_name(t.name): t for t in inv_b}
-    out = []
-    for name in sorted(a.keys() | b.keys()):
-        ta, tb = a.get(name), b.get(name)
-        sa = (ta.dtype, ta.shape) if ta else None
-        sb = (tb.dtype, tb.shape) if tb else None
-        if ta is None or tb is None:
-            if name in TARGET_COPIES:
-                out.append(TensorMatch(name, "expected-absent", sa, sb, "a copy of the target's: not the drafter's own"))
-            else:
-                out.append(TensorMatch(name, "only-a" if tb is None else "only-b", sa, sb))
-        elif ta.shape != tb.shape:
-            out.append(TensorMatch(name, "shape-mismatch", sa, sb))
-        elif ta.dtype != tb.dtype:
-            out.append(TensorMatch(name, "dtype-mismatch", sa, sb, "castable: same shape"))
-        else:
-            out.append(TensorMatch(name, "match", sa, sb))
-    return tuple(out)
+    return match_tensors(inv_a, inv_b, block_tensor_name,
+                         lambda name: "a copy of the target's: not the drafter's own" if name in TARGET_COPIES else None)
 
 
 def _parts(tensors, cfg_a: BlockDrafterConfig, cfg_b: BlockDrafterConfig, a_name: str, b_name: str):

@@ -165,3 +165,28 @@ class CompatReport:
 
 
 __all__ = ["CompatReport", "EXIT_CODES", "Take", "TargetCheck", "TensorMatch", "Verdict", "WarmStartPart"]
+
+
+def match_tensors(inv_a: Inventory, inv_b: Inventory, normalize, expected_absent) -> tuple[TensorMatch, ...]:
+    """Tensor by tensor under ``normalize(name)``; ``expected_absent(name)``: why a tensor on one side only is
+    expected there (its note), else None (then it is ``only-a`` / ``only-b``)."""
+    a = {normalize(t.name): t for t in inv_a}
+    b = {normalize(t.name): t for t in inv_b}
+    out = []
+    for name in sorted(a.keys() | b.keys()):
+        ta, tb = a.get(name), b.get(name)
+        sa = (ta.dtype, ta.shape) if ta else None
+        sb = (tb.dtype, tb.shape) if tb else None
+        if ta is None or tb is None:
+            note = expected_absent(name)
+            if note is not None:
+                out.append(TensorMatch(name, "expected-absent", sa, sb, note))
+            else:
+                out.append(TensorMatch(name, "only-a" if tb is None else "only-b", sa, sb))
+        elif ta.shape != tb.shape:
+            out.append(TensorMatch(name, "shape-mismatch", sa, sb))
+        elif ta.dtype != tb.dtype:
+            out.append(TensorMatch(name, "dtype-mismatch", sa, sb, "castable: same shape"))
+        else:
+            out.append(TensorMatch(name, "match", sa, sb))
+    return tuple(out)

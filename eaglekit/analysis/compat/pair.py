@@ -40,6 +40,7 @@ from eaglekit.core.tokens.vocab import check_vocab_map, compare_vocab_maps
 from eaglekit.io.drafter import read_maps
 from eaglekit.io.inventory import Inventory
 from eaglekit.io.reader import load_config, opened
+from eaglekit.analysis.compat.compat_report import match_tensors
 from eaglekit.analysis.compat.compat_report import (  # noqa: F401  (the record's names stay importable from here)
     _STATUS_COLOUR,
     _TAKE_COLOUR,
@@ -57,25 +58,9 @@ from eaglekit.analysis.compat.compat_report import (  # noqa: F401  (the record'
 
 def compare_tensors(inv_a: Inventory, inv_b: Inventory) -> tuple[TensorMatch, ...]:
     """Tensor by tensor, names normalised; an embedding absent on one side is expected (frozen)."""
-    a = {normalize_name(t.name): t for t in inv_a}
-    b = {normalize_name(t.name): t for t in inv_b}
-    out = []
-    for name in sorted(a.keys() | b.keys()):
-        ta, tb = a.get(name), b.get(name)
-        sa = (ta.dtype, ta.shape) if ta else None
-        sb = (tb.dtype, tb.shape) if tb else None
-        if ta is None or tb is None:
-            if role(name) == "frozen-embedding":
-                out.append(TensorMatch(name, "expected-absent", sa, sb, "frozen: taken from the target at load time"))
-            else:
-                out.append(TensorMatch(name, "only-a" if tb is None else "only-b", sa, sb))
-        elif ta.shape != tb.shape:
-            out.append(TensorMatch(name, "shape-mismatch", sa, sb))
-        elif ta.dtype != tb.dtype:
-            out.append(TensorMatch(name, "dtype-mismatch", sa, sb, "castable: same shape"))
-        else:
-            out.append(TensorMatch(name, "match", sa, sb))
-    return tuple(out)
+    return match_tensors(inv_a, inv_b, normalize_name,
+                         lambda name: "frozen: taken from the target at load time"
+                         if role(name) == "frozen-embedding" else None)
 
 
 def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, config_b: Mapping | None,
