@@ -338,12 +338,13 @@ def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, A
     options = {**_MEASURE_DEFAULTS, **options}
     target = options["target"]
     loaded = f"{options['device']}:{options['dtype']}:{bool(options['trust_remote_code'])}"  # as load_target_model
+    shown_name = None if target is None else str(target)  # what the answer names the target (a loaded one: its name)
     if target is not None and not isinstance(target, (str, os.PathLike)):
         from eaglekit.analysis.acceptance.target import TargetModel
     if target is not None and not isinstance(target, (str, os.PathLike)) and isinstance(target, TargetModel):
         if target.location is None:
             return store.location_digest(target)  # not keyable: raises
-        target, loaded = target.location, target.loaded_as
+        target, loaded, shown_name = target.location, target.loaded_as, target.name
     prompts = options["prompts"]
     if prompts is not None and not isinstance(prompts, (str, os.PathLike)):
         prompts = [asdict(p) if isinstance(p, Prompt) else p for p in prompts]
@@ -353,8 +354,7 @@ def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, A
             "embeddings"}
     return {
         # the names as given too: the answer shows them (its drafter and target lines, its notes)
-        "names": [str(drafter), None if options["target"] is None else str(getattr(options["target"], "name",
-                                                                                    options["target"])),
+        "names": [str(drafter), shown_name,
                   None if options["hidden_states"] is None else str(options["hidden_states"])],
         "drafter": store.location_digest(drafter),
         "target": None if target is None else store.location_digest(target),
@@ -379,7 +379,7 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
                         on_sample=None) -> AcceptanceResult:
     """The measurement itself (:func:`measure_acceptance`, uncached). ``steps`` None: 5, or a block drafter's
     block_size - 1."""
-    if _is_block_drafter(drafter):  # DFlash and its kin draft whole blocks: their own measurement
+    if _is_block_drafter(drafter, endpoint=endpoint, timeout=timeout):  # DFlash and its kin draft whole blocks: their own measurement
         from eaglekit.analysis.acceptance.block import measure_block
 
         return measure_block(drafter, target=target, hidden_states=hidden_states, prompts=prompts,
@@ -529,23 +529,27 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
 _MEASURE_DEFAULTS = _measure_defaults()
 
 
-def _is_block_drafter(drafter) -> bool:
-    """Whether ``drafter`` is a block drafter (DFlash, DFlash2, DSpark): a loaded one, or a local folder whose
-    config.json declares one (:func:`~eaglekit.core.configs.block.block_family`)."""
+def _is_block_drafter(drafter, *, endpoint: str | None = None, timeout: float | None = None) -> bool:
+    """Whether ``drafter`` is a block drafter (DFlash, DFlash2, DSpark): a loaded one, or a location (a local folder,
+    a Hub repo, HTTP, SSH) whose config.json declares one (:func:`~eaglekit.core.configs.block.block_family`)."""
     from eaglekit.core.configs.block import block_family
-    from eaglekit.core.errors import ConfigError
+    from eaglekit.core.errors import ConfigError, EaglekitError
     from eaglekit.core.safejson import loads
+    from eaglekit.io.reader import load_config
 
     if type(drafter).__name__ == "DFlashDrafter":
         return True
     if not isinstance(drafter, (str, os.PathLike)):
         return False
-    config = Path(drafter).expanduser() / "config.json"
-    if not config.is_file() or config.stat().st_size > 16 << 20:
-        return False
+    local = Path(drafter).expanduser()
     try:
-        return block_family(loads(config.read_bytes(), what=str(config), error=ConfigError)) is not None
-    except ConfigError:
+        if local.exists():
+            config = local / "config.json"
+            if not config.is_file() or config.stat().st_size > 16 << 20:
+                return False
+            return block_family(loads(config.read_bytes(), what=str(config), error=ConfigError)) is not None
+        return block_family(load_config(drafter, kind="drafter", endpoint=endpoint, timeout=timeout)) is not None
+    except (EaglekitError, OSError):
         return False  # the drafter's own loader says what is wrong with it
 
 
