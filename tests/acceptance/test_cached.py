@@ -48,7 +48,13 @@ def test_a_chain_read_back_equals_a_fresh_one(trained, prompts, tmp_path):
     loaded = measure_acceptance(trained.drafter("k2"), **{**kw, "target": load_target_model(trained.target("k2"))})
     assert loaded.cached is not None
     # another option, another prompt file: measured afresh
-    assert measure_acceptance(trained.drafter("k2"), **{**kw, "steps": 2}).cached is None
+    at_two = measure_acceptance(trained.drafter("k2"), **{**kw, "steps": 2})
+    assert at_two.cached is None
+    # a measurement read at a smaller K is that K's measurement: the same cycles, figures and interval
+    view = again.at_steps(2)
+    assert (view.accept_length, view.interval, view.cycles, view.per_step_acceptance, view.accept_length_by_steps) == (
+        at_two.accept_length, at_two.interval, at_two.cycles, at_two.per_step_acceptance, at_two.accept_length_by_steps)
+    assert view.by_convention_at(2) == at_two.accept_length_by_convention
     other = tmp_path / "other.jsonl"
     other.write_text(prompts.read_text().replace("\n", "\n\n", 1))  # same prompts, other bytes
     assert measure_acceptance(trained.drafter("k2"), **{**kw, "prompts": other}).cached is None

@@ -18,6 +18,7 @@ from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.uncertainty import Interval, verdict
 from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
 from eaglekit.io.cache import Cached
+from eaglekit.analysis.acceptance.notes import generation_limit_note
 
 Source = Literal["target", "hidden-states"]
 #: the estimator of every accept length measured on the target's own continuations
@@ -109,8 +110,16 @@ class AcceptanceResult:
             accept_length_by_convention=self.by_convention_at(k), accept_length_by_convention_by_steps=by_k,
             expected_acceptance=None if self.expected_acceptance is None else self.expected_acceptance[:k],
             expected_accept_length=None, per_prompt_accept_length=(), prompt_counts=(), samples=(),
-            notes=self.notes + (f"read at K = {k} from a measurement drafted to K = {self.steps} (the same cycles "
-                                f"simulated with K = {k}).",))
+            notes=self._notes_at(k))
+
+    def _notes_at(self, k: int) -> tuple[str, ...]:
+        """The notes of the view at K = ``k``: the generation-limit sentence (which names a K) said again at ``k``."""
+        limit = "each prompt's last cycle is cut at the generation limit"
+        kept = [n for n in self.notes if not n.startswith(limit)]
+        if self.prompt_counts and any(n.startswith(limit) for n in self.notes):
+            kept.extend(filter(None, [generation_limit_note([g for g, _ in self.prompt_counts], k)]))
+        return tuple(kept) + (f"read at K = {k} from a measurement drafted to K = {self.steps} (the same cycles "
+                              f"simulated with K = {k}).",)
 
     @property
     def accept_length_prefill_included(self) -> float:
