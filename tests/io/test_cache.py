@@ -183,3 +183,22 @@ def test_keys_follow_content_not_names(tmp_path):
     assert store.location_digest(a) != store.location_digest(b)            # one byte: another key
     assert key("acceptance", 1, {"p": 1}) != key("acceptance", 2, {"p": 1})  # a code version bump: another key
     assert key("acceptance", 1, {"p": 1}) != key("acceptance", 1, {"p": 2})
+
+
+def test_a_large_file_is_keyed_in_bounded_time_by_its_ends(tmp_path, monkeypatch):
+    import eaglekit.io.cache as cache
+
+    monkeypatch.setattr(cache, "FULL_HASH_BYTES", 4096)
+    monkeypatch.setattr(cache, "EDGE_BYTES", 1024)
+    store = ResultCache(tmp_path / "cache")
+    big = tmp_path / "shard.safetensors"
+    big.write_bytes(b"a" * 10_000)
+    first = store.file_digest(big)
+    data = bytearray(big.read_bytes())
+    data[-1] = ord("b")                    # the last MiB changed: another key
+    big.write_bytes(bytes(data))
+    assert store.file_digest(big) != first
+    stat = big.stat()
+    import os
+    os.utime(big, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))   # touched: another key
+    assert store.file_digest(big) not in (first,)
