@@ -84,11 +84,11 @@ def conclude_acceptance(*, own: AcceptanceResult, new_target: AcceptanceResult, 
         s.append(f"The {public_name} reaches {pb.text()}, {word}.")
     shifts = []
     for name, r in results.items():
-        at = min(k, r.steps)  # every reading compared at the K the verdicts judge
-        alt = r.by_convention_at(at).get(other_convention(r.aux_convention))
+        kk = min(k, r.steps)  # every reading compared at the K the verdicts judge
+        alt = r.by_convention_at(kk).get(other_convention(r.aux_convention))
         if alt is not None:
-            shifts.append(f"{alt - r.accept_length_by_steps[at - 1]:+.2f} ({name}"
-                          + (f", K = {at})" if at != k else ")"))
+            shifts.append(f"{alt - r.accept_length_by_steps[kk - 1]:+.2f} ({name}"
+                          + (f", K = {kk})" if kk != k else ")"))
     if shifts:
         s.append(f"Reading the aux layer ids the other engine's way ({other_convention(own.aux_convention)} instead of "
                  f"{own.aux_convention}, as trained) changes the accept length by " + ", ".join(shifts)
