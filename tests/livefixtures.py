@@ -24,6 +24,75 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eaglekit.demo.metricsserver import VllmCounters, sglang_metrics_text, vllm_metrics_text
 
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def vllm_registry_page(engines: dict[str, VllmCounters], *, model: str = MODEL) -> str:
+    """A vLLM V1 page as its own prometheus_client registry writes it, one series per engine: names, help texts,
+    labelnames ``["model_name", "engine"]`` and ``multiprocess_mode="mostrecent"`` of vllm-project/vllm
+    ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``, ``per_engine_labelvalues``) and
+    ``vllm/v1/spec_decode/metrics.py`` (``SpecDecodingProm``, ``position`` label per draft position)."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    names = ["model_name", "engine"]
+    running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.", names,
+                    multiprocess_mode="mostrecent", registry=reg)
+    gen = Counter("vllm:generation_tokens", "Number of generation tokens processed.", names, registry=reg)
+    drafts = Counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", names, registry=reg)
+    drafted = Counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", names, registry=reg)
+    accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", names, registry=reg)
+    per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                      names + ["position"], registry=reg)
+    for eng, c in engines.items():
+        running.labels(model, eng).set(c.running)
+        gen.labels(model, eng).inc(c.generation_tokens)
+        drafts.labels(model, eng).inc(c.drafts)
+        drafted.labels(model, eng).inc(c.draft_tokens)
+        accepted.labels(model, eng).inc(c.accepted)
+        for i, v in enumerate(c.per_position):
+            per_pos.labels(model, eng, str(i)).inc(v)
+    return generate_latest(reg).decode()
+
+
+def sglang_registry_page(*, tokenizer: dict | None = None, schedulers: dict[tuple, dict] = (),
+                         model: str = MODEL) -> str:
+    """An SGLang page as its prometheus_client registry writes it. ``tokenizer``: the TokenizerMetricsCollector's
+    counters (``generation_tokens``, ``requests``, ``verify_calls``; None: no request has finished, so no series
+    yet: prometheus_client writes a labelled counter's series only once ``.labels()`` is called). ``schedulers``:
+    ``{(dp_rank, tp_rank): {gauge: value}}``, each the SchedulerMetricsCollector of one scheduler, its gauges
+    ``multiprocess_mode="mostrecent"``; a ``num_running_reqs`` dict value is ``{priority: n}`` (priority
+    scheduling: ``""`` holds the total). Names, help texts and labels of sgl-project/sglang
+    ``python/sglang/srt/metrics/collector.py`` (``observability/metrics_collector.py`` in later releases)."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+    reg = CollectorRegistry()
+    tok = ["model_name", "engine_type"]
+    counters = {k: Counter(f"sglang:{n}", h, tok, registry=reg) for k, n, h in (
+        ("generation_tokens", "generation_tokens", "Number of generation tokens processed."),
+        ("requests", "num_requests", "Number of requests processed."),
+        ("verify_calls", "spec_verify_calls", "Number of speculative decoding verification calls."))}
+    for k, v in (tokenizer or {}).items():
+        counters[k].labels(model, "unified").inc(v)
+    sched = ["model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank"]
+    helps = {"num_running_reqs": "The number of running requests.",
+             "spec_accept_length": "The average acceptance length of speculative decoding.",
+             "spec_accept_rate": "The average acceptance rate of speculative decoding (`accepted tokens / total "
+                                 "draft tokens` in batch).",
+             "spec_num_steps": "The number of speculative decoding steps.",
+             "spec_num_draft_tokens": "The number of speculative decoding draft tokens."}
+    gauges: dict[str, Gauge] = {}
+    for (dp, tp), values in dict(schedulers).items():
+        for k, v in values.items():
+            prio = isinstance(v, dict)
+            if k not in gauges:
+                gauges[k] = Gauge(f"sglang:{k}", helps[k], sched + (["priority"] if prio else []),
+                                  multiprocess_mode="mostrecent", registry=reg)
+            for p, x in (v.items() if prio else [(None, v)]):
+                labels = [model, "unified", str(tp), "0", str(dp)] + ([p] if prio else [])
+                gauges[k].labels(*labels).set(x)
+    return generate_latest(reg).decode()
+
 #: Two scrapes of a vLLM server, 3 draft steps: the difference is 500 drafts, 1500 draft tokens, 830 accepted
 #: (355, 265, 210 by position), 2000 generated tokens.
 VLLM_BEFORE = VllmCounters(1000, 3000, 1660, (710, 530, 420), 27453, running=6)

@@ -20,7 +20,6 @@ def servers():
     ("trickle", "no complete answer within 2 s"),
     ("nan", "finite number >= 0"),
     ("negative", "finite number >= 0"),
-    ("down", "restarted 3 times in a row"),
     ("nolabel", "no position label"),
     ("many", "metric families"),
     ("redirect", "redirects to another host"),

@@ -1,9 +1,13 @@
-"""An engine's own acceptance, read live: two scrapes of its Prometheus ``/metrics``, and their difference.
+"""An engine's acceptance, read live: two scrapes of its Prometheus ``/metrics``, and their difference.
 
-Counters are cumulative since the server started, so a reading over a window is the difference of two
-scrapes (:func:`difference`); a counter that went down means the server restarted in between
-(:class:`CounterReset`: read again). Parsing is prometheus_client's text parser
-(``text_string_to_metric_families``), never by hand; every sample is checked (a finite number >= 0).
+Counters are cumulative since each series was created, and Prometheus counters reset **per series**: vLLM
+exports one series per engine (``engine`` label), and one engine restarting, or vLLM's elastic scale-up
+re-creating its loggers (every series reset, new ``engine`` labels), leaves the sums free to grow all the same.
+So :func:`difference` differences each series, then sums: a series that went down reset (its after-value is its
+increase: it counts from zero), a series new in ``after`` counts from zero, and the reading names every series
+that reset. An engine's counters restart together, so a series group (the labels but ``position``) where any
+counter went down is read as reset whole. Pages are read by :mod:`eaglekit.core.serving.promtext` (bounded, each
+series once, prometheus_client's parser); every sample is checked (a finite number >= 0).
 
 vLLM (V1 engine; vllm-project/vllm ``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingProm`` and
 ``vllm/v1/metrics/loggers.py`` ``PrometheusStatLogger``, labels ``model_name`` and ``engine``):
@@ -11,53 +15,50 @@ vLLM (V1 engine; vllm-project/vllm ``vllm/v1/spec_decode/metrics.py`` ``SpecDeco
 - ``vllm:spec_decode_num_drafts_total``, ``..._num_draft_tokens_total``, ``..._num_accepted_tokens_total``;
 - ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`` (i from 0: drafts whose first i + 1 draft
   tokens were all accepted);
-- ``vllm:generation_tokens_total`` and the gauge ``vllm:num_requests_running``.
+- ``vllm:generation_tokens_total`` and the gauge ``vllm:num_requests_running`` (per engine: their sum is the
+  server's running requests, one ``engine`` label per engine).
 
 The accept length is vLLM's "Mean acceptance length", 1 + accepted / drafts (bonus token in, the prefill token
-out: the convention of :mod:`eaglekit.core.speedup.specmath` and of ``eaglekit acceptance``); the per-position
-acceptance is accepted at position i / drafts (vLLM's "Per-position acceptance rate"), the conditional one
-position i / position i - 1. Its interval comes from the per-position counts: they give how many drafts
-accepted exactly j tokens, hence the spread of accepted tokens per draft (a normal interval over the drafts).
+out: the convention of :mod:`eaglekit.core.speedup.specmath` and of ``eaglekit acceptance``).
 
 SGLang (sgl-project/sglang ``python/sglang/srt/metrics/collector.py``; ``observability/metrics_collector.py`` in
 later releases): ``sglang:generation_tokens_total``, ``sglang:num_requests_total`` and
-``sglang:spec_verify_calls_total`` are counted when a request finishes (``observe_one_finished_request``: its
-completion tokens and its ``spec_verify_ct``). A finished request's tokens are one from prefill plus, per verify,
-the accepted drafts and the bonus token, so over a window accept length = (generation tokens - requests) /
-verify calls (vLLM's convention) and generation tokens / verify calls is the "prefill included" figure SGLang's
-benchmark clients print. The gauges ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate`` hold the
-scheduler's last log interval and are shown beside, never used. SGLang's server log prints the same figure per
-``decode_log_interval`` batches: ``Decode batch. #running-req: N, ... accept len: 2.35, ...``
-(``scheduler_metrics_mixin.py`` ``log_decode_stats``); :func:`parse_sglang_log` reads those lines.
+``sglang:spec_verify_calls_total`` are counted when a request finishes, so a fresh server has no such series until
+its first request finishes (absent before, present after: counted from zero). Accept length = (generation tokens
+- requests) / verify calls. The scheduler gauges (``sglang:spec_accept_length``, ``spec_accept_rate``,
+``spec_num_steps``, ``spec_num_draft_tokens``, ``num_running_reqs``; ``multiprocess_mode="mostrecent"``) are one
+per scheduler (labels ``tp_rank``, ``pp_rank``, ``dp_rank``; ``num_running_reqs`` also by ``priority``, ``""``
+holding the total): combined as what they are (:func:`per_engine`), never summed across ranks. SGLang counts a
+verify's draft tokens as ``speculative_num_draft_tokens - 1`` (the tree's nodes but its root: EAGLE's
+``draft_forward`` keeps ``topk(score_list, speculative_num_draft_tokens - 1)``), so its acceptance rate is accepted
+/ (verify calls x (num_draft_tokens - 1)), not / (verify calls x steps).
+
+Bounds: no engine serves more than :data:`MAX_STEPS` draft steps (tokens per draft) or a tree of more than
+:data:`MAX_TREE_TOKENS` draft tokens; counters that imply more are refused.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
 
 from eaglekit.core.errors import InputError
 from eaglekit.core.redact import shown
-from eaglekit.core.render import kv_html, kv_text
-from eaglekit.core.uncertainty import Interval, bootstrap_ratio
+from eaglekit.core.serving.livereading import Engine, LiveReading, _whole
+from eaglekit.core.serving.promtext import MAX_FAMILIES, LabelKey, label_key, samples, series_name
+from eaglekit.core.serving.sglanglog import parse_sglang_log
+from eaglekit.core.uncertainty import Interval
 
 __all__ = ["CounterReset", "LiveReading", "Snapshot", "difference", "parse_metrics", "parse_sglang_log",
-           "MAX_FAMILIES", "MAX_POSITIONS"]
+           "per_engine", "MAX_FAMILIES", "MAX_POSITIONS", "MAX_STEPS", "MAX_TREE_TOKENS"]
 
-Engine = Literal["vllm", "sglang"]
-
-#: Metric families a /metrics text may hold before it is refused (vLLM serves about 60, SGLang about 100).
-MAX_FAMILIES = 20_000
-#: Label sets (samples) in all.
-MAX_SAMPLES = 200_000
 #: Draft positions a per-position counter may name (vLLM's num_speculative_tokens is a handful).
 MAX_POSITIONS = 64
-#: Lines of a log read for "accept len" (the rest is ignored, and said so).
-MAX_LOG_LINES = 2_000_000
+#: The most draft steps (draft tokens per draft of a chain) any engine serves; EAGLE-3 serves 1 to 8.
+MAX_STEPS = 64
+#: The most draft tokens of one SGLang tree (``speculative_num_draft_tokens``; EAGLE-2's default is 60).
+MAX_TREE_TOKENS = 1024
 
 _VLLM = {
     "drafts": "vllm:spec_decode_num_drafts_total",
@@ -72,48 +73,46 @@ _SGLANG = {
     "generation_tokens": "sglang:generation_tokens_total",
     "requests": "sglang:num_requests_total",
 }
+_SGLANG_RUNNING = "sglang:num_running_reqs"
 _SGLANG_GAUGES = ("sglang:spec_accept_length", "sglang:spec_accept_rate", "sglang:spec_num_steps",
-                  "sglang:spec_num_draft_tokens", "sglang:num_running_reqs", "sglang:gen_throughput")
-_SPEC_INFO = ("sglang:speculative_config_info", "speculative_config_info")
+                  "sglang:spec_num_draft_tokens", _SGLANG_RUNNING, "sglang:gen_throughput")
+_PER_POS = "per_pos"
 _Z95 = 1.959963984540054
+
+Series = Mapping[LabelKey, float]
 
 
 class CounterReset(InputError):
-    """A counter went down between two scrapes: the server restarted, so the difference means nothing."""
+    """The server changed between two scrapes (another engine answers): the difference means nothing."""
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One scrape: the speculative counters summed over the selected label sets."""
+    """One scrape: each speculative counter's series (``series[kind][labels]``; the per-position counter under
+    ``"per_pos"``, its ``position`` among the labels) and the gauges' series, as the page lists them."""
 
     engine: Engine
-    counters: Mapping[str, float]
-    per_position: tuple[float, ...] = ()
-    gauges: Mapping[str, float] = field(default_factory=dict)
+    series: Mapping[str, Series]
+    gauges: Mapping[str, Series] = field(default_factory=dict)
     models: tuple[str, ...] = ()
-    spec_config: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def counters(self) -> dict[str, float]:
+        """Each counter summed over its series (a figure to show, never to difference)."""
+        return {k: sum(v.values()) for k, v in self.series.items() if k != _PER_POS}
+
+    @property
+    def per_position(self) -> tuple[float, ...]:
+        """Accepted tokens by position, summed over series."""
+        return _by_position(self.series.get(_PER_POS, {}))
 
 
-def _families(text: str, what: str):
-    from prometheus_client.parser import text_string_to_metric_families  # loaded on use: start-up stays fast
-
-    families = samples = 0
-    try:
-        for fam in text_string_to_metric_families(text):
-            families += 1
-            if families > MAX_FAMILIES:
-                raise InputError(f"{what}: more than {MAX_FAMILIES:,} metric families; not an engine's /metrics "
-                                 "(vLLM and SGLang serve about 100).")
-            for s in fam.samples:
-                samples += 1
-                if samples > MAX_SAMPLES:
-                    raise InputError(f"{what}: more than {MAX_SAMPLES:,} samples; not an engine's /metrics.")
-                yield s
-    except InputError:
-        raise
-    except Exception as e:  # the parser raises ValueError, KeyError, IndexError on malformed lines
-        raise InputError(f"{what}: not Prometheus text exposition format ({type(e).__name__}: "
-                         f"{shown(str(e))[:120]}); point at the engine's /metrics endpoint.") from e
+def _by_position(series: Series) -> tuple[float, ...]:
+    out: dict[int, float] = {}
+    for key, v in series.items():
+        pos = int(dict(key)["position"])
+        out[pos] = out.get(pos, 0.0) + v
+    return tuple(out.get(i, 0.0) for i in range(max(out) + 1)) if out else ()
 
 
 def _value(sample, what: str) -> float:
@@ -124,27 +123,31 @@ def _value(sample, what: str) -> float:
     return v
 
 
+def _position(labels: Mapping[str, str], name: str, what: str) -> str:
+    """The ``position`` label as ASCII digits of at most two characters, below :data:`MAX_POSITIONS`."""
+    pos = labels.get("position")
+    if pos is None or not (pos.isascii() and pos.isdigit() and len(pos) <= 2 and int(pos) < MAX_POSITIONS):
+        said = "no position label" if pos is None else f"position {shown(pos)[:20]!r}"
+        raise InputError(f"{what}: {name} has {said}; vLLM labels draft positions 0 to num_speculative_tokens - 1 "
+                         f"(at most {MAX_POSITIONS - 1}).")
+    return str(int(pos))
+
+
 def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics") -> Snapshot:
-    """The speculative-decoding counters of one ``/metrics`` text, summed over label sets (``engine``,
-    ``model_name``, ...); with ``model``, only the label sets whose ``model_name`` is ``model``."""
-    counters: dict[str, float] = {}
-    per_pos: dict[int, float] = {}
-    gauges: dict[str, float] = {}
+    """The speculative-decoding series of one ``/metrics`` text; with ``model``, only the series whose
+    ``model_name`` is ``model``."""
+    series: dict[str, dict[LabelKey, float]] = {}
+    gauges: dict[str, dict[LabelKey, float]] = {}
     models: dict[str, None] = {}
-    spec: dict[str, str] = {}
-    names = {**{v: k for k, v in _VLLM.items()}, **{v: k for k, v in _SGLANG.items()}}
+    names = {**{v: k for k, v in _VLLM.items()}, **{v: k for k, v in _SGLANG.items()}, _VLLM_PER_POS: _PER_POS}
     seen_prefix = set()
-    for s in _families(text, what):
+    for s in samples(text, what):
         name = s.name
         if name.startswith("vllm:"):
             seen_prefix.add("vllm")
         elif name.startswith("sglang:"):
             seen_prefix.add("sglang")
-        if name in _SPEC_INFO:
-            spec.update({k: shown(v)[:200] for k, v in list(s.labels.items())[:32] if k != "model_name"})
-            continue
-        wanted = name in names or name == _VLLM_PER_POS or name == _VLLM_RUNNING or name in _SGLANG_GAUGES
-        if not wanted:
+        if name not in names and name != _VLLM_RUNNING and name not in _SGLANG_GAUGES:
             continue
         m = s.labels.get("model_name")
         if m is not None and len(models) < 64:
@@ -152,166 +155,132 @@ def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics")
         if model is not None and m != model:
             continue
         v = _value(s, what)
-        if name in names:
-            counters[names[name]] = counters.get(names[name], 0.0) + v
-        elif name == _VLLM_PER_POS:
-            pos = s.labels.get("position")
-            if pos is None or not pos.isdigit() or int(pos) >= MAX_POSITIONS:
-                raise InputError(f"{what}: {name} has {'no position label' if pos is None else f'position {shown(pos)[:20]!r}'}"
-                                 f"; vLLM labels draft positions 0 to num_speculative_tokens - 1.")
-            per_pos[int(pos)] = per_pos.get(int(pos), 0.0) + v
-        else:
-            gauges[name] = gauges.get(name, 0.0) + v
-    if model is not None and not counters:
+        labels = dict(s.labels)
+        if name == _VLLM_PER_POS:
+            labels["position"] = _position(labels, name, what)
+        target = series.setdefault(names[name], {}) if name in names else gauges.setdefault(name, {})
+        target[label_key(labels)] = v
+    if model is not None and not series and not gauges:
         raise InputError(f"{what}: no speculative counters for model {shown(model)!r}; the server's models: "
                          f"{', '.join(models) or 'none labelled'}.")
-    if "drafts" in counters or per_pos:
-        engine: Engine = "vllm"
-        missing = [_VLLM[k] for k in ("drafts", "draft_tokens", "accepted") if k not in counters]
-    elif "verify_calls" in counters:
-        engine = "sglang"
-        missing = [_SGLANG[k] for k in ("generation_tokens", "requests") if k not in counters]
-    elif "accepted" in counters or "draft_tokens" in counters:
+    engine = _engine(series, seen_prefix, what)
+    per_pos = _by_position(series.get(_PER_POS, {}))
+    if per_pos and any(not any(dict(k)["position"] == str(i) for k in series[_PER_POS]) for i in range(len(per_pos))):
+        have = sorted({int(dict(k)["position"]) for k in series[_PER_POS]})
+        raise InputError(f"{what}: {_VLLM_PER_POS} positions {have} are not 0 to {len(per_pos) - 1}.")
+    return Snapshot(engine, series, gauges, tuple(models))
+
+
+def _engine(series: Mapping[str, Series], seen_prefix: set[str], what: str) -> Engine:
+    if "drafts" in series or _PER_POS in series:
+        missing = [_VLLM[k] for k in ("drafts", "draft_tokens", "accepted") if k not in series]
+        if missing:
+            raise InputError(f"{what}: {', '.join(missing)} missing; the counters come together in every vLLM "
+                             "release that has them.")
+        return "vllm"
+    if "accepted" in series or "draft_tokens" in series:
         raise InputError(f"{what}: vLLM counters without vllm:spec_decode_num_drafts_total: the V0 engine's metrics "
                          "(no drafts counted, so no accept length per draft); eaglekit reads the V1 engine's "
                          "(vLLM 0.8 and later, VLLM_USE_V1=1).")
-    elif "vllm" in seen_prefix:
+    if "vllm" in seen_prefix:
         raise InputError(f"{what}: a vLLM server without vllm:spec_decode_* counters: it serves no speculative "
                          "decoding (start it with --speculative-config).")
-    elif "sglang" in seen_prefix:
-        raise InputError(f"{what}: an SGLang server without sglang:spec_verify_calls_total: no speculative request "
-                         "has finished yet, speculation is off, or the release predates the counter (start it with "
-                         "--enable-metrics and --speculative-algorithm; or read its log with --log).")
-    else:
-        raise InputError(f"{what}: neither vLLM's nor SGLang's metrics; point at the engine's /metrics endpoint.")
-    if missing:
-        raise InputError(f"{what}: {', '.join(missing)} missing; the counters come together in every "
-                         f"{engine} release that has them.")
-    if per_pos and sorted(per_pos) != list(range(len(per_pos))):
-        raise InputError(f"{what}: {_VLLM_PER_POS} positions {sorted(per_pos)} are not 0 to {len(per_pos) - 1}.")
-    positions = tuple(per_pos[i] for i in range(len(per_pos)))
-    return Snapshot(engine, counters, positions, gauges, tuple(models), spec)
+    if "sglang" in seen_prefix:  # SGLang's counters appear when the first request finishes: from zero until then
+        missing = [_SGLANG[k] for k in ("generation_tokens", "requests") if "verify_calls" in series and k not in series]
+        if missing:
+            raise InputError(f"{what}: {', '.join(missing)} missing beside sglang:spec_verify_calls_total; SGLang "
+                             "counts them together when a request finishes.")
+        return "sglang"
+    raise InputError(f"{what}: neither vLLM's nor SGLang's metrics; point at the engine's /metrics endpoint.")
+
+
+def per_engine(series: Series) -> dict[str, float]:
+    """An SGLang scheduler gauge, one value per engine (data-parallel rank, ``dp_rank``; one engine without it).
+    With a ``priority`` label the total (``priority=""``) is kept, else the priorities are added; the tensor- and
+    pipeline-parallel ranks of one engine report one scheduler's figure, so their largest is kept. vLLM's
+    gauges carry ``engine``: one value per engine label."""
+    keyed = [dict(k) for k in series]
+    totals = any(d.get("priority") == "" for d in keyed)
+    by: dict[str, dict[str, float]] = {}  # engine -> rank -> value
+    for k, v in series.items():
+        d = dict(k)
+        if "priority" in d and totals and d["priority"] != "":
+            continue
+        eng = d.get("dp_rank", d.get("engine", "0"))
+        rank = ",".join(f"{n}={d[n]}" for n in ("tp_rank", "pp_rank", "moe_ep_rank") if n in d)
+        by.setdefault(eng, {})[rank] = by.get(eng, {}).get(rank, 0.0) + v
+    return {eng: max(ranks.values()) for eng, ranks in by.items()}
 
 
 # -- the difference -----------------------------------------------------------------------------------
 
 
-def _whole(x: float) -> int:
-    return int(round(x))
+def _group(key: LabelKey) -> LabelKey:
+    """A series' engine: its labels but ``position`` (an engine's counters restart together)."""
+    return tuple(p for p in key if p[0] != "position")
 
 
-@dataclass(frozen=True)
-class LiveReading:
-    """The engine's acceptance over a window (or over a log's lines). Counts are differences of cumulative
-    counters; ``None`` where the engine does not count it. ``to_json()`` is ``eaglekit live --json``."""
-
-    engine: Engine
-    source: str
-    window_s: float | None
-    drafts: int | None
-    draft_tokens: int | None
-    accepted_tokens: int | None
-    accepted_per_position: tuple[int, ...]
-    generation_tokens: int | None
-    accept_length: Interval
-    requests_finished: int | None = None
-    running_requests: float | None = None
-    steps: int | None = None
-    models: tuple[str, ...] = ()
-    spec_config: Mapping[str, Any] = field(default_factory=dict)
-    engine_gauges: Mapping[str, float] = field(default_factory=dict)
-    accept_length_prefill_included: float | None = None
-    generation_tokens_per_s: float | None = None
-    notes: tuple[str, ...] = ()
-
-    @property
-    def per_position_acceptance(self) -> tuple[float, ...]:
-        """Accepted at position i / drafts (vLLM's per-position acceptance rate); empty when not counted."""
-        if not self.drafts or not self.accepted_per_position:
-            return ()
-        return tuple(c / self.drafts for c in self.accepted_per_position)
-
-    @property
-    def conditional_acceptance(self) -> tuple[float | None, ...]:
-        """P(position i accepted | position i - 1 accepted): position i / position i - 1 (None where the earlier
-        position accepted nothing). Comparable with ``eaglekit acceptance``'s per-step acceptance."""
-        prev: float | None = float(self.drafts or 0)
-        out: list[float | None] = []
-        for c in self.accepted_per_position:
-            out.append(c / prev if prev else None)
-            prev = c
-        return tuple(out)
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        """vLLM's "Avg Draft acceptance rate": accepted / drafted (not alpha)."""
-        if not self.draft_tokens or self.accepted_tokens is None:
-            return None
-        return self.accepted_tokens / self.draft_tokens
-
-    def to_json(self) -> dict[str, Any]:
-        def fin(x):
-            return x if x is None or (isinstance(x, (int, float)) and math.isfinite(x)) else None
-        return {
-            "kind": "eaglekit-live",
-            "engine": self.engine, "source": self.source, "window_s": fin(self.window_s),
-            "drafts": self.drafts, "draft_tokens": self.draft_tokens, "accepted_tokens": self.accepted_tokens,
-            **self.accept_length.fields("accept_length"),
-            "accept_length_interval": self.accept_length.method,
-            "accept_length_convention": "1 + accepted / drafts (vLLM 'Mean acceptance length': bonus token in, "
-                                        "prefill token out)",
-            "accept_length_prefill_included": fin(self.accept_length_prefill_included),
-            "per_position_acceptance": list(self.per_position_acceptance),
-            "per_step_acceptance": list(self.conditional_acceptance),
-            "accepted_per_position": list(self.accepted_per_position),
-            "acceptance_rate": fin(self.acceptance_rate),
-            "generation_tokens": self.generation_tokens,
-            "generation_tokens_per_s": fin(self.generation_tokens_per_s),
-            "requests_finished": self.requests_finished,
-            "running_requests": fin(self.running_requests),
-            "batch": None if self.running_requests is None else max(1, _whole(self.running_requests)),
-            "steps": self.steps, "models": list(self.models), "spec_config": dict(self.spec_config),
-            "engine_gauges": {k: fin(v) for k, v in self.engine_gauges.items()},
-            "notes": list(self.notes),
-        }
-
-    def rows(self) -> list[tuple[str, Any]]:
-        def n(x):
-            return "n/a" if x is None else f"{x:,}"
-        rows: list[tuple[str, Any]] = [
-            ("engine", f"{self.engine} ({self.source})" + (f", models {', '.join(self.models)}" if self.models else "")),
-            ("window", "n/a" if self.window_s is None else f"{self.window_s:.1f} s"),
-            ("accept length", f"{self.accept_length.text()} tokens/cycle, 1 + accepted / drafts ({self.accept_length.method})"),
-        ]
-        if self.accept_length_prefill_included is not None:
-            rows.append(("  prefill token included", f"{self.accept_length_prefill_included:.2f} (what SGLang's "
-                                                      "benchmark clients print)"))
-        rows += [("drafts", n(self.drafts)), ("draft tokens", n(self.draft_tokens)),
-                 ("accepted tokens", n(self.accepted_tokens))]
-        if self.acceptance_rate is not None:
-            rows.append(("acceptance rate", f"{self.acceptance_rate:.1%} (accepted / drafted)"))
-        if self.per_position_acceptance:
-            rows.append(("per-position acceptance", " ".join(f"{p:.3f}" for p in self.per_position_acceptance)))
-            rows.append(("per-step (conditional)", " ".join("n/a" if c is None else f"{c:.3f}"
-                                                            for c in self.conditional_acceptance)))
-        if self.generation_tokens_per_s is not None:
-            rows.append(("generation", f"{self.generation_tokens_per_s:,.1f} tokens/s"
-                         + (f" over {self.running_requests:.1f} running requests" if self.running_requests else "")))
-        rows.append(("served steps", "unknown" if self.steps is None else str(self.steps)))
-        if self.spec_config:
-            rows.append(("speculative config", ", ".join(f"{k}={v}" for k, v in self.spec_config.items())))
-        for k, v in self.engine_gauges.items():
-            rows.append((f"{k} (gauge)", f"{v:.3f}"))
-        rows += [("note", x) for x in self.notes]
-        return rows
-
-    def __str__(self) -> str:
-        return kv_text(self.rows(), title="The engine's acceptance, read live")
-
-    def _repr_html_(self) -> str:
-        return kv_html(self.rows(), caption="The engine's acceptance, read live")
+def _increases(before: Snapshot, after: Snapshot) -> tuple[dict[str, dict[LabelKey, float]], list[str]]:
+    """Each series' increase over the window, and notes naming the series that reset, appeared or went away."""
+    reset: set[LabelKey] = set()
+    for kind, ser in after.series.items():
+        b = before.series.get(kind, {})
+        reset.update(_group(k) for k, v in ser.items() if k in b and v < b[k])
+    had = {_group(k) for ser in before.series.values() for k in ser}
+    has = {_group(k) for ser in after.series.values() for k in ser}
+    out: dict[str, dict[LabelKey, float]] = {}
+    for kind, ser in after.series.items():
+        b = before.series.get(kind, {})
+        out[kind] = {k: v if _group(k) in reset or k not in b else v - b[k] for k, v in ser.items()}
+    notes = []
+    for label, groups in (("reset during the window (a restart; counted from zero)", reset),
+                          ("new in the second scrape (counted from zero)", has - had),
+                          ("gone from the second scrape (their last increase is lost)", had - has)):
+        if groups:
+            named = sorted(series_name("", g) for g in groups)
+            notes.append(f"series {label}: " + ", ".join(named[:8]) + (f" and {len(named) - 8} more"
+                                                                         if len(named) > 8 else ""))
+    return out, notes
 
 
+def _total(series: Mapping[LabelKey, float] | None) -> int | None:
+    return None if series is None else _whole(sum(series.values()))
+
+
+def _engines(after: Snapshot) -> int:
+    if after.engine == "vllm":
+        return max(1, len({dict(k).get("engine") for k in after.series.get("drafts", {})}))
+    return max(1, len(per_engine(after.gauges.get(_SGLANG_RUNNING, {}))))
+
+
+def _running(snapshot: Snapshot) -> float | None:
+    g = snapshot.gauges.get(_VLLM_RUNNING if snapshot.engine == "vllm" else _SGLANG_RUNNING)
+    return None if not g else sum(per_engine(g).values())
+
+
+def difference(before: Snapshot, after: Snapshot, window_s: float, *, source: str = "") -> LiveReading:
+    """The reading over the window between two scrapes of one server: each series differenced (a reset or new
+    series counts from zero), then summed. Raises :class:`CounterReset` when another engine answers the second
+    scrape, InputError when nothing was drafted in the window or the counters are impossible."""
+    if before.engine != after.engine:
+        raise CounterReset(f"the server changed from {before.engine} to {after.engine} between two scrapes.")
+    if not (math.isfinite(window_s) and window_s > 0):
+        raise InputError(f"the window must be a positive number of seconds, got {window_s!r}.")
+    inc, notes = _increases(before, after)
+    d = {k: _total(v) for k, v in inc.items() if k != _PER_POS}
+    per_pos = [_whole(x) for x in _by_position(inc.get(_PER_POS, {}))]
+    running = [_running(s) for s in (before, after)]
+    running_mean = sum(running) / 2 if all(r is not None for r in running) else None  # type: ignore[misc]
+    gen = d.get("generation_tokens")
+    tps = None if gen is None else gen / window_s
+    if len(after.models) > 1:
+        notes.append(f"summed over the models {', '.join(after.models)}; select one with --model")
+    engines = _engines(after)
+    if after.engine == "vllm":
+        reading = _vllm_reading(d, per_pos, window_s, source, running_mean, tps, after, notes)
+    else:
+        reading = _sglang_reading(d, window_s, source, running_mean, tps, after, notes)
+    return replace(reading, engines=engines)
 def _per_draft_interval(drafts: int, accepted: int, per_pos: Sequence[int], steps: int | None) -> Interval:
     """1 + accepted / drafts with a normal interval from the per-position counts: c_i drafts accepted at least
     i + 1 tokens, so sum (2i + 1) c_i is the sum of squared accepted counts, hence their spread."""
@@ -328,41 +297,6 @@ def _per_draft_interval(drafts: int, accepted: int, per_pos: Sequence[int], step
                     "drafts of one request are correlated, so the true interval is somewhat wider)")
 
 
-def difference(before: Snapshot, after: Snapshot, window_s: float, *, source: str = "") -> LiveReading:
-    """The reading over the window between two scrapes of one server. Raises :class:`CounterReset` when a
-    counter went down (a restart), InputError when nothing was drafted in the window."""
-    if before.engine != after.engine:
-        raise CounterReset(f"the server changed from {before.engine} to {after.engine} between two scrapes.")
-    if not (math.isfinite(window_s) and window_s > 0):
-        raise InputError(f"the window must be a positive number of seconds, got {window_s!r}.")
-    d: dict[str, int] = {}
-    for k, v in after.counters.items():
-        b = before.counters.get(k, 0.0)
-        if v < b:
-            raise CounterReset(f"{k.replace('_', ' ')} went down ({b:g} to {v:g}): the server restarted during "
-                               "the window.")
-        d[k] = _whole(v - b)
-    if len(before.per_position) > len(after.per_position):
-        raise CounterReset("per-position counters disappeared between scrapes: the server restarted.")
-    per_pos: list[int] = []
-    for i, v in enumerate(after.per_position):
-        b = before.per_position[i] if i < len(before.per_position) else 0.0
-        if v < b:
-            raise CounterReset(f"accepted tokens at position {i} went down ({b:g} to {v:g}): the server restarted.")
-        per_pos.append(_whole(v - b))
-    running = [g.get(_VLLM_RUNNING if after.engine == "vllm" else "sglang:num_running_reqs")
-               for g in (before.gauges, after.gauges)]
-    running_mean = sum(running) / 2 if all(r is not None for r in running) else None
-    gen = d.get("generation_tokens")
-    tps = None if gen is None else gen / window_s
-    notes: list[str] = []
-    if len(after.models) > 1:
-        notes.append(f"summed over the models {', '.join(after.models)}; select one with --model")
-    if after.engine == "vllm":
-        return _vllm_reading(d, per_pos, window_s, source, running_mean, tps, after, notes)
-    return _sglang_reading(d, window_s, source, running_mean, tps, after, notes)
-
-
 def _vllm_reading(d, per_pos, window_s, source, running, tps, after: Snapshot, notes) -> LiveReading:
     drafts, drafted, accepted = d["drafts"], d["draft_tokens"], d["accepted"]
     if drafts <= 0:
@@ -371,6 +305,9 @@ def _vllm_reading(d, per_pos, window_s, source, running, tps, after: Snapshot, n
     if drafted < drafts or accepted > drafted:
         raise InputError(f"inconsistent counters over the window: {drafts} drafts, {drafted} draft tokens, "
                          f"{accepted} accepted (each draft drafts >= 1 token, at most all are accepted).")
+    if drafted > MAX_STEPS * drafts:
+        raise InputError(f"impossible counters over the window: {drafted:,} draft tokens in {drafts:,} drafts is more "
+                         f"than {MAX_STEPS} per draft, past any engine's num_speculative_tokens.")
     steps = len(per_pos) or None
     if drafted % drafts == 0:
         steps = steps or drafted // drafts
@@ -391,85 +328,50 @@ def _vllm_reading(d, per_pos, window_s, source, running, tps, after: Snapshot, n
                        {}, None, tps, tuple(notes))
 
 
+def _one(after: Snapshot, name: str, top: int, what: str) -> int | None:
+    """A configuration gauge of SGLang's schedulers (the same on every engine): a whole number from 1 to ``top``."""
+    values = set(per_engine(after.gauges.get(name, {})).values())
+    if not values or values == {0.0}:
+        return None
+    v = max(values)
+    if len(values) > 1 or v != int(v) or not 1 <= v <= top:
+        shown_values = ", ".join(f"{x:g}" for x in sorted(values)[:4])
+        raise InputError(f"{what}: {name} reads {shown_values}; a served config is one whole number from 1 to {top} "
+                         "on every scheduler.")
+    return int(v)
+
+
 def _sglang_reading(d, window_s, source, running, tps, after: Snapshot, notes) -> LiveReading:
-    verify, gen, reqs = d["verify_calls"], d["generation_tokens"], d["requests"]
+    verify, gen, reqs = d.get("verify_calls", 0), d.get("generation_tokens", 0), d.get("requests", 0)
     if verify <= 0:
         raise InputError(f"no speculative request finished in the {window_s:.1f} s window (SGLang counts verify "
-                         "calls when a request finishes). Send it traffic, or lengthen --window.")
+                         "calls when a request finishes; speculation may be off). Send it traffic, or lengthen "
+                         "--window.")
+    steps = _one(after, "sglang:spec_num_steps", MAX_STEPS, source or "the server")
+    tree = _one(after, "sglang:spec_num_draft_tokens", MAX_TREE_TOKENS, source or "the server")
+    per_verify = tree - 1 if tree is not None else steps  # SGLang's draft tokens per verify
     accepted = gen - reqs - verify
-    if accepted < 0 or accepted > 64 * verify:
+    most = min(x for x in (steps, per_verify, MAX_STEPS) if x is not None)
+    if accepted < 0 or accepted > most * verify:
         raise InputError(f"inconsistent counters over the window: {gen} generation tokens, {reqs} requests, {verify} "
-                         "verify calls (a finished request emits one prefill token and 1 to steps + 1 per verify).")
-    steps_g = after.gauges.get("sglang:spec_num_steps")
-    spec = dict(after.spec_config)
-    steps = None
-    for v in (spec.get("spec_num_steps"), steps_g):
-        try:
-            if v is not None and int(float(v)) > 0:
-                steps = int(float(v))
-                break
-        except ValueError:
-            pass
+                         f"verify calls (a finished request emits one prefill token and 1 to {most + 1} per verify).")
     L = 1.0 + accepted / verify
     interval = Interval(L, None, None, "no interval: SGLang's counters give totals only (no per-draft spread); "
                                        "its log's accept-len lines give one (eaglekit live --log)")
-    gauges = {k.removeprefix("sglang:"): v for k, v in after.gauges.items()
-              if k in ("sglang:spec_accept_length", "sglang:spec_accept_rate")}
+    gauges = {}
+    for name in ("sglang:spec_accept_length", "sglang:spec_accept_rate"):
+        values = per_engine(after.gauges.get(name, {}))
+        if values:
+            gauges[name.removeprefix("sglang:")] = sum(values.values()) / len(values)
+    if len(per_engine(after.gauges.get(_SGLANG_RUNNING, {}))) > 1 and gauges:
+        notes.append("the spec_accept_* gauges are each scheduler's last log interval: their mean over the engines "
+                     "is shown")
+    spec = {k: v for k, v in (("spec_num_steps", steps), ("spec_num_draft_tokens", tree)) if v is not None}
+    if tree is None and steps is not None:
+        notes.append("draft tokens taken as verify calls x steps (a chain); SGLang's spec_num_draft_tokens gauge "
+                     "gives a tree's")
     notes.append("SGLang counts a request's tokens and verify calls when it finishes: the window holds the "
                  "requests that finished in it, whole")
-    return LiveReading("sglang", source, window_s, verify, None if steps is None else verify * steps, accepted, (),
-                       gen, interval, reqs, running, steps, after.models, spec, gauges, gen / verify, tps, tuple(notes))
-
-
-# -- SGLang's log -------------------------------------------------------------------------------------
-
-_LOG_LINE = re.compile(r"Decode batch[^\n]*?#running-req:\s*(\d+)[^\n]*?accept len:\s*([0-9]+(?:\.[0-9]+)?)")
-_LOG_TPS = re.compile(r"gen throughput \(token/s\):\s*([0-9]+(?:\.[0-9]+)?)")
-_LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
-
-
-def parse_sglang_log(text: str, *, source: str = "log", steps: int | None = None, seed: int = 0) -> LiveReading:
-    """The accept length of SGLang's "Decode batch ... accept len: X" log lines: each line's figure over its
-    ``decode_log_interval`` batches (verified tokens / verify calls, bonus token in: vLLM's convention), pooled
-    weighted by the line's running requests (the lines do not print their verify count; running requests x
-    the interval is its size up to requests finishing mid-interval), with a bootstrap over the lines."""
-    nums: list[float] = []
-    dens: list[float] = []
-    tps: list[float] = []
-    times: list[datetime] = []
-    lines = text.splitlines()
-    notes: list[str] = []
-    if len(lines) > MAX_LOG_LINES:
-        notes.append(f"only the last {MAX_LOG_LINES:,} of {len(lines):,} lines were read")
-        lines = lines[-MAX_LOG_LINES:]
-    top = None if steps is None else steps + 1
-    for line in lines:
-        m = _LOG_LINE.search(line)
-        if not m:
-            continue
-        running, L = int(m.group(1)), float(m.group(2))
-        if running <= 0 or L <= 0:  # an idle interval prints accept len 0
-            continue
-        if L < 1 or (top is not None and L > top + 0.005) or L > 65:
-            raise InputError(f"{source}: 'accept len: {m.group(2)}' is outside 1..{top or 65}; not SGLang's decode log "
-                             "(or --steps is wrong).")
-        nums.append(L * running)
-        dens.append(float(running))
-        t = _LOG_TPS.search(line)
-        if t:
-            tps.append(float(t.group(1)))
-        ts = _LOG_TIME.match(line)
-        if ts:
-            times.append(datetime.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S"))
-    if not nums:
-        raise InputError(f"{source}: no 'Decode batch ... accept len: X' line with running requests; is it the log of "
-                         "an SGLang server with speculative decoding (the scheduler logs one every "
-                         "--decode-log-interval batches)?")
-    interval = bootstrap_ratio(nums, dens, seed=seed, unit="log lines")
-    interval = Interval(interval.value, interval.low, interval.high,
-                        interval.method + " (each line weighted by its running requests)")
-    window = (max(times) - min(times)).total_seconds() if len(times) > 1 else None
-    notes.append(f"{len(nums)} decode log lines; SGLang's 'accept len' counts the bonus token")
-    return LiveReading("sglang", source, window, None, None, None, (), None, interval, None,
-                       sum(dens) / len(dens), steps, (), {}, {}, None,
-                       sum(tps) / len(tps) if tps else None, tuple(notes))
+    drafted = None if per_verify is None else verify * per_verify
+    return LiveReading("sglang", source, window_s, verify, drafted, accepted, (), gen, interval, reqs, running, steps,
+                       after.models, spec, gauges, gen / verify, tps, tuple(notes))
