@@ -84,8 +84,8 @@ eaglekit.live_readings_figure(series, offline=offline)
 
 # %% [markdown]
 # ## The gap, and its causes
-# The gap is offline minus live, its interval the two intervals combined. GO means a real gap (the engine accepts
-# less), TOO CLOSE TO CALL that the two figures are not told apart. The live interval treats drafts as independent;
+# The gap is offline minus live, its interval the two intervals combined. REAL GAP means the engine accepts
+# less than offline, REVERSE GAP more, TOO CLOSE TO CALL that the two figures are not told apart. The live interval treats drafts as independent;
 # drafts of one request are correlated, so it is somewhat narrow: read several windows, as above, and see how far
 # they wander. The causes `/metrics` can show are checked; the others are listed with what would check them.
 

@@ -18,13 +18,35 @@ registries write them; the names, help texts and labels are those of:
 
 from __future__ import annotations
 
+import functools
+import gzip
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eaglekit.demo.metricsserver import VllmCounters, sglang_metrics_text, vllm_metrics_text
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _bomb(inner_bytes: int) -> bytes:
+    """gzip(gzip(``inner_bytes`` of a comment line)), built in 1 MiB pieces: about 1 KiB per MiB inside."""
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31)
+    outer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    piece = b"#" * (1 << 20)
+    out = [outer.compress(inner.compress(b"# "))]
+    for _ in range(inner_bytes >> 20):
+        out.append(outer.compress(inner.compress(piece)))
+    out.append(outer.compress(inner.flush()))
+    out.append(outer.flush())
+    return b"".join(out)
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """A body of about 1 KiB that inflates to 256 MiB (16 times the page cap) through two gzip layers."""
+    return _bomb(256 << 20)
 
 
 def vllm_registry_page(engines: dict[str, VllmCounters], *, model: str = MODEL) -> str:
@@ -197,6 +219,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def m_local(self, n: int) -> None:  # to the same host, another path
         self.send(b"", 302, {"Location": "/vllm/metrics"})
+
+    def m_gzip(self, n: int) -> None:  # honest, gzipped once
+        self.send(gzip.compress(vllm_pages(VLLM_BEFORE, VLLM_AFTER)[min(n, 1)].encode()), 200,
+                  {"Content-Encoding": "gzip"})
+
+    def m_gzipbomb(self, n: int) -> None:  # "gzip, gzip": a small body whose inner layer is 256 MiB of comment
+        self.send(gzip_bomb(), 200, {"Content-Encoding": "gzip, gzip"})
+
+    def m_duplicate(self, n: int) -> None:  # every series twice, labels reordered the second time
+        page = vllm_metrics_text(VLLM_BEFORE)
+        again = [line.replace('engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"',
+                              'model_name="meta-llama/Llama-3.1-8B-Instruct",engine="0"')
+                 for line in page.splitlines() if not line.startswith("#")]
+        self.send((page + "\n".join(again) + "\n").encode())
+
+    def m_longline(self, n: int) -> None:  # a 4 MB comment line (prometheus_client's parser is quadratic)
+        self.send(("# " + "x" * 4_000_000 + "\n" + vllm_metrics_text(VLLM_BEFORE)).encode())
 
     def m_notmetrics(self, n: int) -> None:
         self.send(b"<html><body>{not: metrics}</body></html>")

@@ -103,17 +103,14 @@ def _load_offline(args: argparse.Namespace):
     from eaglekit.analysis.live.compare import offline_at
     from eaglekit.core import safejson
     from eaglekit.core.errors import InputError
+    from eaglekit.io.metrics import read_regular
 
     if args.offline is None:
         return None
     if args.target is not None or args.prompts is not None:
         raise InputError("give --offline RESULT.json or --target with --prompts (to measure it), not both.")
-    try:
-        with open(args.offline, "rb") as f:
-            data = f.read(_MAX_OFFLINE + 1)
-    except OSError as e:
-        raise InputError(f"cannot read {args.offline}: {e.strerror or e}.") from e
-    if len(data) > _MAX_OFFLINE:
+    data, cut = read_regular(args.offline, max_bytes=_MAX_OFFLINE, what="an `eaglekit acceptance --json` result")
+    if cut:
         raise InputError(f"{args.offline} is larger than 64 MiB; expected an `eaglekit acceptance --json` result.")
     offline = safejson.loads(data, what=args.offline, error=InputError)
     offline_at(offline, None, what=args.offline)

@@ -5,18 +5,27 @@ One GET per scrape through httpx, with the guards of :mod:`eaglekit.io.sources.h
 body cap (:data:`MAX_METRICS_BYTES`; an engine's page is a few hundred KiB), and redirects followed only on the
 same scheme, host and port (at most :data:`MAX_REDIRECTS`): a redirect to another host is refused, so a token
 (``token=``, sent as ``Authorization: Bearer``) never leaves the host of the URL it was given for.
+
+A compressed body (``Content-Encoding: gzip`` or ``deflate``, up to :data:`MAX_ENCODINGS` layers) is inflated
+here, not by httpx: each layer in chunks of at most :data:`CHUNK` bytes (``zlib.decompressobj().decompress(data,
+max_length)``), layer by layer, against the body cap, so a 4 GiB inner layer stops at the cap, not after it.
+Files (a server log, an offline result) are opened with ``O_NONBLOCK`` and must be regular files
+(:func:`read_regular`): a FIFO without a writer is refused at once instead of waiting forever.
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import zlib
 from urllib.parse import urljoin, urlsplit
 
 from eaglekit.core.errors import InputError, LocationError, TooLargeError
 from eaglekit.core.redact import redact_url, shown
 from eaglekit.io.sources.http import Deadline, guard_client, raise_for_http_status, read_error_body, transport_errors
 
-__all__ = ["MAX_LOG_BYTES", "MAX_METRICS_BYTES", "MAX_REDIRECTS", "MetricsClient", "metrics_url", "read_log"]
+__all__ = ["MAX_LOG_BYTES", "MAX_METRICS_BYTES", "MAX_REDIRECTS", "MetricsClient", "inflate", "metrics_url",
+           "read_log", "read_regular"]
 
 #: Largest /metrics body read (vLLM's page with every histogram is about 200 KiB).
 MAX_METRICS_BYTES = 16 * 1024 * 1024
@@ -24,11 +33,19 @@ MAX_METRICS_BYTES = 16 * 1024 * 1024
 MAX_LOG_BYTES = 256 * 1024 * 1024
 #: Same-origin redirects followed (``/metrics`` -> ``/metrics/`` is the usual one).
 MAX_REDIRECTS = 3
+#: Content-Encoding layers inflated (an engine sends one, gzip, or none).
+MAX_ENCODINGS = 2
+#: Bytes one inflating step may produce.
+CHUNK = 256 * 1024
 
 
 def metrics_url(url: str) -> str:
     """``URL`` as given when it names a path, else ``URL/metrics`` (``http://host:8000`` is the server)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port out of range or not a number raises here
+    except ValueError as e:
+        raise InputError(f"{redact_url(url)[:200]}: not a URL ({e}); expected http(s)://HOST[:PORT][/metrics].") from e
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InputError(f"{redact_url(url)}: expected http(s)://HOST[:PORT][/metrics], the engine's metrics address.")
     return url if parts.path not in ("", "/") else url.rstrip("/") + "/metrics"
@@ -54,7 +71,7 @@ class MetricsClient:
         self.shown = redact_url(self.url)
         self.timeout = timeout
         self.max_bytes = max_bytes
-        self._headers = {"Accept": "text/plain; version=0.0.4"}
+        self._headers = {"Accept": "text/plain; version=0.0.4", "Accept-Encoding": "gzip"}
         self._token = token
         self._client = guard_client(httpx.Client(follow_redirects=False))
 
@@ -90,9 +107,14 @@ class MetricsClient:
             announced = 0
         if announced > self.max_bytes:
             raise too_big
+        encodings = [e.strip().lower() for e in r.headers.get("content-encoding", "").split(",") if e.strip()]
+        encodings = [e for e in encodings if e != "identity"]
+        if len(encodings) > MAX_ENCODINGS or any(e not in ("gzip", "x-gzip", "deflate") for e in encodings):
+            raise InputError(f"{self.shown}: Content-Encoding {shown(r.headers.get('content-encoding', ''))[:80]!r}; "
+                             f"eaglekit reads gzip or deflate, at most {MAX_ENCODINGS} layers.")
         body = bytearray()
-        for part in r.iter_bytes():
-            deadline.check()
+        raw = _checked(r.iter_raw(), deadline)
+        for part in inflate(raw, len(encodings), limit=self.max_bytes, what=self.shown):
             body += part
             if len(body) > self.max_bytes:
                 raise too_big
@@ -108,19 +130,73 @@ class MetricsClient:
         self.close()
 
 
+def _checked(parts, deadline: Deadline):
+    for part in parts:
+        deadline.check()
+        yield part
+
+
+def inflate(parts, layers: int, *, limit: int, what: str = "body"):
+    """``parts`` (an iterable of bytes) inflated through ``layers`` gzip/zlib layers, in chunks of at most
+    :data:`CHUNK` bytes; a layer that would give more than ``limit`` bytes is refused as it passes it."""
+    for _ in range(layers):
+        parts = _inflate_one(parts, limit, what)
+    return parts
+
+
+def _inflate_one(parts, limit: int, what: str):
+    d = zlib.decompressobj(wbits=47)  # 32 + 15: a gzip or zlib header, told apart by its magic
+    total = 0
+    try:
+        for data in parts:
+            while data and not d.eof:
+                out = d.decompress(data, CHUNK)
+                data = d.unconsumed_tail
+                total += len(out)
+                if total > limit:
+                    raise TooLargeError(f"{what}: a compressed layer inflates past {limit:,} bytes; not an "
+                                        "engine's /metrics.")
+                if out:
+                    yield out
+        tail = d.flush(CHUNK)
+        if len(tail) + total > limit:
+            raise TooLargeError(f"{what}: a compressed layer inflates past {limit:,} bytes; not an engine's /metrics.")
+        if tail:
+            yield tail
+    except zlib.error as e:
+        raise InputError(f"{what}: the compressed body is broken ({e}); not an engine's /metrics.") from e
+
+
+def read_regular(path: str | os.PathLike[str], *, max_bytes: int, tail: bool = False, what: str = "a file"
+                 ) -> tuple[bytes, bool]:
+    """A regular file's bytes, at most ``max_bytes`` (its last ones with ``tail``, else its first; the flag says
+    it was longer). Opened with ``O_NONBLOCK`` and checked with ``fstat``: a FIFO, a device or a folder is refused
+    at once, never waited on."""
+    p = os.fspath(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise InputError(f"cannot read {shown(p)}: {e.strerror or e}.") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{shown(p)}: not a file (a FIFO, a device or a folder); give {what}.")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            cut = st.st_size > max_bytes
+            if cut and tail:
+                f.seek(st.st_size - max_bytes)
+            data = f.read(max_bytes + (0 if tail else 1))
+    except OSError as e:
+        raise InputError(f"cannot read {shown(p)}: {e.strerror or e}.") from e
+    finally:
+        os.close(fd)
+    if not tail and len(data) > max_bytes:
+        return data[:max_bytes], True
+    return data, cut
+
+
 def read_log(path: str | os.PathLike[str], *, max_bytes: int = MAX_LOG_BYTES) -> tuple[str, bool]:
     """A server log's text (its last ``max_bytes`` when longer; the flag says so). Never follows into a
     device or a folder."""
-    p = os.fspath(path)
-    try:
-        if not os.path.isfile(p):
-            raise InputError(f"{shown(p)}: not a file; give the SGLang server's log file.")
-        size = os.path.getsize(p)
-        with open(p, "rb") as f:
-            cut = size > max_bytes
-            if cut:
-                f.seek(size - max_bytes)
-            data = f.read(max_bytes)
-    except OSError as e:
-        raise InputError(f"cannot read {shown(p)}: {e.strerror or e}.") from e
+    data, cut = read_regular(path, max_bytes=max_bytes, tail=True, what="the SGLang server's log file")
     return data.decode("utf-8", errors="replace"), cut

@@ -40,15 +40,16 @@ def test_a_gap_wider_than_both_intervals_is_real(live):
     half_live = (live.accept_length.high - live.accept_length.low) / 2
     assert c.gap.value == pytest.approx(3.2 - 2.66)
     assert c.gap.high - c.gap.value == pytest.approx(math.hypot(0.1, half_live))
-    assert c.verdict == "GO" and "engine accepts less" in c.meaning
+    assert c.verdict == "REAL GAP" and "engine accepts less" in c.meaning
     assert cause(c, "where the gap opens").status == "suspect" and "step 1" in cause(c, "where the gap opens").detail
     assert cause(c, "served steps").status == "fine"
     for name in ("chat template", "traffic mix", "draft-vocabulary coverage", "temperature",
                  "aux layer ids as the engine reads them"):
         assert cause(c, name).status == "uncheckable"
     j = c.to_json()
-    assert j["verdict"] == "GO" and j["live_accept_length"] == live.accept_length.value and j["gap_low"] > 0
-    assert "GO" in str(c) and "<table" in c._repr_html_()
+    assert j["verdict"] == "REAL GAP" and j["live_accept_length"] == live.accept_length.value and j["gap_low"] > 0
+    assert "-> REAL GAP (the engine accepts less" in str(c) and "<table" in c._repr_html_()
+    assert "GO" not in c.headline()  # GO / NO-GO mean "speculation pays" everywhere else
 
 
 def test_a_gap_inside_the_noise_is_too_close_to_call(live):
@@ -100,7 +101,7 @@ def test_the_cli_compares_with_an_offline_result(tmp_path, capsys):
     with LiveHostile() as s:
         assert main(["live", s.url("vllm"), "--window", "0.05", "--offline", str(path), "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
-        assert out["verdict"] == "GO" and out["offline_accept_length"] == 3.2 and out["live"]["drafts"] == 500
+        assert out["verdict"] == "REAL GAP" and out["offline_accept_length"] == 3.2 and out["live"]["drafts"] == 500
         path.write_text('{"steps": 3}')
         assert main(["live", s.url("vllm"), "--window", "0.05", "--offline", str(path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()

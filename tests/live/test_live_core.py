@@ -143,3 +143,56 @@ def test_sglangs_step_gauges_give_the_served_steps():
     assert r.steps == 3 and r.draft_tokens == 800 * 3 and r.spec_config == {"spec_num_steps": 3,
                                                                             "spec_num_draft_tokens": 4}
     assert r.acceptance_rate == (2440 - 40 - 800) / (800 * 3)
+
+
+def test_a_page_listing_series_twice_is_refused_naming_them():
+    page = vllm_metrics_text(VLLM_BEFORE)
+    samples = [l for l in page.splitlines() if not l.startswith("#")]
+    with pytest.raises(InputError, match=r'the series vllm:num_requests_running\{engine="0",model_name=.*listed twice'):
+        parse_metrics(page + "\n".join(samples) + "\n")
+    reordered = [l.replace('engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"',
+                           'model_name="meta-llama/Llama-3.1-8B-Instruct",engine="0"') for l in samples]
+    with pytest.raises(InputError, match="listed twice"):
+        parse_metrics(page + "\n".join(reordered) + "\n")
+
+
+def test_nothing_after_openmetrics_eof_is_read():
+    """Series after `# EOF` (here, 10x the drafts) are not part of the exposition."""
+    before, after = vllm_pages(VLLM_BEFORE, VLLM_AFTER)
+    junk = vllm_metrics_text(VllmCounters(10_000, 30_000, 29_000, (10_000, 10_000, 9_000), 1), engine="9")
+    r = difference(parse_metrics(before), parse_metrics(after + "# EOF\n" + junk), 1.0)
+    assert (r.drafts, r.accepted_tokens) == (500, 830)
+
+
+@pytest.mark.parametrize("counters, says", [
+    (VllmCounters(1001, 1_000_003_000, 1_000_001_660, (711, 531, 421), 30_000), "more than 64 per draft"),  # L = 10^9
+    (VllmCounters(1001, 3100, 1760, (711, 531, 421), 30_000), "more than 64 per draft"),  # 100 tokens in a draft
+])
+def test_drafts_no_engine_can_emit_are_refused(counters, says):
+    with pytest.raises(InputError, match=says):
+        difference(parse_metrics(vllm_metrics_text(VLLM_BEFORE)), parse_metrics(vllm_metrics_text(counters)), 1.0)
+
+
+@pytest.mark.parametrize("position", ["\u00b2", "1" * 5000, "٣", "64"])
+def test_a_position_is_a_short_ascii_number(position):
+    with pytest.raises(InputError, match="vLLM labels draft positions 0 to num_speculative_tokens - 1"):
+        parse_metrics(vllm_metrics_text(VLLM_BEFORE).replace('position="2"', f'position="{position}"'))
+
+
+def test_long_lines_and_many_labels_are_refused_before_parsing():
+    """prometheus_client's parser is quadratic in a line's length: a 4 MB comment line and a sample line with
+    1.2 million labels are refused by their length or label count before it sees them (so in time linear in
+    the page, which is at most 16 MiB)."""
+    from eaglekit.core.serving.promtext import MAX_LABELS, MAX_LINE_CHARS, bounded_text
+
+    page = vllm_metrics_text(VLLM_BEFORE)
+    with pytest.raises(InputError, match="line 1 is 4,000,002 characters long"):
+        parse_metrics("# " + "x" * 4_000_000 + "\n" + page)
+    labels = ",".join(f'l{i}="v"' for i in range(1_200_000))
+    with pytest.raises(InputError, match="characters long"):
+        parse_metrics(page + f"vllm:x{{{labels}}} 1\n")
+    few = ",".join(f'l{i}="v"' for i in range(MAX_LABELS + 1))
+    assert len(few) < MAX_LINE_CHARS
+    with pytest.raises(InputError, match=f"more than {MAX_LABELS} labels"):
+        parse_metrics(page + f"vllm:x{{{few}}} 1\n")
+    assert bounded_text(page, "p") == page  # an engine's page passes whole

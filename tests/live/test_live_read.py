@@ -85,4 +85,4 @@ def test_an_address_without_its_scheme_is_named(capsys, tmp_path, monkeypatch):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "http://localhost:8000" in err[0]
     assert main(["live", "nowhere.log"]) == 2
-    assert "not a file" in capsys.readouterr().err
+    assert "cannot read nowhere.log: No such file" in capsys.readouterr().err

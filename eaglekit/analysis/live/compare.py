@@ -6,8 +6,9 @@ Offline said 3.2, the engine says 2.4: is the gap real, and which of the known c
 and returns a :class:`LiveComparison`:
 
 - the gap, offline minus live, with an interval (the two intervals' half-widths combined as independent normal
-  errors) and :func:`~eaglekit.core.uncertainty.verdict` against 0: GO = the engine accepts less (a real gap),
-  NO-GO = it accepts more, TOO CLOSE TO CALL = no gap told apart from noise;
+  errors) and its own words (:data:`GAP_WORDS`; GO / NO-GO stay with "speculation pays" everywhere else):
+  REAL GAP = the engine accepts less, REVERSE GAP = it accepts more, TOO CLOSE TO CALL = no gap told apart
+  from noise;
 - the causes: served steps against the measured ones; the depth the drafter was trained for (per-step acceptance
   that collapses) against the served steps; where the gap opens (the first step whose conditional acceptance
   falls); the aux layer ids as the served engine release reads them (with the drafter's config and ``--engine``);
@@ -28,9 +29,12 @@ from eaglekit.core.render import html_table, text_table
 from eaglekit.core.serving.live import LiveReading
 from eaglekit.core.uncertainty import Interval, verdict
 
-__all__ = ["Cause", "LiveComparison", "compare_live", "offline_at"]
+__all__ = ["GAP_WORDS", "Cause", "LiveComparison", "compare_live", "offline_at"]
 
 Status = Literal["fine", "suspect", "uncheckable"]
+GapVerdict = Literal["REAL GAP", "REVERSE GAP", "TOO CLOSE TO CALL"]
+#: The gap's verdict in words of its own: the gap (offline minus live) above 0, below 0, or neither.
+GAP_WORDS: dict[str, GapVerdict] = {"GO": "REAL GAP", "NO-GO": "REVERSE GAP", "TOO CLOSE TO CALL": "TOO CLOSE TO CALL"}
 _Z95 = 1.959963984540054
 
 
@@ -54,14 +58,14 @@ class LiveComparison:
     offline_steps: int
     compared_at: int | None
     gap: Interval
-    verdict: str
+    verdict: GapVerdict
     causes: tuple[Cause, ...]
     offline_per_step: tuple[float | None, ...]
 
     @property
     def meaning(self) -> str:
-        return {"GO": "a real gap: the engine accepts less than offline",
-                "NO-GO": "a real gap the other way: the engine accepts more than offline (easier traffic?)",
+        return {"REAL GAP": "the engine accepts less than offline",
+                "REVERSE GAP": "the engine accepts more than offline (easier traffic?)",
                 }.get(self.verdict, "no gap told apart from noise")
 
     def to_json(self) -> dict[str, Any]:
@@ -154,7 +158,7 @@ def compare_live(live: LiveReading, offline: Mapping[str, Any], *, aux_view=None
     off, at = offline_at(offline, live.steps)
     k_off = int(offline["steps"])
     gap = _gap(off, live.accept_length)
-    call = verdict(gap, 0.0) if gap.has_interval else "TOO CLOSE TO CALL"
+    call = GAP_WORDS[verdict(gap, 0.0) if gap.has_interval else "TOO CLOSE TO CALL"]
     per_step_raw = offline.get("per_step_acceptance")
     off_steps: tuple[float | None, ...] = tuple(
         float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None

@@ -56,7 +56,7 @@ def bounded_text(text: str, what: str) -> str:
         if not line.startswith("#") and line.count("=") > MAX_LABELS:
             raise InputError(f"{what}: line {n:,} has more than {MAX_LABELS} labels; not an engine's /metrics.")
         out.append(line)
-    return "\n".join(out) + "\n"
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def samples(text: str, what: str) -> Iterator:
