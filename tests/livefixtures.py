@@ -123,6 +123,18 @@ VLLM_AFTER = VllmCounters(1500, 4500, 2490, (1065, 795, 630), 29453, running=10)
 SGLANG_BEFORE = dict(generation_tokens=10_000, requests=100, verify_calls=3_000, accept_length_gauge=3.1, running=4)
 SGLANG_AFTER = dict(generation_tokens=12_440, requests=140, verify_calls=3_800, accept_length_gauge=2.9, running=8)
 
+def _streaky(scrapes: int, per: int = 400) -> list[VllmCounters]:
+    """Cumulative counters whose successive windows of ``per`` drafts accept all 3 tokens, then none, in turn."""
+    out, d, acc = [], 1000, 0
+    for i in range(scrapes):
+        out.append(VllmCounters(d, 3 * d, 3 * acc, (acc, acc, acc), d + 3 * acc))
+        d, acc = d + per, acc + (per if i % 2 == 0 else 0)
+    return out
+
+
+#: Six scrapes (five sub-windows) of a server whose requests are all easy or all hard together.
+STREAKY = _streaky(6)
+
 SGLANG_LOG = """\
 [2025-06-18 10:00:00 TP0] Prefill batch. #new-seq: 1, #new-token: 128, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0,
 [2025-06-18 10:00:04 TP0] Decode batch. #running-req: 2, #token: 300, token usage: 0.01, accept len: 3.00, cuda graph: True, gen throughput (token/s): 150.00, #queue-req: 0
@@ -219,6 +231,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def m_local(self, n: int) -> None:  # to the same host, another path
         self.send(b"", 302, {"Location": "/vllm/metrics"})
+
+    def m_streaky(self, n: int) -> None:  # sub-windows alternately all accepted and none: correlated drafts
+        self.send(vllm_metrics_text(STREAKY[min(n, len(STREAKY) - 1)]).encode())
 
     def m_gzip(self, n: int) -> None:  # honest, gzipped once
         self.send(gzip.compress(vllm_pages(VLLM_BEFORE, VLLM_AFTER)[min(n, 1)].encode()), 200,

@@ -30,7 +30,8 @@ def test_a_vllm_server_read_twice_gives_the_difference(server):
     assert (r.drafts, r.draft_tokens, r.accepted_tokens, r.accepted_per_position) == (500, 1500, 830, (355, 265, 210))
     assert r.accept_length.value == 1 + 830 / 500
     assert r.generation_tokens_per_s == 2000 / r.window_s
-    assert [m for m, _ in server.log] == ["vllm", "vllm"]
+    assert [m for m, _ in server.log] == ["vllm"] * 6  # SPLITS + 1 scrapes
+    assert any("1 of 5 sub-windows held drafts" in n for n in r.notes)  # the fixture drafts in the first only
 
 
 def test_an_sglang_server_read_twice(server):
@@ -42,11 +43,26 @@ def test_a_restart_counts_from_zero_and_is_said(server):
     """The server restarted between the scrapes: its counters after are what it drafted since (Prometheus' rule
     for a counter reset), and the reading names the series that reset."""
     r = read_live(server.url("restart"), window=0.01, sleep=no_wait)
-    assert (r.drafts, r.accepted_tokens, r.accepted_per_position) == (10, 20, (10, 6, 4))
+    assert (r.drafts, r.accepted_tokens, r.accepted_per_position) == (510, 850, (365, 271, 214))
     assert any("reset during the window" in n and 'engine="0"' in n for n in r.notes)
-    assert len(server.log) == 2
+    assert len(server.log) == 6
     down = read_live(server.url("down"), window=0.01, sleep=no_wait)  # every counter of the engine reset together
-    assert (down.drafts, down.accepted_tokens) == (9_999, 100)
+    assert (down.drafts, down.accepted_tokens) == (9_995, 100)  # the last of 6 scrapes, from zero
+
+
+def test_correlated_drafts_widen_the_interval_by_the_sub_windows_spread(server):
+    """Sub-windows alternately all accepted and none (requests easy or hard together): the per-draft interval is
+    narrow (1.96 x 1.5 / sqrt(2000)), the bootstrap over the 5 sub-windows much wider, and that one is kept."""
+    from eaglekit.core.serving.live import difference, parse_metrics
+    from eaglekit.demo.metricsserver import vllm_metrics_text
+    from livefixtures import STREAKY
+
+    r = read_live(server.url("streaky"), window=0.05, sleep=no_wait)
+    alone = difference(*(parse_metrics(vllm_metrics_text(c)) for c in (STREAKY[0], STREAKY[-1])), 1.0)
+    assert r.accept_length.value == alone.accept_length.value == 1 + 3 * 1200 / 2000
+    assert alone.accept_length.width < 0.3 < r.accept_length.width
+    assert r.accept_length.low <= alone.accept_length.low and alone.accept_length.high <= r.accept_length.high
+    assert "bootstrap over 5 sub-windows" in r.accept_length.method and "correlation" in r.accept_length.method
 
 
 def test_the_token_goes_to_the_urls_host_only(server):

@@ -17,45 +17,63 @@ from typing import Any
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, text_table
 from eaglekit.core.serving.live import CounterReset, LiveReading, difference, parse_metrics, parse_sglang_log
+from eaglekit.core.serving.livespread import widen
 from eaglekit.io.metrics import MetricsClient, read_log
 
-__all__ = ["RESTARTS", "LiveSeries", "read_live", "read_live_log", "read_live_series"]
+__all__ = ["RESTARTS", "SPLITS", "LiveSeries", "read_live", "read_live_log", "read_live_series"]
 
 #: Restarts seen before giving up (each costs one more window).
 RESTARTS = 2
+#: Sub-windows a window is scraped in: their spread widens the interval (:mod:`eaglekit.core.serving.livespread`).
+SPLITS = 5
 #: Longest window accepted (a day): counters are read twice, nothing in between.
 MAX_WINDOW_S = 86_400.0
 
 
 def read_live(url: str, *, window: float = 10.0, model: str | None = None, timeout: float | None = None,
-              token: str | None = None, name: str | None = None,
+              token: str | None = None, name: str | None = None, splits: int = SPLITS, seed: int = 0,
               sleep: Callable[[float], None] = time.sleep) -> LiveReading:
-    """The engine's acceptance over ``window`` seconds: a scrape of ``url`` (``http://host:port`` or its
-    ``/metrics``), a wait, a second scrape, and their difference (:class:`~eaglekit.core.serving.live.LiveReading`).
-    ``model``: only that ``model_name``'s counters (default: every model's, summed). ``timeout``: seconds each
-    scrape may take in all. ``token``: sent as a bearer token to that host only. ``name``: what the reading
-    calls the server (default: its address, without credentials)."""
+    """The engine's acceptance over ``window`` seconds: ``splits + 1`` scrapes of ``url`` (``http://host:port`` or
+    its ``/metrics``) ``window / splits`` apart, the difference of the first and the last
+    (:class:`~eaglekit.core.serving.live.LiveReading`), its interval widened by the spread between the sub-windows
+    (:func:`~eaglekit.core.serving.livespread.widen`, bootstrap seeded by ``seed``). ``model``: only that
+    ``model_name``'s counters (default: every model's, summed). ``timeout``: seconds each scrape may take in all.
+    ``token``: sent as a bearer token to that host only. ``name``: what the reading calls the server (default: its
+    address, without credentials)."""
     if not (isinstance(window, (int, float)) and 0 < window <= MAX_WINDOW_S):
         raise InputError(f"--window must be a number of seconds in (0, {MAX_WINDOW_S:g}], got {window!r}.")
+    if not (isinstance(splits, int) and 1 <= splits <= 100):
+        raise InputError(f"splits must be a whole number from 1 to 100, got {splits!r}.")
     notes: list[str] = []
     with MetricsClient(url, timeout=timeout, token=token) as client:
-        before = parse_metrics(client.scrape(), model=model, what=client.shown)
-        start = time.monotonic()
+        source = name or client.shown
         for attempt in range(RESTARTS + 1):
-            sleep(window)
-            after = parse_metrics(client.scrape(), model=model, what=client.shown)
-            end = time.monotonic()
+            snaps = [(parse_metrics(client.scrape(), model=model, what=client.shown), time.monotonic())]
+            for _ in range(splits):
+                sleep(window / splits)
+                snaps.append((parse_metrics(client.scrape(), model=model, what=client.shown), time.monotonic()))
             try:
-                reading = difference(before, after, max(end - start, 1e-9), source=name or client.shown)
+                reading = difference(snaps[0][0], snaps[-1][0], max(snaps[-1][1] - snaps[0][1], 1e-9), source=source)
+                parts = [_part(a, b, source) for a, b in zip(snaps, snaps[1:])]
             except CounterReset as e:
                 if attempt == RESTARTS:
-                    raise CounterReset(f"{client.shown}: {e} It restarted {RESTARTS + 1} times in a row; read it "
+                    raise CounterReset(f"{client.shown}: {e} It changed {RESTARTS + 1} times in a row; read it "
                                        "once it stays up.") from e
-                notes.append(f"{e} A new window was read from the restarted server.")
-                before, start = after, end
+                notes.append(f"{e} A new window was read.")
                 continue
+            reading = widen(reading, parts, seed=seed)
             return replace(reading, notes=(*notes, *reading.notes))
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _part(a, b, source: str) -> LiveReading | None:
+    """The reading over one sub-window; None where nothing was drafted in it."""
+    try:
+        return difference(a[0], b[0], max(b[1] - a[1], 1e-9), source=source)
+    except CounterReset:
+        raise
+    except InputError:
+        return None
 
 
 def read_live_log(path: str | os.PathLike[str], *, steps: int | None = None, seed: int = 0) -> LiveReading:
