@@ -33,7 +33,7 @@ def test_the_widget_reads_again_and_shows_the_gap():
         w = LiveWidget(s.url("vllm"), offline=OFFLINE, window=0.01)
         assert "Press to read" in w.output.value
         w.refresh()
-        assert "gap" in w.output.value and "GO" in w.output.value and not w.button.disabled
+        assert "gap" in w.output.value and "REAL GAP" in w.output.value and not w.button.disabled
         assert w.last.live.drafts == 500
         broken = LiveWidget(s.url("notmetrics"), window=0.01)
         broken.refresh()
