@@ -85,9 +85,11 @@ eaglekit.live_readings_figure(series, offline=offline)
 # %% [markdown]
 # ## The gap, and its causes
 # The gap is offline minus live, its interval the two intervals combined. REAL GAP means the engine accepts
-# less than offline, REVERSE GAP more, TOO CLOSE TO CALL that the two figures are not told apart. The live interval treats drafts as independent;
-# drafts of one request are correlated, so it is somewhat narrow: read several windows, as above, and see how far
-# they wander. The causes `/metrics` can show are checked; the others are listed with what would check them.
+# less than offline, REVERSE GAP more, TOO CLOSE TO CALL that the two figures are not told apart (GO and NO-GO
+# stay with "speculation pays"). Each window's interval here treats drafts as independent, and drafts of one
+# request are correlated: the windows above show how far readings wander (`eaglekit live` widens its interval by
+# the spread between sub-windows). The causes `/metrics` can show are checked; the others are listed with what
+# would check them.
 
 # %%
 comparison = eaglekit.compare_live(series.latest, offline)

@@ -18,10 +18,10 @@ def test_after_deploy_notebook(executed_notebook):
     text = html.unescape(json.dumps(outputs))    # the headline is read where the page shows it: the HTML
     assert "5 successive live readings" in text
     head = re.search(r"offline ([0-9.]+) \(([0-9.]+)-([0-9.]+)\) vs engine ([0-9.]+) \(([0-9.]+)-([0-9.]+)\) at 3 steps: "
-                     r"gap ([-+]?[0-9.]+) \(([-+]?[0-9.]+)-([-+]?[0-9.]+)\) -> (GO|NO-GO|TOO CLOSE TO CALL)", text)
+                     r"gap ([-+]?[0-9.]+) \(([-+]?[0-9.]+)-([-+]?[0-9.]+)\) -> (REAL GAP|REVERSE GAP|TOO CLOSE TO CALL)", text)
     assert head, text[:2000]
     offline, live, gap_low = float(head[1]), float(head[4]), float(head[8])
-    assert live < offline and gap_low > 0 and head[10] == "GO"
+    assert live < offline and gap_low > 0 and head[10] == "REAL GAP"
     assert "at step 1: the drafter" in text
     assert "application/vnd.plotly.v1+json" in text
     assert "application/vnd.jupyter.widget-view+json" in text  # the read-again widget, in a kernel
