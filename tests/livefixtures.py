@@ -85,7 +85,9 @@ def sglang_registry_page(*, tokenizer: dict | None = None, schedulers: dict[tupl
     ``{(dp_rank, tp_rank): {gauge: value}}``, each the SchedulerMetricsCollector of one scheduler, its gauges
     ``multiprocess_mode="mostrecent"``; a ``num_running_reqs`` dict value is ``{priority: n}`` (priority
     scheduling: ``""`` holds the total). Names, help texts and labels of sgl-project/sglang
-    ``python/sglang/srt/metrics/collector.py`` (``observability/metrics_collector.py`` in later releases)."""
+    ``python/sglang/srt/metrics/collector.py`` (``SchedulerMetricsCollector``, ``TokenizerMetricsCollector``);
+    ``spec_num_steps`` and ``spec_num_draft_tokens`` are gauges of ``observability/metrics_collector.py`` in later
+    releases, their help texts here eaglekit's own words."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
     reg = CollectorRegistry()

@@ -44,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--steps", type=whole(1, 64, "a number of draft steps"), default=None, metavar="K",
                    help="the served draft steps, where the engine does not report them (SGLang's log)")
     p.add_argument("--batch", type=whole(1, 1 << 20, "a batch size"), default=None, metavar="N",
-                   help="the concurrency for --json when the engine's running-requests gauge is missing")
+                   help="the concurrency per engine for --json when the engine's running-requests gauge is missing")
     p.add_argument("--offline", metavar="RESULT.json", help="an `eaglekit acceptance --json` result to compare with")
     p.add_argument("--drafter", default=None, metavar="D",
                    help="the served drafter: its config's aux layer ids are checked against --engine's reading; with "
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if args.steps is not None and reading.steps is None:
             reading = replace(reading, steps=args.steps)
     if args.batch is not None:
-        reading = replace(reading, running_requests=float(args.batch))
+        reading = replace(reading, running_requests=float(args.batch) * (reading.engines or 1))  # per engine
     offline = loaded if loaded is not None else _measure_offline(args, reading.steps)
     if offline is None:
         emit(reading, args)
