@@ -27,6 +27,11 @@ def test_an_impossible_decode_line_is_one_line_naming_it(edit, says):
         parse_sglang_log(GOOD + "\n" + edit(GOOD) + "\n")
 
 
+def test_a_decode_line_without_a_timestamp_is_read():
+    r = parse_sglang_log("[TP0] " + GOOD.split("] ", 1)[1] + "\n")
+    assert r.accept_length.value == 3.0 and r.window_s is None
+
+
 @pytest.mark.parametrize("size", [50_000, 680_000])
 def test_a_long_decode_line_is_skipped_and_counted(size):
     """The old pattern ('Decode batch[^\\n]*?#running-req ...') backtracked on a long line without its fields;

@@ -16,7 +16,7 @@ The plan's ``--measured RUNS`` reads them from:
   (else the ``max_concurrent_requests`` the run reached),
   and with speculation ``spec_decode_acceptance_length`` (1 + accepted / drafts), ``spec_decode_num_drafts``,
   ``spec_decode_draft_tokens``; steps = draft tokens / drafts; several objects when ``--append-result``);
-- ``eaglekit live --json`` (``kind: eaglekit-live``: ``batch`` the engine's running requests, ``steps``,
+- ``eaglekit live --json`` (``kind: eaglekit-live``: ``batch`` the running requests per engine, ``steps``,
   ``accept_length``, ``generation_tokens_per_s`` over the window: the live reading as one measured run);
 - SGLang ``python -m sglang.bench_one_batch --result-filename`` lines (``batch_size``,
   ``median_decode_latency`` in seconds): baseline rows, ``batch_size / median_decode_latency`` tok/s.

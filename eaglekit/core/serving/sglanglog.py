@@ -43,7 +43,7 @@ _DECODE = "Decode batch"
 _RUNNING = re.compile(r"#running-req:[ \t]{0,8}([0-9]{1,64})", re.ASCII)
 _ACCEPT = re.compile(r"accept len:[ \t]{0,8}([0-9]{1,6}(?:\.[0-9]{1,12})?)", re.ASCII)
 _TPS = re.compile(r"gen throughput \(token/s\):[ \t]{0,8}([0-9]{1,12}(?:\.[0-9]{1,12})?)", re.ASCII)
-_TIME = re.compile(r"\[(\S{1,12} \S{1,12})[ \]]")
+_TIME = re.compile(r"\[([^\]\s]{1,12}-[^\]\s]{1,8} [^\]\s]{1,12})[ \]]")  # a date-like stamp, any digits
 
 
 def pooled_blocks(nums: Sequence[float], dens: Sequence[float], units: int = MAX_UNITS
