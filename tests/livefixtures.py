@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import re
 import threading
 import time
 import zlib
@@ -49,11 +50,26 @@ def gzip_bomb() -> bytes:
     return _bomb(256 << 20)
 
 
-def vllm_registry_page(engines: dict[str, VllmCounters], *, model: str = MODEL) -> str:
+def _born(page: str, created: dict[str, float]) -> str:
+    """The page with each counter series' ``_created`` timestamp set to its engine's in ``created`` (default
+    1.7e9): two pages written by two registries then read as one process scraped twice, but where an engine is
+    given another time (a restart)."""
+    out = []
+    for line in page.splitlines():
+        if not line.startswith("#") and "_created{" in line:
+            m = re.search(r'(?:engine|dp_rank)="([^"]*)"', line)
+            line = line.rsplit(" ", 1)[0] + f" {created.get(m.group(1) if m else '0', 1.7e9)!r}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def vllm_registry_page(engines: dict[str, VllmCounters], *, model: str = MODEL,
+                       created: dict[str, float] | None = None) -> str:
     """A vLLM V1 page as its own prometheus_client registry writes it, one series per engine: names, help texts,
     labelnames ``["model_name", "engine"]`` and ``multiprocess_mode="mostrecent"`` of vllm-project/vllm
     ``vllm/v1/metrics/loggers.py`` (``PrometheusStatLogger``, ``per_engine_labelvalues``) and
-    ``vllm/v1/spec_decode/metrics.py`` (``SpecDecodingProm``, ``position`` label per draft position)."""
+    ``vllm/v1/spec_decode/metrics.py`` (``SpecDecodingProm``, ``position`` label per draft position). ``created``:
+    an engine's counters' ``_created`` time (default 1.7e9 for all)."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
     reg = CollectorRegistry()
@@ -74,7 +90,7 @@ def vllm_registry_page(engines: dict[str, VllmCounters], *, model: str = MODEL) 
         accepted.labels(model, eng).inc(c.accepted)
         for i, v in enumerate(c.per_position):
             per_pos.labels(model, eng, str(i)).inc(v)
-    return generate_latest(reg).decode()
+    return _born(generate_latest(reg).decode(), created or {})
 
 
 def sglang_registry_page(*, tokenizer: dict | None = None, schedulers: dict[tuple, dict] = (),
@@ -115,7 +131,7 @@ def sglang_registry_page(*, tokenizer: dict | None = None, schedulers: dict[tupl
             for p, x in (v.items() if prio else [(None, v)]):
                 labels = [model, "unified", str(tp), "0", str(dp)] + ([p] if prio else [])
                 gauges[k].labels(*labels).set(x)
-    return generate_latest(reg).decode()
+    return _born(generate_latest(reg).decode(), {})
 
 #: Two scrapes of a vLLM server, 3 draft steps: the difference is 500 drafts, 1500 draft tokens, 830 accepted
 #: (355, 265, 210 by position), 2000 generated tokens.

@@ -39,6 +39,17 @@ def test_one_engine_of_two_restarting_is_differenced_per_series():
     assert any("reset during the window" in n and 'engine="1"' in n and 'engine="0"' not in n for n in r.notes)
 
 
+def test_a_restart_already_past_its_old_count_is_told_by_created():
+    """Engine 1 restarted and has drafted 600 since, more than its 400 before: its counters did not go down, but
+    prometheus_client's ``_created`` timestamp of its series changed, so it counts from zero (750 + 600)."""
+    r = read(vllm_registry_page({"0": drafts(1000), "1": drafts(400)}),
+             vllm_registry_page({"0": drafts(1750), "1": drafts(600)}, created={"1": 1.8e9}))
+    assert r.drafts == 1350 and any("reset during the window" in n and 'engine="1"' in n for n in r.notes)
+    same = read(vllm_registry_page({"0": drafts(1000), "1": drafts(400)}),
+                vllm_registry_page({"0": drafts(1750), "1": drafts(600)}))
+    assert same.drafts == 950 and not any("reset" in n for n in same.notes)
+
+
 def test_elastic_scale_up_resets_every_series_and_adds_engines():
     """vLLM re-creates its loggers on scale-up: engine 0 counts 800 from zero, engine 1 is new with 800: 1600
     drafts happened (the sums' difference is 600)."""

@@ -6,7 +6,8 @@ re-creating its loggers (every series reset, new ``engine`` labels), leaves the 
 So :func:`difference` differences each series, then sums: a series that went down reset (its after-value is its
 increase: it counts from zero), a series new in ``after`` counts from zero, and the reading names every series
 that reset. An engine's counters restart together, so a series group (the labels but ``position``) where any
-counter went down is read as reset whole. Pages are read by :mod:`eaglekit.core.serving.promtext` (bounded, each
+counter went down, or whose ``_created`` timestamp changed (prometheus_client writes one beside every counter
+series: a re-created series, even one that has already passed its old value), is read as reset whole. Pages are read by :mod:`eaglekit.core.serving.promtext` (bounded, each
 series once, prometheus_client's parser); every sample is checked (a finite number >= 0).
 
 vLLM (V1 engine; vllm-project/vllm ``vllm/v1/spec_decode/metrics.py`` ``SpecDecodingProm`` and
@@ -95,6 +96,7 @@ class Snapshot:
     series: Mapping[str, Series]
     gauges: Mapping[str, Series] = field(default_factory=dict)
     models: tuple[str, ...] = ()
+    created: Mapping[str, Series] = field(default_factory=dict)
 
     @property
     def counters(self) -> dict[str, float]:
@@ -140,6 +142,8 @@ def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics")
     gauges: dict[str, dict[LabelKey, float]] = {}
     models: dict[str, None] = {}
     names = {**{v: k for k, v in _VLLM.items()}, **{v: k for k, v in _SGLANG.items()}, _VLLM_PER_POS: _PER_POS}
+    created_names = {k.removesuffix("_total") + "_created": v for k, v in names.items()}
+    created: dict[str, dict[LabelKey, float]] = {}
     seen_prefix = set()
     for s in samples(text, what):
         name = s.name
@@ -147,7 +151,7 @@ def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics")
             seen_prefix.add("vllm")
         elif name.startswith("sglang:"):
             seen_prefix.add("sglang")
-        if name not in names and name != _VLLM_RUNNING and name not in _SGLANG_GAUGES:
+        if name not in names and name != _VLLM_RUNNING and name not in _SGLANG_GAUGES and name not in created_names:
             continue
         m = s.labels.get("model_name")
         if m is not None and len(models) < 64:
@@ -156,8 +160,11 @@ def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics")
             continue
         v = _value(s, what)
         labels = dict(s.labels)
-        if name == _VLLM_PER_POS:
+        if name in (_VLLM_PER_POS, _VLLM_PER_POS.removesuffix("_total") + "_created"):
             labels["position"] = _position(labels, name, what)
+        if name in created_names:
+            created.setdefault(created_names[name], {})[label_key(labels)] = v
+            continue
         target = series.setdefault(names[name], {}) if name in names else gauges.setdefault(name, {})
         target[label_key(labels)] = v
     if model is not None and not series and not gauges:
@@ -168,7 +175,7 @@ def parse_metrics(text: str, *, model: str | None = None, what: str = "metrics")
     if per_pos and any(not any(dict(k)["position"] == str(i) for k in series[_PER_POS]) for i in range(len(per_pos))):
         have = sorted({int(dict(k)["position"]) for k in series[_PER_POS]})
         raise InputError(f"{what}: {_VLLM_PER_POS} positions {have} are not 0 to {len(per_pos) - 1}.")
-    return Snapshot(engine, series, gauges, tuple(models))
+    return Snapshot(engine, series, gauges, tuple(models), created)
 
 
 def _engine(series: Mapping[str, Series], seen_prefix: set[str], what: str) -> Engine:
@@ -226,6 +233,8 @@ def _increases(before: Snapshot, after: Snapshot) -> tuple[dict[str, dict[LabelK
     for kind, ser in after.series.items():
         b = before.series.get(kind, {})
         reset.update(_group(k) for k, v in ser.items() if k in b and v < b[k])
+        born_b, born_a = before.created.get(kind, {}), after.created.get(kind, {})
+        reset.update(_group(k) for k in ser if k in b and k in born_b and k in born_a and born_b[k] != born_a[k])
     had = {_group(k) for ser in before.series.values() for k in ser}
     has = {_group(k) for ser in after.series.values() for k in ser}
     out: dict[str, dict[LabelKey, float]] = {}
