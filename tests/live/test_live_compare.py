@@ -106,7 +106,7 @@ def test_the_cli_compares_with_an_offline_result(tmp_path, capsys):
         assert main(["live", s.url("vllm"), "--window", "0.05", "--offline", str(path)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "accept_length must be a number" in err[0]
-        assert len(s.log) == 2  # refused before a scrape
+        assert len(s.log) == 6  # the first reading's 6 scrapes; the second refused before any
 
 
 def test_the_cli_measures_the_offline_figure_and_reads_the_aux_ids(trained, capsys):
