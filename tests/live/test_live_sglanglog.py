@@ -66,3 +66,13 @@ def test_a_three_day_log_is_bootstrapped_over_bounded_blocks():
     r = parse_sglang_log(log)
     assert f"bootstrap over {MAX_UNITS} blocks of consecutive log lines (3,000 lines)" in r.accept_length.method
     assert r.accept_length.low < r.accept_length.value < r.accept_length.high
+
+
+def test_the_cli_says_a_corrupt_log_line_in_one_line(tmp_path, capsys):
+    from eaglekit.cli import main
+
+    log = tmp_path / "server.log"
+    log.write_text(GOOD + "\n" + GOOD.replace("2025-06-18", "2025-02-30") + "\n")
+    assert main(["live", "--log", str(log)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "line 2: timestamp '2025-02-30 10:00:04' is not a real time" in err[0]
