@@ -1,0 +1,106 @@
+"""Accept length by context position: the cycle log's positions by hand, a planted fall with position recovered
+within the buckets' intervals, the drafter's position range read from its config, the figure and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from eaglekit.analysis.acceptance.block import PromptCycles, walk_cycles
+from eaglekit.analysis.acceptance.measure import SampleStats, cycle_log, summarise
+from eaglekit.analysis.acceptance.positions import CycleLog, PositionRange, by_position, position_range
+from eaglekit.core.errors import InputError
+from eaglekit.core.records import decode, encode
+
+K = 4
+#: the planted fall: per-step acceptance 0.8 before this context length, 0.3 from it on
+FALL_AT, EARLY, LATE = 1024, 0.8, 0.3
+
+
+def chain_accept_length(alpha: float, k: int) -> float:
+    """Accept length of a K-step chain whose steps are accepted i.i.d. with ``alpha`` (Leviathan et al. 2023,
+    arXiv 2211.17192: (1 - alpha^(K+1)) / (1 - alpha), the bonus token included)."""
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def planted(requests: int = 24, prompt_len: int = 200, generated: int = 1800, seed: int = 3) -> list[SampleStats]:
+    """Continuations whose leading matches at each position are drawn with per-step acceptance EARLY before
+    context length FALL_AT and LATE from it on (the position of base t is t + 2)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(requests):
+        base = prompt_len - 1
+        ctx = base + 2 + np.arange(generated)                               # context length at each offset
+        alpha = np.where(ctx < FALL_AT, EARLY, LATE)
+        hits = rng.random((K + 1, generated)) < alpha[None, :]              # (K+1, G) step j accepted
+        matches = np.cumprod(hits, axis=0).sum(0)                           # leading accepted steps
+        z = np.zeros(K, np.int64)
+        out.append(SampleStats(matches, generated, z, z.copy(), base=base))
+    return out
+
+
+def test_positions_by_hand():
+    # prompt of 5 tokens (base 4), 10 generated tokens after the prefill token
+    s = SampleStats(np.array([2, 0, 0, 3, 1, 5, 5, 5, 5, 5]), 10, np.zeros(3), np.zeros(3), base=4)
+    log = cycle_log([s], [0], 3)
+    # K = 3: offsets 0 (2 accepted), 3 (3 accepted), 7 (capped at 2: two tokens left after the bonus)
+    assert log.position == (6, 9, 13) and log.accepted == (2, 3, 2) and log.drafted == (3, 3, 2)
+    assert summarise([s], steps=3)["cycle_log"] == log
+    # the pooled buckets give back the headline figure
+    one = by_position(log, buckets=[0, 100])
+    assert one.buckets[0].accept_length.value == pytest.approx(10 / 3)
+    # a block drafter's cycles: the authors' walk, the first cycle at the prompt plus the prefill token
+    m = np.array([2, 0, 0, 3, 1, 5, 5, 5, 5, 5])
+    p = PromptCycles(walk_cycles(m, 10), 10, m, np.zeros(3), np.zeros(3), origin=6)
+    assert p.rows(0, 3) == [(0, 6, 2, 3), (0, 9, 3, 3), (0, 13, 2, 2)]
+
+
+def test_buckets_recover_a_planted_fall():
+    stats = planted()
+    main = summarise(stats, steps=K)
+    profile = by_position(main["cycle_log"], buckets=[200, 600, FALL_AT, 1500, 2000],
+                          break_even=2.0)
+    early, late = chain_accept_length(EARLY, K), chain_accept_length(LATE, K)
+    assert len(profile.buckets) == 4
+    for b in profile.buckets:
+        truth = early if b.end <= FALL_AT else late
+        assert b.accept_length.low <= truth <= b.accept_length.high, (b, truth)
+        assert b.requests == 24
+        # the per-step acceptance at the cycle starts is the planted one
+        assert b.per_step_acceptance[0] == pytest.approx(EARLY if b.end <= FALL_AT else LATE, abs=0.05)
+    assert [b.verdict for b in profile.buckets] == ["GO", "GO", "NO-GO", "NO-GO"]
+    assert profile.stops_paying_at == FALL_AT
+    # the whole-run figure sits between the two: one number hides the fall
+    assert late < main["accept_length"] < early
+    text = str(profile)
+    assert "stops paying" in text and f"from position {FALL_AT}" in text and "NO-GO" in text
+    js = profile.to_json()
+    assert js["stops_paying_at"] == FALL_AT and js["buckets"][0]["accept_length_low"] is not None
+
+
+def test_equal_width_buckets_and_errors():
+    log = CycleLog.from_rows([(0, 10, 1, 3), (0, 12, 0, 3), (1, 30, 3, 3)], 3)
+    edges = [b.start for b in by_position(log, buckets=2).buckets]
+    assert edges == [10, 21]                       # 10..30 in two buckets of 11 positions
+    with pytest.raises(InputError, match="ascending"):
+        by_position(log, buckets=[5, 5])
+    with pytest.raises(InputError, match="at least 1"):
+        by_position(log, buckets=0)
+    with pytest.raises(InputError, match="no cycle positions"):
+        by_position(CycleLog(3), buckets=2)
+    # the cache's strict decoder reads the log back exactly
+    assert decode(json.loads(json.dumps(encode(log)))) == log
+
+
+def test_position_range_from_config():
+    cfg = {"max_position_embeddings": 131072, "max_length": 4096,
+           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096}}
+    r = position_range(cfg)
+    assert r == PositionRange(4096, 131072, "yarn", 32.0, 4096)
+    assert r.scaled_range == 131072
+    assert [at for _, at in r.lines()] == [4096, 4096, 131072]
+    assert position_range({"transformer_layer_config": {"max_position_embeddings": 2048}},
+                          trained_length=512).lines() == [("trained length", 512), ("max_position_embeddings", 2048)]
+    assert position_range({}).text() == "not stated in the drafter's config"
