@@ -104,3 +104,50 @@ def test_position_range_from_config():
     assert position_range({"transformer_layer_config": {"max_position_embeddings": 2048}},
                           trained_length=512).lines() == [("trained length", 512), ("max_position_embeddings", 2048)]
     assert position_range({}).text() == "not stated in the drafter's config"
+
+
+def test_cli_by_position_on_target_and_dump(capsys, trained, tmp_path):
+    """``eaglekit acceptance --by-position``: the buckets hold every counted cycle and pool back to the headline
+    figure; a dump of the same continuations gives the same positions as the target run."""
+    from eaglekit.cli import main
+
+    d, t, p = str(trained.drafter("k2")), str(trained.target("k2")), str(trained.prompts("k2"))
+    args = ["--max-new-tokens", "16", "--steps", "3", "--by-position", "3", "--break-even", "1.5"]
+    assert main(["acceptance", d, "--target", t, "--prompts", p, *args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    prof = out["by_position"]
+    assert sum(b["cycles"] for b in prof["buckets"]) == out["cycles"]
+    tokens = sum(b["accept_length"] * b["cycles"] for b in prof["buckets"])
+    assert tokens == pytest.approx(out["generated_tokens"])
+    assert all(b["accept_length_low"] <= b["accept_length"] <= b["accept_length_high"] for b in prof["buckets"])
+    assert prof["break_even"] == 1.5 and {b["verdict"] for b in prof["buckets"]} <= {"GO", "NO-GO", "TOO CLOSE TO CALL"}
+    assert main(["acceptance", d, "--target", t, "--prompts", p, *args]) == 0
+    text = capsys.readouterr().out
+    assert "Accept length by context position" in text and "max_position_embeddings" in text
+
+    dump = tmp_path / "dump"
+    assert main(["dump-hidden", "--target", t, "--prompts", p, "--out", str(dump), "--for-drafter", d,
+                 "--max-new-tokens", "16", "--dtype", "float32"]) == 0
+    capsys.readouterr()
+    assert main(["acceptance", d, "--hidden-states", str(dump), "--steps", "3", "--by-position", "3", "--json"]) == 0
+    from_dump = json.loads(capsys.readouterr().out)["by_position"]
+    assert [(b["start"], b["cycles"]) for b in from_dump["buckets"]] == [(b["start"], b["cycles"]) for b in prof["buckets"]]
+    assert main(["acceptance", d, "--target", t, "--prompts", p, "--by-position", "0"]) == 2
+    assert "at least 1 bucket" in capsys.readouterr().err
+
+
+def test_figure_draws_buckets_intervals_and_the_drafters_range():
+    from eaglekit.view.acceptance_figures import accept_length_by_position
+
+    rng = PositionRange(trained_length=512, max_position_embeddings=4096, rope_type="yarn", rope_factor=4.0,
+                        original_max_position_embeddings=1024)
+    prof = by_position(summarise(planted(requests=6), steps=K)["cycle_log"], buckets=[200, FALL_AT, 2000],
+                       break_even=2.0, drafter_range=rng)
+    fig = accept_length_by_position(prof)
+    trace = fig.data[0]
+    assert list(trace.y) == [b.accept_length.value for b in prof.buckets]
+    assert list(trace.error_y.arrayminus) == pytest.approx([b.accept_length.value - b.accept_length.low
+                                                            for b in prof.buckets])
+    drawn = {round(s.x0) for s in fig.layout.shapes if s.x0 == s.x1}
+    assert drawn == {512, 1024, 4096, FALL_AT}   # trained length, YaRN original (= the fall here), max positions
+    assert any(s.y0 == s.y1 == 2.0 for s in fig.layout.shapes)
