@@ -132,8 +132,9 @@ def test_cli_by_position_on_target_and_dump(capsys, trained, tmp_path):
     assert main(["acceptance", d, "--hidden-states", str(dump), "--steps", "3", "--by-position", "3", "--json"]) == 0
     from_dump = json.loads(capsys.readouterr().out)["by_position"]
     assert [(b["start"], b["cycles"]) for b in from_dump["buckets"]] == [(b["start"], b["cycles"]) for b in prof["buckets"]]
-    assert main(["acceptance", d, "--target", t, "--prompts", p, "--by-position", "0"]) == 2
-    assert "at least 1 bucket" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["acceptance", d, "--target", t, "--prompts", p, "--by-position", "0"])
+    assert info.value.code == 2 and "at least 1 bucket" in capsys.readouterr().err
 
 
 def test_figure_draws_buckets_intervals_and_the_drafters_range():
