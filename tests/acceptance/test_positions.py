@@ -152,3 +152,30 @@ def test_figure_draws_buckets_intervals_and_the_drafters_range():
     drawn = {round(s.x0) for s in fig.layout.shapes if s.x0 == s.x1}
     assert drawn == {512, 1024, 4096, FALL_AT}   # trained length, YaRN original (= the fall here), max positions
     assert any(s.y0 == s.y1 == 2.0 for s in fig.layout.shapes)
+
+
+def test_block_drafter_cycles_keep_their_positions_through_the_cache(tmp_path_factory, tmp_path):
+    """A DFlash drafter's cycles: each prompt's positions step by the tokens each cycle produced, the buckets
+    pool back to the headline figure, and a cached result reads back the same log."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent.parent))
+    import dflashfixtures as fx
+
+    from eaglekit.analysis.acceptance.measure import measure_acceptance
+
+    w = fx.world(tmp_path_factory)
+    kw = dict(target=str(w / "target"), prompts=str(w / "prompts.jsonl"), max_new_tokens=20,
+              cache_dir=tmp_path / "cache")
+    first = measure_acceptance(str(w / "trained"), **kw)
+    log = first.cycle_log
+    assert first.family == "dflash" and len(log) == first.cycles
+    for r, cycles in enumerate(first.block_cycles):
+        pos = [p for q, p in zip(log.request, log.position) if q == r]
+        assert [b - a for a, b in zip(pos, pos[1:])] == list(cycles[:-1])
+        assert sum(a + 1 for q, a in zip(log.request, log.accepted) if q == r) == first.prompt_counts[r][0]
+    pooled = first.by_position([0, 10**6]).buckets[0].accept_length
+    assert pooled.value == pytest.approx(first.accept_length)
+    again = measure_acceptance(str(w / "trained"), **kw)
+    assert again.cached is not None and again.cycle_log == log
