@@ -37,12 +37,12 @@ def _buckets(text: str) -> int | list[int]:
 
 def emit_with_positions(record: Any, args: argparse.Namespace) -> None:
     """``record`` as :func:`~eaglekit.cli.common.emit` prints it; with ``--by-position``, the accept length by
-    context position of the measurement it holds (a dump's or a tree run's ``.result``) after it (text), or under
-    ``by_position`` (JSON)."""
+    context position of the measurement it holds (a tree run's headline tree, a dump's ``.result``) after it
+    (text), or under ``by_position`` (JSON)."""
     if getattr(args, "by_position", None) is None:
         emit(record, args)
         return
-    result = record
+    result = getattr(record, "headline", None) or record   # a tree run: its headline tree's cycles
     while not hasattr(result, "cycle_log"):
         result = result.result
     profile = result.by_position(args.by_position, break_even=args.break_even,

@@ -132,6 +132,12 @@ def test_cli_by_position_on_target_and_dump(capsys, trained, tmp_path):
     assert main(["acceptance", d, "--hidden-states", str(dump), "--steps", "3", "--by-position", "3", "--json"]) == 0
     from_dump = json.loads(capsys.readouterr().out)["by_position"]
     assert [(b["start"], b["cycles"]) for b in from_dump["buckets"]] == [(b["start"], b["cycles"]) for b in prof["buckets"]]
+    # a tree: the headline tree's own cycles, fewer than the chain's when it accepts more
+    assert main(["acceptance", d, "--target", t, "--prompts", p, "--max-new-tokens", "16", "--steps", "3",
+                 "--topk", "2", "--draft-tokens", "6", "--by-position", "2", "--json"]) == 0
+    tree = json.loads(capsys.readouterr().out)
+    assert sum(b["cycles"] for b in tree["by_position"]["buckets"]) == tree["cycles"]
+    assert tree["by_position"]["buckets"][0]["start"] == prof["buckets"][0]["start"]
     with pytest.raises(SystemExit) as info:
         main(["acceptance", d, "--target", t, "--prompts", p, "--by-position", "0"])
     assert info.value.code == 2 and "at least 1 bucket" in capsys.readouterr().err

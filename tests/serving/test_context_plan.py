@@ -74,3 +74,19 @@ def test_cli_grid_and_its_vllm_schedule(tmp_path, capsys):
         assert k == (cell["best_steps"] if cell["fits"] else 0), (ctx, batch)
     assert main(["plan", "--per-step", "0.8", "--costs", str(path), "--contexts", "2048,4096"]) == 2
     assert "give --target" in capsys.readouterr().err
+
+
+def test_one_context_schedule_from_measured_costs(tmp_path, capsys):
+    """Without --contexts the schedule is written from the plan at --context, from any costs."""
+    (tmp_path / "costs.csv").write_text("batch,tokens,ms\n1,1,12.2\n1,3,13\n")
+    (tmp_path / "draft.csv").write_text("batch,ms\n1,1.6667\n")
+    args = ["plan", "--per-step", "0.9,0.85,0.8", "--costs", str(tmp_path / "costs.csv"), "--draft-costs",
+            str(tmp_path / "draft.csv"), "--batch", "1"]
+    assert main([*args, "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)
+    assert main([*args, "--schedule-format", "profile"]) == 0
+    prof = json.loads(capsys.readouterr().out)["4096"]
+    assert prof["conditional"][:3] == [0.9, 0.85, 0.8] and prof["marginal"][1] == pytest.approx(0.9 * 0.85)
+    assert main([*args, "--schedule-format", "vllm"]) == 0
+    table = json.loads(capsys.readouterr().out)["num_speculative_tokens_per_batch_size"]
+    assert table == [[1, 1, best["batches"][0]["best_steps"]]]

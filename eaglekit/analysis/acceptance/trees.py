@@ -80,12 +80,13 @@ class TreeResult:
     cycle_log: CycleLog | None = field(default=None, repr=False, compare=False)
 
     def by_position(self, buckets: int | Sequence[int] = 8, *, break_even: float | None = None,
-                    seed: int = 0) -> PositionProfile:
+                    seed: int = 0, drafter_range=None) -> PositionProfile:
         """This configuration's accept length by the context length where each cycle starts
         (:func:`~eaglekit.analysis.acceptance.positions.by_position`)."""
         if self.cycle_log is None:
             raise InputError("this tree result kept no cycle positions: measure it again to read it by position.")
-        return by_position(self.cycle_log, buckets=buckets, break_even=break_even, seed=seed)
+        return by_position(self.cycle_log, buckets=buckets, break_even=break_even, seed=seed,
+                           drafter_range=drafter_range)
 
     @property
     def config(self) -> TreeConfig:
