@@ -44,12 +44,50 @@ def run_by_context(args: argparse.Namespace, acceptance: Any, plan_args: dict[st
     elif acceptance is not None and len(contexts) > 1:
         per_context = [replace(acceptance, source=f"{acceptance.source}; over all positions, the same at every "
                                "context (measure with --by-position to plan with acceptance by context)")] * len(contexts)
-    grid = plan_by_context(per_context, contexts, **plan_args)
+    by_context = runs_by_context(args.measured)
+    if by_context is None:
+        grid = plan_by_context(per_context, contexts, **plan_args)
+    else:   # each context fitted to the runs measured there (the cost model alone where none were)
+        grid = plan_by_context(per_context, contexts, **plan_args,
+                               measured_by_context={c: by_context.get(c) for c in contexts})
     if args.schedule_format is None:
         emit(grid, args)
         return 0
     print_json(write_schedule(grid.choices(), args.schedule_format))
     return 0
+
+
+def runs_by_context(paths) -> dict[int, list] | None:
+    """The ``--measured`` CSV rows grouped by their ``context`` column, each group parsed as runs; None when no
+    file has that column (the runs then hold at every context)."""
+    import csv
+    import io
+    from pathlib import Path
+
+    from eaglekit.core.errors import InputError
+    from eaglekit.core.serving.runs import parse_runs
+
+    texts = [(Path(p).name, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths or ()]
+    if not any("context" in (t.splitlines() or [""])[0].split(",") for _, t in texts):
+        return None
+    out: dict[int, list] = {}
+    for name, text in texts:
+        rows = list(csv.DictReader(io.StringIO(text)))
+        if not rows or "context" not in rows[0]:
+            raise InputError(f"{name}: with a context column in one --measured file, give it in every one")
+        groups: dict[int, list[dict[str, str]]] = {}
+        for i, row in enumerate(rows, 2):
+            c = (row.pop("context") or "").strip()
+            if not c.isdigit() or len(c) > 9:
+                raise InputError(f"{name} line {i}: context {c[:40]!r} is not a whole number of tokens")
+            groups.setdefault(int(c), []).append(row)
+        for c, group in groups.items():
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(group[0]))
+            writer.writeheader()
+            writer.writerows(group)
+            out.setdefault(c, []).extend(parse_runs(buf.getvalue(), what=f"{name} at context {c}"))
+    return out
 
 
 def _contexts(text: str) -> tuple[int, ...]:

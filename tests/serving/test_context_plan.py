@@ -90,3 +90,19 @@ def test_one_context_schedule_from_measured_costs(tmp_path, capsys):
     assert main([*args, "--schedule-format", "vllm"]) == 0
     table = json.loads(capsys.readouterr().out)["num_speculative_tokens_per_batch_size"]
     assert table == [[1, 1, best["batches"][0]["best_steps"]]]
+
+
+def test_measured_runs_with_a_context_column_are_fitted_per_context(tmp_path, capsys):
+    """Runs that carry a context column: each context's plan fits the runs measured there, so a drafter that pays
+    at 2k and loses at 64k (as measured) gets k > 0 at 2k and k = 0 at 64k."""
+    (tmp_path / "runs.csv").write_text(
+        "batch,steps,topk,draft_tokens,accept_length,tokens_per_s,context\n"
+        "1,0,,,,100,2048\n1,3,1,4,3.0,230,2048\n1,0,,,,60,65536\n1,3,1,4,1.2,40,65536\n")
+    args = ["plan", "--measured", str(tmp_path / "runs.csv"), "--target", "llama-3.1-8b", "--gpu", "H100-SXM",
+            "--batch", "1", "--contexts", "2048,65536", "--max-steps", "3", "--json"]
+    assert main(args) == 0
+    cells = {c["context"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
+    assert cells[2048]["best_steps"] > 0 and cells[65536]["best_steps"] == 0
+    (tmp_path / "bad.csv").write_text("batch,steps,topk,draft_tokens,accept_length,tokens_per_s,context\n1,0,,,,100,x\n")
+    assert main([*args[:2], str(tmp_path / "bad.csv"), *args[3:]]) == 2
+    assert "is not a whole number of tokens" in capsys.readouterr().err

@@ -9,7 +9,7 @@ GO / NO-GO / TOO CLOSE TO CALL. :meth:`ContextPlan.choices` feeds the schedule w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,11 +92,19 @@ class ContextPlan:
                 "acceptance_sources": {str(c): p.acceptance.source for c, p in zip(self.contexts, self.plans)}}
 
 
-def plan_by_context(acceptances: Sequence[Any], contexts: Sequence[int], **plan_args: Any) -> ContextPlan:
+def plan_by_context(acceptances: Sequence[Any], contexts: Sequence[int], *,
+                    measured_by_context: Mapping[int, Any] | None = None, **plan_args: Any) -> ContextPlan:
     """:func:`~eaglekit.analysis.serving.plan.plan` at each of ``contexts`` (``plan_args`` as it takes them, less
-    ``context``) with ``acceptances[i]`` at ``contexts[i]``."""
+    ``context``) with ``acceptances[i]`` at ``contexts[i]``; ``measured_by_context``: the runs measured at each
+    context (they replace ``measured``; a context without runs is priced by the cost model alone)."""
     from eaglekit.analysis.serving.plan import plan
     from eaglekit.core.serving.context import check_contexts
 
     contexts = check_contexts(contexts)
-    return ContextPlan(contexts, tuple(plan(a, context=c, **plan_args) for a, c in zip(acceptances, contexts)))
+    plans = []
+    for a, c in zip(acceptances, contexts):
+        args = dict(plan_args)
+        if measured_by_context is not None:
+            args["measured"] = measured_by_context.get(c) or None
+        plans.append(plan(a, context=c, **args))
+    return ContextPlan(contexts, tuple(plans))
