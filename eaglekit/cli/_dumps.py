@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from eaglekit.cli.common import FILES, SEED, emit, index_list
+from eaglekit.cli._positions import emit_with_positions
+from eaglekit.cli.common import FILES, SEED, index_list
 
 FORMATS = ("auto", "eaglekit", "specforge", "speculators", "modelopt")
 
@@ -107,5 +108,5 @@ def run_dump(args: argparse.Namespace, trees=None) -> int:
         seed=args.seed, scheduler=args.scheduler, device=args.device, dtype=args.dtype, embeddings=args.embeddings,
         endpoint=args.endpoint, timeout=args.timeout, cache=args.cache, cache_dir=args.cache_dir,
         **({"trees": trees, "tree_attention": args.tree_attention or "ancestors"} if trees else {}))
-    emit(result, args)
+    emit_with_positions(result, args)
     return 0

@@ -5,6 +5,7 @@
     eaglekit acceptance DRAFTER --target TARGET --prompts chats.jsonl --chat-template FILE
     eaglekit acceptance DRAFTER --target TARGET --prompts chats.jsonl --compare-templates A.jinja B.jinja
     eaglekit acceptance DRAFTER --target TARGET --prompts prompts.jsonl --steps 6 --topk 10 --draft-tokens 60
+    eaglekit acceptance DRAFTER --target TARGET --prompts prompts.jsonl --by-position 8 [--break-even 2.1]
     eaglekit acceptance DRAFTER --hidden-states DUMP --tree-grid 6:10:60,4:8:32,3:1:4 [--tree-attention sglang-slots]
 
 The convention is vLLM's mean acceptance length (bonus token counted, the prefill token not); see
@@ -17,6 +18,7 @@ import argparse
 import sys
 
 from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
+from eaglekit.cli._positions import add_position_options, emit_with_positions
 from eaglekit.cli.common import (NEW_TOKENS, STEPS, capped, add_cache_options, add_json_option, cache_kwargs, add_location, add_remote_options,
                                  add_trust_remote_code_option, emit,
                                  temperature)
@@ -70,6 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_remote_options(p)
     add_trust_remote_code_option(p)
     add_cache_options(p)
+    add_position_options(p)
     p.set_defaults(func=run)
 
 
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
         trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
     _warn(result.notes)
-    emit(result, args)
+    emit_with_positions(result, args)
     return 0
 
 
@@ -159,7 +162,7 @@ def _run_trees(args: argparse.Namespace, configs, steps: int) -> int:
         device=args.device, dtype=args.dtype, embeddings=args.embeddings, endpoint=args.endpoint,
         timeout=args.timeout, trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
     _warn(result.result.notes)
-    emit(result, args)
+    emit_with_positions(result, args)
     return 0
 
 

@@ -4,6 +4,8 @@
         [--max-steps 8] [--json]
     eaglekit plan --acceptance result.json --target moonshotai/Kimi-K2-Instruct --gpu H200 --tp 8 \
         [--context 4096] [--calibrate 1,1,12.2 --calibrate 1,3,30]
+    eaglekit plan --acceptance by-position.json --target T --gpu H200 --contexts 2048,16384,65536 \
+        [--schedule-format vllm|vllm-bench|trtllm|sglang|profile]
     eaglekit plan --measured runs.csv --target llama-3.1-8b --gpu H100-SXM [--extrapolate] [--json]
     eaglekit plan --measured seed.csv --costs verify.csv --target kimi-k25-int4 --tp 8 [--verify-split per-forward]
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from eaglekit.cli._plan_context import add_context_options, run_by_context
 from eaglekit.cli.common import add_json_option, add_remote_options, capped, emit, whole
 from eaglekit.core.serving.costmodel import MAX_CONTEXT, MAX_TP
 
@@ -84,6 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="what a measured verify holds beyond bytes and FLOPs: a cost per verified token (per-token, "
                         "the default), per verify forward (per-forward: launches without CUDA graphs, all-reduces) or "
                         "this fraction per forward; where one verify cannot tell, both ends are priced beside it")
+    add_context_options(p)
     add_json_option(p)
     add_remote_options(p)
     p.set_defaults(func=run)
@@ -174,11 +178,14 @@ def run(args: argparse.Namespace) -> int:
                          "--accept-length with --steps), or --measured runs with their accept lengths")
     if blocks:
         acceptance = [a for a in (acceptance,) if a is not None] + blocks
-    result = plan(acceptance, costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
-                  tp=args.tp, context=args.context, calibrate_points=[_point(c) for c in args.calibrate],
+    kwargs = dict(costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
+                  tp=args.tp, calibrate_points=[_point(c) for c in args.calibrate],
                   batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,
                   endpoint=args.endpoint, timeout=args.timeout, measured=args.measured or None, trees=args.trees,
                   extrapolate=args.extrapolate, verify_split=args.verify_split,
                   block_drafter=args.block_drafter or None)
+    if args.contexts is not None or args.schedule_format is not None:
+        return run_by_context(args, acceptance, kwargs)
+    result = plan(acceptance, context=args.context, **kwargs)
     emit(result, args)
     return 0

@@ -120,6 +120,48 @@ def per_step_acceptance(results: Results):
     return fig
 
 
+def accept_length_by_position(profiles):
+    """Accept length against the context length at which each cycle starts (one
+    :class:`~eaglekit.analysis.acceptance.positions.PositionProfile`, or ``{label: profile}``): each bucket at its
+    middle with its interval and its width as a horizontal bar; the break-even accept length dashed; the position
+    from which the drafter stops paying, and the drafter's own range (trained length, max_position_embeddings, a
+    YaRN range), as vertical lines."""
+    import plotly.graph_objects as go
+
+    from eaglekit.analysis.acceptance.positions import PositionProfile
+
+    named = {"drafter": profiles} if isinstance(profiles, PositionProfile) else dict(profiles)
+    fig = go.Figure()
+    lines: dict[str, int] = {}
+    for i, (label, prof) in enumerate(named.items()):
+        bs = prof.buckets
+        mid = [(b.start + b.end - 1) / 2 for b in bs]
+        ys = [b.accept_length.value for b in bs]
+        fig.add_trace(go.Scatter(
+            x=mid, y=ys, mode="lines+markers", name=label, marker={"color": COLOURS[i % len(COLOURS)]},
+            error_x={"type": "data", "array": [(b.end - b.start) / 2 for b in bs], "thickness": 1, "width": 0},
+            error_y={"type": "data", "symmetric": False,
+                     "array": [(b.accept_length.high if b.accept_length.has_interval else b.accept_length.value) - y
+                               for b, y in zip(bs, ys)],
+                     "arrayminus": [y - (b.accept_length.low if b.accept_length.has_interval else y)
+                                    for b, y in zip(bs, ys)]},
+            customdata=[[b.label(), b.accept_length.text(), b.cycles, b.verdict or ""] for b in bs],
+            hovertemplate="positions %{customdata[0]}: %{customdata[1]} over %{customdata[2]} cycles "
+                          "%{customdata[3]}<extra>" + label + "</extra>"))
+        if prof.break_even is not None:
+            fig.add_hline(y=prof.break_even, line_dash="dash", line_color=COLOURS[i % len(COLOURS)],
+                          annotation_text=f"break-even {prof.break_even:.2f}")
+        if prof.stops_paying_at is not None:
+            lines[f"{label} stops paying"] = prof.stops_paying_at
+        lines.update({name: at for name, at in prof.drafter_range.lines()})
+    for name, at in lines.items():
+        fig.add_vline(x=at, line_dash="dot", line_color="#888", annotation_text=f"{name} {at}",
+                      annotation_textangle=-90)
+    fig.update_layout(title="Accept length by context position", xaxis_title="context length at the cycle's start",
+                      yaxis_title="accept length (bonus included)", template="plotly_white", height=400)
+    return fig
+
+
 def per_prompt_spread(results: Results):
     """Each prompt's accept length, as a box with every point, one box per drafter."""
     import plotly.graph_objects as go

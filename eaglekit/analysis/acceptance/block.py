@@ -31,6 +31,7 @@ import torch
 from eaglekit.analysis.acceptance.block_target import (TargetParts, target_parts_from_checkpoint,
                                                        target_parts_from_model)
 from eaglekit.analysis.acceptance.result import AcceptanceResult, _local_target
+from eaglekit.analysis.acceptance.positions import CycleLog
 from eaglekit.analysis.draft.block import check_target_fit
 from eaglekit.analysis.draft.dflash import DFlashDrafter
 from eaglekit.core.acceptance.prompts import Prompt
@@ -65,6 +66,17 @@ class PromptCycles:
     matches: np.ndarray       # (G,) leading matching drafts of the block at each continuation offset
     conditioned: np.ndarray   # (K,)
     accepted: np.ndarray      # (K,)
+    #: the context length at which its first cycle starts (the prompt and the prefill token)
+    origin: int = 0
+
+    def rows(self, request: int, steps: int) -> list[tuple[int, int, int, int]]:
+        """``(request, position, accepted, drafted)`` of each cycle (:class:`~.positions.CycleLog`): the cycle at
+        offset ``i`` starts at context length ``origin + i`` and compares ``min(K, generated - i - 1)`` drafts."""
+        out, i = [], 0
+        for produced in self.cycles:
+            out.append((request, self.origin + i, produced - 1, min(steps, self.generated - i - 1)))
+            i += produced
+        return out
 
 
 def walk_cycles(matches: np.ndarray, generated: int) -> tuple[int, ...]:
@@ -106,7 +118,7 @@ def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
     conditioned = {k: np.zeros(k, np.int64) for k in steps}
     accepted = {k: np.zeros(k, np.int64) for k in steps}
     if G == 0:
-        return [PromptCycles((), 0, matches[k], conditioned[k], accepted[k]) for k in steps]
+        return [PromptCycles((), 0, matches[k], conditioned[k], accepted[k], N + 1) for k in steps]
     ctx = drafter.context(features) if ctx is None else ctx
     tokens = tokens.to(torch.int64).cpu()
     c = drafter.config
@@ -151,7 +163,7 @@ def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
             j = torch.arange(1, Q)[None, :]
             conditioned[k][:Q - 1] += ((m[:, None] >= j - 1) & avail).sum(0).numpy()
             accepted[k][:Q - 1] += ((m[:, None] >= j) & avail).sum(0).numpy()
-    return [PromptCycles(walk_cycles(matches[k], G), G, matches[k], conditioned[k], accepted[k]) for k in steps]
+    return [PromptCycles(walk_cycles(matches[k], G), G, matches[k], conditioned[k], accepted[k], N + 1) for k in steps]
 
 
 def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32", endpoint: str | None = None,
@@ -324,4 +336,5 @@ def _result(model: DFlashDrafter, by_k, *, steps, tname, source, layers, notes, 
         accept_length_by_steps_interval=tuple(i for _, i in figures), samples=tuple(kept), estimator=ESTIMATOR,
         accept_length_by_convention_by_steps={"outputs": by_steps, "inputs": None}, family="dflash",
         block_size=model.config.block_size, accept_length_authors=float(np.mean(means)) if means else None,
-        block_cycles=tuple(p.cycles for p in full))
+        block_cycles=tuple(p.cycles for p in full),
+        cycle_log=CycleLog.from_rows((row for r, p in enumerate(full) for row in p.rows(r, steps)), steps))

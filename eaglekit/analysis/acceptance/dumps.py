@@ -336,7 +336,7 @@ def measure_dump(drafter: str | os.PathLike[str], hidden_states: str | os.PathLi
 
 
 #: the version of the dump-reading code a cached answer was computed by (bump with any change to what it computes)
-DUMP_CODE_VERSION = 1
+DUMP_CODE_VERSION = 2   # 2: results keep their spans' cycle positions (cycle_log)
 
 
 def _measure_dump(drafter, hidden_states, *, target_head, dump_format, steps, temperature, aux_layers, final_norm,
@@ -517,7 +517,7 @@ def _result(dump, files: list[FileStats], drafter: str, head: str, steps: int, t
         expected_accept_length=expected, accept_length_interval=est.interval,
         prompt_counts=counts, accept_length_by_steps_interval=est.by_steps,
         positions=sum(f.positions for f in measured), notes=tuple(notes + _collapse(main, conditioned)),
-        estimator=est.estimator)
+        estimator=est.estimator, cycle_log=main["cycle_log"])
     conv = conventions(counts, est.per_position, steps=steps, per_step=main["per_step_acceptance"])
     interval = ratio_interval(list(counts), population=total_files) if sampled else None
     return DumpAcceptance(result=result, dump=dump.path, format=dump.format, writer=dump.writer, final_norm=norm,

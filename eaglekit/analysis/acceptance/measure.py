@@ -38,6 +38,7 @@ from eaglekit.core.records import register
 from eaglekit.core.render import html_table, kv_html, kv_text, text_table
 from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
 from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
+from eaglekit.analysis.acceptance.positions import CycleLog
 from eaglekit.analysis.acceptance.notes import (collapse_note, embeddings_note, generation_limit_note,
                                                 unknown_tokens_note)
 from eaglekit.io.cache import Cached, cached_call
@@ -111,15 +112,29 @@ def counted_cycles(s: SampleStats, steps: int) -> list[int]:
     the span's last cycle would count a short cycle for every span. A span that starts right after such a
     departure (``open_start``) leaves its first cycle out: it drafts from a context the target would not have
     written, which serving never does."""
-    out, i, G = [], 0, s.generated
-    first = True
+    return [a for _, a, _ in cycle_walk(s, steps)]
+
+
+def cycle_walk(s: SampleStats, steps: int):
+    """``(offset, accepted, drafted)`` of each cycle :func:`counted_cycles` counts: its continuation offset, the
+    drafts it accepted, and the drafts that had a token to compare with (fewer than K near a full
+    continuation's end)."""
+    i, G, first = 0, s.generated, True
     while (i + steps <= G) if s.open_end else (i < G):
-        a = min(int(s.matches[i]), steps) if s.open_end else min(int(s.matches[i]), steps, G - i - 1)
+        room = steps if s.open_end else min(steps, G - i - 1)
+        a = min(int(s.matches[i]), room)
         if not (first and s.open_start):
-            out.append(a)
+            yield i, a, room
         first = False
         i += a + 1
-    return out
+
+
+def cycle_log(stats: Sequence[SampleStats], keys: Sequence[Any], steps: int) -> CycleLog:
+    """Every counted cycle of ``stats`` (one request per distinct key) with the position it starts at: the
+    context length then, ``base + 2 + offset`` (the tokens up to the base's next one)."""
+    ids = {k: n for n, k in enumerate(dict.fromkeys(keys))}
+    return CycleLog.from_rows(((ids[k], s.base + 2 + i, a, d) for k, s in zip(keys, stats)
+                               for i, a, d in cycle_walk(s, steps)), steps)
 
 
 def cycle_counts(s: SampleStats, steps: int) -> tuple[int, int]:
@@ -155,7 +170,8 @@ class SampleStats:
     #: choice (``open_end``) or starts right after such a departure (``open_start``): see :func:`counted_cycles`
     open_end: bool = False
     open_start: bool = False
-    #: the base of its first cycle, a position of its sample (a span of training text; 0 elsewhere)
+    #: the base of its first cycle, a position of its sample (a prompt's last token: prompt length - 1; a span of
+    #: training text: its first base): a cycle at offset i starts at context length ``base + 2 + i``
     base: int = 0
 
 
@@ -209,9 +225,10 @@ def sample_stats(drafter, aux, input_ids, target_ids, prompt_len: int, *, steps:
     def target_probs(positions):
         return torch.softmax(target_logits[positions].float() / temperature, -1)[:, tids]
 
-    return count_drafts(out.tokens[:, :G].cpu(), torch.arange(P - 1, P - 1 + G), target_ids, T - 2, steps,
-                        temperature=temperature, target_probs=target_probs,
-                        draft_logits=lambda s, sel: out.logits[s][sel])
+    counts = count_drafts(out.tokens[:, :G].cpu(), torch.arange(P - 1, P - 1 + G), target_ids, T - 2, steps,
+                          temperature=temperature, target_probs=target_probs,
+                          draft_logits=lambda s, sel: out.logits[s][sel])
+    return replace(counts, base=P - 1)
 
 
 def accept_length_gain(before: AcceptanceResult, after: AcceptanceResult, *, seed: int = 0) -> Interval:
@@ -280,7 +297,8 @@ def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0, groups
             "per_step_counts": tuple(int(c) for c in np.atleast_1d(cond)),
             "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
             "interval": interval(tokens, cycles), "interval_by_steps": tuple(interval(*p) for p in by_k),
-            "requests": len(tokens), "prompt_counts": tuple(zip(tokens, cycles)), "positions": int(sum(s.generated for s in stats))}
+            "requests": len(tokens), "prompt_counts": tuple(zip(tokens, cycles)), "positions": int(sum(s.generated for s in stats)),
+            "cycle_log": cycle_log(stats, keys, steps)}
 
 
 # -- the measurement ----------------------------------------------------------------------------------
@@ -329,7 +347,7 @@ def with_cached(value, cached: Cached):
 
 #: the version of the accept-length code a cached answer was computed by: bump it with any change to what
 #: :func:`measure_acceptance` (or the drafter forward it runs) computes
-ACCEPTANCE_CODE_VERSION = 1
+ACCEPTANCE_CODE_VERSION = 2   # 2: results keep their cycles' positions (cycle_log)
 
 
 def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, Any]:
@@ -523,7 +541,8 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
         per_prompt_accept_length=main["per_prompt_accept_length"], expected_acceptance=main["expected_acceptance"],
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
-        prompt_counts=main["prompt_counts"], samples=tuple(kept), accept_length_by_convention_by_steps=by_conv_k)
+        prompt_counts=main["prompt_counts"], samples=tuple(kept), accept_length_by_convention_by_steps=by_conv_k,
+        cycle_log=main["cycle_log"])
 
 
 _MEASURE_DEFAULTS = _measure_defaults()

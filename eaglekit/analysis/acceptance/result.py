@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from eaglekit.core.uncertainty import Interval, verdict
 from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
 from eaglekit.io.cache import Cached
 from eaglekit.analysis.acceptance.notes import generation_limit_note
+from eaglekit.analysis.acceptance.positions import CycleLog, PositionProfile, PositionRange, by_position
 
 Source = Literal["target", "hidden-states"]
 #: the estimator of every accept length measured on the target's own continuations
@@ -76,6 +78,8 @@ class AcceptanceResult:
     #: a block drafter's cycles, prompt by prompt at K = ``steps``: the tokens each cycle produced (accepted drafts
     #: plus the bonus, clipped by the budget and the first stop token, as the authors' loop records them)
     block_cycles: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
+    #: every counted cycle at K = ``steps`` with the context length it starts at (:meth:`by_position`)
+    cycle_log: CycleLog | None = field(default=None, repr=False, compare=False)
     #: set when the answer was read from the result cache (:mod:`eaglekit.io.cache`): when it was computed
     cached: Cached | None = field(default=None, compare=False)
 
@@ -110,7 +114,19 @@ class AcceptanceResult:
             accept_length_by_convention=self.by_convention_at(k), accept_length_by_convention_by_steps=by_k,
             expected_acceptance=None if self.expected_acceptance is None else self.expected_acceptance[:k],
             expected_accept_length=None, per_prompt_accept_length=(), prompt_counts=(), samples=(),
-            notes=self._notes_at(k))
+            cycle_log=None, notes=self._notes_at(k))
+
+    def by_position(self, buckets: int | Sequence[int] = 8, *, break_even: float | None = None, seed: int = 0,
+                    drafter_range: PositionRange | None = None) -> PositionProfile:
+        """Accept length and per-step acceptance in buckets of the context length at which each cycle starts, with
+        intervals (:func:`~eaglekit.analysis.acceptance.positions.by_position`): ``buckets`` a count of equal-width
+        buckets or their edges; against ``break_even``, a verdict per bucket and the position from which the
+        drafter stops paying."""
+        if self.cycle_log is None:
+            raise InputError("this result kept no cycle positions (read from another tool, or viewed at a smaller "
+                             "K): measure it with eaglekit acceptance to read accept length by position.")
+        return by_position(self.cycle_log, buckets=buckets, break_even=break_even, seed=seed,
+                           drafter_range=drafter_range)
 
     def _notes_at(self, k: int) -> tuple[str, ...]:
         """The notes of the view at K = ``k``: the generation-limit sentence (which names a K) said again at ``k``."""

@@ -352,7 +352,7 @@ def tree_sample_stats(model, aux, input_ids, target_ids, prompt_len: int | None,
             acc = (m[None, :] >= jj) & avail
             soft = None if v.soft is None else np.where(reached.numpy(), v.soft, 0.0)
             out[c].append((SampleStats(v.depth, len(bases), reached.sum(1).numpy(), acc.sum(1).numpy(),
-                                       None if soft is None else soft.sum(1), soft), v.left_first))
+                                       None if soft is None else soft.sum(1), soft, base=a - 1), v.left_first))
     return out
 
 

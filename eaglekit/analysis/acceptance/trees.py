@@ -47,6 +47,7 @@ from eaglekit.analysis.acceptance.tree import (
     tree_sample_stats,
 )
 from eaglekit.core.errors import InputError
+from eaglekit.analysis.acceptance.positions import CycleLog, PositionProfile, by_position
 from eaglekit.core.records import register
 from eaglekit.io.cache import cached_call
 from eaglekit.core.render import html_table, text_table
@@ -75,6 +76,17 @@ class TreeResult:
     #: the most the run's lengths allow: every cycle accepting all ``steps`` drafts (generated tokens over
     #: the fewest cycles, each prompt's last cycle cut short by its length)
     ceiling: float = field(default=float("nan"), compare=False)
+    #: every cycle with the context length it starts at (:meth:`by_position`)
+    cycle_log: CycleLog | None = field(default=None, repr=False, compare=False)
+
+    def by_position(self, buckets: int | Sequence[int] = 8, *, break_even: float | None = None,
+                    seed: int = 0, drafter_range=None) -> PositionProfile:
+        """This configuration's accept length by the context length where each cycle starts
+        (:func:`~eaglekit.analysis.acceptance.positions.by_position`)."""
+        if self.cycle_log is None:
+            raise InputError("this tree result kept no cycle positions: measure it again to read it by position.")
+        return by_position(self.cycle_log, buckets=buckets, break_even=break_even, seed=seed,
+                           drafter_range=drafter_range)
 
     @property
     def config(self) -> TreeConfig:
@@ -127,7 +139,7 @@ def summarise_tree(config: TreeConfig, stats: Sequence[tuple[SampleStats, np.nda
         left_first_child=left / cycles if cycles else float("nan"),
         expected_accept_length=main["expected_accept_length"],
         expected_per_depth_acceptance=main["expected_acceptance"],
-        ceiling=positions / fewest if fewest else float("nan"))
+        ceiling=positions / fewest if fewest else float("nan"), cycle_log=main["cycle_log"])
 
 
 @dataclass(frozen=True)
@@ -244,7 +256,7 @@ def measure_trees(drafter, *, trees, tree_attention: TreeAttention = "ancestors"
 
 
 #: the version of the tree-draft code a cached answer was computed by (bump with any change to what it computes)
-TREES_CODE_VERSION = 1
+TREES_CODE_VERSION = 2   # 2: tree results keep their cycle positions (cycle_log)
 
 
 def _measure_trees(drafter, configs, tree_attention, steps, seed, kwargs) -> TreeAcceptance:
