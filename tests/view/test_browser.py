@@ -342,6 +342,32 @@ def test_similarity_page_colours_show_a_fine_tune_s_drift(chromium, demo, tmp_pa
     page.close()
 
 
+def test_a_page_with_widgets_logs_no_console_warning(chromium, tmp_path):
+    """Issue 49: every page with widgets logged "strict mode: use allowUnionTypes ..." (the widget manager's
+    validator of the stored state; report_template/assets/README.md)."""
+    import ipywidgets
+    import nbformat
+    from ipywidgets.embed import embed_data
+
+    from eaglekit.view.report import WIDGET_STATE_MIME, WIDGET_VIEW_MIME, export_html
+
+    slider = ipywidgets.FloatSlider(value=2.0, min=1.0, max=4.0, description="accept length")
+    data = embed_data(views=[slider])
+    cell = nbformat.v4.new_code_cell("slider", outputs=[nbformat.v4.new_output(
+        "display_data", data={WIDGET_VIEW_MIME: data["view_specs"][0], "text/plain": "FloatSlider"})])
+    nb = nbformat.v4.new_notebook(cells=[cell], metadata={"widgets": {WIDGET_STATE_MIME: data["manager_state"]}})
+    path = tmp_path / "widgets.html"
+    path.write_text(export_html(nb, title="widgets"), encoding="utf-8")
+    problems, said = [], []
+    page = _open_offline(chromium, path, problems)
+    page.on("console", lambda m: said.append(f"{m.type}: {m.text}") if m.type in ("warning", "error") else None)
+    page.reload()
+    page.locator(".widget-subarea .widget-slider").wait_for(timeout=20_000)
+    page.wait_for_timeout(300)  # let late messages arrive
+    assert said == [] and problems == []
+    page.close()
+
+
 def test_single_file_pages_stand_alone_and_folder_pages_share_assets(report, chromium):  # noqa: F811
     """Item 9: one shared plotly.js in the folder form; single pages that need no other file."""
     name = next(n for n in NAMES if report.pages[n].figures)
