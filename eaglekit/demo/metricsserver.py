@@ -18,8 +18,8 @@ text again once a finite list runs out). ``server.scrapes`` counts them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -149,16 +149,12 @@ def serve_metrics_replay(per_step: Sequence[float], *, seed: int = 0, drafts_per
 
 def serve(per_step: Sequence[float], *, port: int = 0, seed: int = 0, model: str = "demo/k25-warm") -> None:
     """Replay until Ctrl-C (``eaglekit serve-metrics``), printing the URL and the ``eaglekit live`` line that reads it."""
-    server = serve_metrics_replay(per_step, seed=seed, model=model, port=port)
-    try:  # the prints too: a caller may press Ctrl-C as soon as it reads the URL
+    pages = replay_pages(per_step, seed=seed, model=model)
+    # the prints inside suppress too: a caller may press Ctrl-C as soon as it reads the URL
+    with MetricsReplayServer(pages, port=port) as server, contextlib.suppress(KeyboardInterrupt):
         print(f"Replaying vLLM's /metrics for {model} at {server.url}/metrics (Ctrl-C stops)", flush=True)
         print(f"  eaglekit live {server.url} --window 2", flush=True)
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
+        threading.Event().wait()  # never set: until Ctrl-C
 
 
 class _Handler(BaseHTTPRequestHandler):
