@@ -102,3 +102,13 @@ def test_domain_notes_hold_both_readings_of_the_verify():
             f"{w.tokens_per_s(3.2, 3) / 82 - 1:.0%} faster (break-even {w.break_even(3):.2f} at k = 3, against "
             f"{t.break_even(3):.2f} per token)") in text
     assert "**TOO CLOSE TO CALL**" in text and f.rows()[0]["verdict"] == "TOO CLOSE TO CALL"
+
+
+def test_readme_pictures_are_committed_and_small():
+    """Issue 49: the first screen shows one picture of a rendered page (test_browser.py writes them with
+    EAGLEKIT_SCREENSHOTS=1)."""
+    pictures = re.findall(r"!\[[^\]]+\]\((docs/[^)]+\.png)\)", README)
+    assert pictures[0] == "docs/report-plan.png" and README.index(pictures[0]) < README.index("## Try it on the demo")
+    for picture in pictures:
+        size = (ROOT / picture).stat().st_size
+        assert 0 < size < 300_000, (picture, size)

@@ -35,6 +35,7 @@ SCREENSHOTS = os.environ.get("EAGLEKIT_SCREENSHOTS") == "1"
 DOCS = ROOT / "docs"
 MAX_SCREENSHOT_BYTES = 300_000
 CALCULATOR = "05_accept_length"
+PLAN_PAGE = "08_serving_plan"
 
 
 
@@ -101,6 +102,9 @@ def test_page_opens_offline_draws_every_figure_and_widget(report, chromium, name
     assert problems == []
     if SCREENSHOTS and name == _compat_page(report):
         _shot(page.locator(".jp-Cell", has_text="compatible-after-remap").first, "report-compat.png")
+    if SCREENSHOTS and name == PLAN_PAGE:  # the README's first picture
+        figure = page.locator(".js-plotly-plot", has_text="Throughput against batch size")
+        _shot(page.locator(".jp-Cell", has=figure).first, "report-plan.png")
     page.close()
 
 
