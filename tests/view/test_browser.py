@@ -495,6 +495,7 @@ def test_live_lab_runs_05_and_a_slider_moves_the_throughput(chromium, lab, tmp_p
             _restart_kernels(lab)
     assert problems == [], "JupyterLab reached beyond 127.0.0.1"
     assert page.get_by_text("official Jupyter news").count() == 0  # the news question was never asked
+    assert "is not trusted" not in lab.log.read_text()  # the copy is signed (issue 49: it opened "not trusted")
     if SCREENSHOTS:
         _shot(cell.locator(".jp-Cell-outputArea"), "calculator.png")
     page.close()
