@@ -19,7 +19,8 @@ from eaglekit.core.errors import EaglekitError
 
 #: The subcommand modules, in ``--help`` order: a new subcommand is one new module and one entry here.
 COMMANDS = ("search", "inspect", "diff", "compat", "check", "similarity", "acceptance", "acceptance_curve", "dump_hidden", "drift",
-            "export", "tokenizer_diff", "vocab_coverage", "speedup", "plan", "live", "demo", "serve_hub", "report", "lab")
+            "export", "tokenizer_diff", "vocab_coverage", "speedup", "plan", "live", "demo", "serve_hub", "serve_metrics",
+            "report", "lab")
 
 
 class _Parser(argparse.ArgumentParser):

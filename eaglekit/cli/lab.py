@@ -45,9 +45,13 @@ def working_copy(source: str | os.PathLike[str], into: str | os.PathLike[str]) -
 
     A copy is written when missing, and rewritten when the committed notebook changed while the copy was
     left as written; a copy the user edited is kept (delete it to get the committed one back). The copies
-    drop jupytext's pairing, so saving one writes no twin and nothing in the checkout changes."""
+    drop jupytext's pairing, so saving one writes no twin and nothing in the checkout changes. Each copy is in
+    the form JupyterLab saves (:func:`lab_form`) and signed with Jupyter's notary, so it opens trusted and unchanged."""
     import hashlib
     import json
+
+    import nbformat
+    from nbformat.sign import NotebookNotary
 
     src, dst = Path(source), Path(into)
     dst.mkdir(parents=True, exist_ok=True)
@@ -57,23 +61,36 @@ def working_copy(source: str | os.PathLike[str], into: str | os.PathLike[str]) -
     except (OSError, ValueError):
         ledger = {}
     said = []
+    notary = NotebookNotary()
     for nb in sorted(src.glob("*.ipynb")):
-        data = json.loads(nb.read_text(encoding="utf-8"))
-        data.get("metadata", {}).pop("jupytext", None)  # no pairing in the copy: no twin, no version lines
-        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        node = lab_form(nb.read_text(encoding="utf-8"))
+        text = nbformat.writes(node) + "\n"  # as jupyter_server saves it (nbformat.write)
         digest = hashlib.sha256(text.encode()).hexdigest()
         copy = dst / nb.name
-        if copy.exists():
-            current = hashlib.sha256(copy.read_bytes()).hexdigest()
-            if current == digest or current != ledger.get(nb.name):  # up to date, or the user's edits
-                if current != digest:
-                    said.append(f"kept your edited {copy.name} (delete it to get the committed one)")
-                continue
-        write_atomic(copy, text, what="a lab notebook")
-        ledger[nb.name] = digest
-        said.append(f"copied {nb.name}")
+        current = hashlib.sha256(copy.read_bytes()).hexdigest() if copy.exists() else None
+        if current is not None and current not in (digest, ledger.get(nb.name)):  # the user's edits
+            said.append(f"kept your edited {copy.name} (delete it to get the committed one)")
+            continue
+        if current != digest:
+            write_atomic(copy, text, what="a lab notebook")
+            ledger[nb.name] = digest
+            said.append(f"copied {nb.name}")
+        notary.sign(node)  # trusted: the checkout's own notebook, as committed
     write_atomic(ledger_path, json.dumps(ledger, indent=1) + "\n", what="the lab's ledger")
     return said
+
+
+def lab_form(text: str):
+    """A committed notebook (JSON ``text``) as JupyterLab holds it once opened, so that opening it changes nothing:
+    jupytext's pairing dropped (no twin, no version lines), and the kernel's ``language_info`` filled in (JupyterLab
+    writes it into a notebook that lacks it when the kernel starts, and the notebook opens with unsaved changes)."""
+    import nbformat
+    from ipykernel.ipkernel import IPythonKernel
+
+    node = nbformat.reads(text, as_version=4)
+    node.metadata.pop("jupytext", None)
+    node.metadata.setdefault("language_info", nbformat.from_dict(IPythonKernel.language_info))
+    return node
 
 
 def lab_config_dir(into: str | os.PathLike[str]) -> Path:

@@ -18,6 +18,7 @@ text again once a finite list runs out). ``server.scrapes`` counts them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eaglekit.core.errors import InputError
 
-__all__ = ["MetricsReplayServer", "VllmCounters", "replay_pages", "serve_metrics_replay", "sglang_metrics_text",
-           "vllm_counters", "vllm_metrics_text"]
+__all__ = ["MetricsReplayServer", "VllmCounters", "replay_pages", "serve", "serve_metrics_replay",
+           "sglang_metrics_text", "vllm_counters", "vllm_metrics_text"]
 
 _CREATED = 1.7e9  # the _created timestamp prometheus_client writes beside every counter
 
@@ -139,10 +140,21 @@ def replay_pages(per_step: Sequence[float], *, seed: int = 0, drafts_per_scrape:
 
 
 def serve_metrics_replay(per_step: Sequence[float], *, seed: int = 0, drafts_per_scrape: int = 1500,
-                         model: str = "demo/k25-warm") -> MetricsReplayServer:
-    """A started :class:`MetricsReplayServer` replaying :func:`replay_pages` (stop it with ``.stop()``)."""
+                         model: str = "demo/k25-warm", port: int = 0) -> MetricsReplayServer:
+    """A started :class:`MetricsReplayServer` replaying :func:`replay_pages` on 127.0.0.1:``port`` (0: a free one;
+    stop it with ``.stop()``)."""
     return MetricsReplayServer(replay_pages(per_step, seed=seed, drafts_per_scrape=drafts_per_scrape,
-                                            model=model)).start()
+                                            model=model), port=port).start()
+
+
+def serve(per_step: Sequence[float], *, port: int = 0, seed: int = 0, model: str = "demo/k25-warm") -> None:
+    """Replay until Ctrl-C (``eaglekit serve-metrics``), printing the URL and the ``eaglekit live`` line that reads it."""
+    pages = replay_pages(per_step, seed=seed, model=model)
+    # the prints inside suppress too: a caller may press Ctrl-C as soon as it reads the URL
+    with MetricsReplayServer(pages, port=port) as server, contextlib.suppress(KeyboardInterrupt):
+        print(f"Replaying vLLM's /metrics for {model} at {server.url}/metrics (Ctrl-C stops)", flush=True)
+        print(f"  eaglekit live {server.url} --window 2", flush=True)
+        threading.Event().wait()  # never set: until Ctrl-C
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -174,11 +186,15 @@ class MetricsReplayServer:
 
     ``texts``: a list of pages, or a function of the scrape number (0, 1, ...) for an endless replay."""
 
-    def __init__(self, texts: Sequence[str] | Callable[[int], str]) -> None:
+    def __init__(self, texts: Sequence[str] | Callable[[int], str], *, port: int = 0) -> None:
         self._texts = texts
         self.scrapes = 0
         self._lock = threading.Lock()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        try:
+            self._httpd = _Server(("127.0.0.1", port), _Handler)
+        except OSError as e:
+            raise InputError(f"Cannot listen on 127.0.0.1:{port} ({e.strerror}): pick another port, or 0 for a "
+                             "free one.") from e
         self._httpd.app = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 

@@ -20,7 +20,7 @@ import copy
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html import escape, unescape
 from pathlib import Path
@@ -478,8 +478,6 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
     the network or hold an absolute path of this machine (the repository, the demo, ``out``, the home
     folder) or a token.
     """
-    from tqdm.auto import tqdm
-
     if not Path(demo).is_dir():
         raise EaglekitError(f"No demo workspace at {demo}: build it first (eaglekit demo {demo}).")
     out = Path(out)
@@ -491,7 +489,7 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
     copy_assets(out)
     (out / SINGLE).mkdir(exist_ok=True)
     rendered = []
-    for path in tqdm(paths, desc="notebooks", unit="nb"):
+    for path in _progress(paths):
         nb = execute(path) if execute is not None else execute_notebook(path, demo=demo, timeout=timeout)
         title = _title(nb, path.stem)
         pages = {out / f"{path.stem}.html": _export(nb, assets_url="assets", title=title),
@@ -506,6 +504,19 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
         rendered.append(RenderedNotebook(path.stem, title, folder, pages[folder].figures, single))
     write_atomic(out / "index.html", _index(rendered), what="a report page")
     return rendered
+
+
+def _progress(paths: list[Path]) -> Iterator[Path]:
+    """Each notebook in turn, under a progress bar on stderr that names the one running: one page can take
+    minutes, and "notebooks: 8/11" alone does not say which."""
+    from tqdm.auto import tqdm
+
+    with tqdm(total=len(paths), desc="notebooks", unit="nb") as bar:
+        for path in paths:
+            bar.set_postfix_str(f"running {path.stem}")
+            yield path
+            bar.update()
+        bar.set_postfix_str("all rendered", refresh=False)
 
 
 #: The folder, inside the report, of the single-file pages.

@@ -66,7 +66,13 @@ def _digests(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def test_the_lab_works_on_a_copy_and_never_writes_the_checkout(tmp_path):
+@pytest.fixture
+def notary(tmp_path, monkeypatch):
+    """Jupyter's data folder (the notary's secret and signatures) in ``tmp_path``, not the user's."""
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+
+
+def test_the_lab_works_on_a_copy_and_never_writes_the_checkout(tmp_path, notary):
     """Issue 24: one lab session saved outputs into the committed notebooks and jupytext version lines into
     their twins (git status dirty)."""
     import json
@@ -86,7 +92,7 @@ def test_the_lab_works_on_a_copy_and_never_writes_the_checkout(tmp_path):
     assert _digests(ROOT / "notebooks") == committed
 
 
-def test_an_unedited_copy_follows_the_committed_notebook(tmp_path):
+def test_an_unedited_copy_follows_the_committed_notebook(tmp_path, notary):
     import json
     import shutil
 
@@ -100,6 +106,36 @@ def test_an_unedited_copy_follows_the_committed_notebook(tmp_path):
     (src / "05_accept_length.ipynb").write_text(json.dumps(nb))
     assert working_copy(src, work) == ["copied 05_accept_length.ipynb"]
     assert json.loads((work / "05_accept_length.ipynb").read_text())["cells"][0]["source"] == ["# changed upstream"]
+
+
+def test_a_copy_opens_trusted_and_as_jupyterlab_would_save_it(tmp_path, monkeypatch):
+    """Issue 49: notebook 00 opened in the lab "not trusted" and with unsaved changes: the copy was unsigned, and
+    the kernel's language_info, missing from it, was written in when the kernel started."""
+    import io
+
+    import nbformat
+    from ipykernel.ipkernel import IPythonKernel
+    from nbformat.sign import NotebookNotary
+
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    committed = nbformat.read(ROOT / "notebooks" / "00_investigation.ipynb", as_version=4)
+    assert not NotebookNotary().check_signature(committed)  # unsigned, a notebook opens "not trusted"
+    working_copy(ROOT / "notebooks", tmp_path / "lab")
+    copies = sorted((tmp_path / "lab").glob("*.ipynb"))
+    assert [p.name for p in copies] == sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    for path in copies:
+        text = path.read_text(encoding="utf-8")
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+        saved = io.StringIO()
+        nbformat.write(nb, saved)
+        assert saved.getvalue() == text, path.name  # saving it unchanged rewrites nothing
+        assert nb.metadata.language_info == IPythonKernel.language_info, path.name  # what the kernel would write
+        assert NotebookNotary().check_signature(nb), path.name
+    # a copy written before (by an older eaglekit, or under another Jupyter data folder) is signed on the next start
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "other-data"))
+    assert working_copy(ROOT / "notebooks", tmp_path / "lab") == []
+    assert NotebookNotary().check_signature(nbformat.read(copies[0], as_version=4))
 
 
 def test_no_news_question_jupyterlab_reads_the_page_config(tmp_path):

@@ -17,9 +17,10 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_readme_tells_the_same_account_as_the_library():
+def test_domain_notes_tell_the_same_account_as_the_library():
+    """The account with its numbers moved from the README's first screen to docs/domain.md (issue 49)."""
     a = Account.seed()
-    readme = _flat(README)
+    readme = _flat(DOMAIN.read_text(encoding="utf-8"))
     assert f"{a.cycle_ms:.1f} ms cycle (the {a.verify_ms:g} ms verify plus {a.steps} draft steps of {a.draft_ms:.2f} ms)" \
         in readme
     assert f"only above accept length {a.break_even:.2f}" in readme and f"said {a.verify_only_break_even:.2f}" in readme
@@ -101,3 +102,13 @@ def test_domain_notes_hold_both_readings_of_the_verify():
             f"{w.tokens_per_s(3.2, 3) / 82 - 1:.0%} faster (break-even {w.break_even(3):.2f} at k = 3, against "
             f"{t.break_even(3):.2f} per token)") in text
     assert "**TOO CLOSE TO CALL**" in text and f.rows()[0]["verdict"] == "TOO CLOSE TO CALL"
+
+
+def test_readme_pictures_are_committed_and_small():
+    """Issue 49: the first screen shows one picture of a rendered page (test_browser.py writes them with
+    EAGLEKIT_SCREENSHOTS=1)."""
+    pictures = re.findall(r"!\[[^\]]+\]\((docs/[^)]+\.png)\)", README)
+    assert pictures[0] == "docs/report-plan.png" and README.index(pictures[0]) < README.index("## Try it on the demo")
+    for picture in pictures:
+        size = (ROOT / picture).stat().st_size
+        assert 0 < size < 300_000, (picture, size)

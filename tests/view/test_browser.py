@@ -35,6 +35,7 @@ SCREENSHOTS = os.environ.get("EAGLEKIT_SCREENSHOTS") == "1"
 DOCS = ROOT / "docs"
 MAX_SCREENSHOT_BYTES = 300_000
 CALCULATOR = "05_accept_length"
+PLAN_PAGE = "08_serving_plan"
 
 
 
@@ -101,6 +102,9 @@ def test_page_opens_offline_draws_every_figure_and_widget(report, chromium, name
     assert problems == []
     if SCREENSHOTS and name == _compat_page(report):
         _shot(page.locator(".jp-Cell", has_text="compatible-after-remap").first, "report-compat.png")
+    if SCREENSHOTS and name == PLAN_PAGE:  # the README's first picture
+        figure = page.locator(".js-plotly-plot", has_text="Throughput against batch size")
+        _shot(page.locator(".jp-Cell", has=figure).first, "report-plan.png")
     page.close()
 
 
@@ -342,6 +346,32 @@ def test_similarity_page_colours_show_a_fine_tune_s_drift(chromium, demo, tmp_pa
     page.close()
 
 
+def test_a_page_with_widgets_logs_no_console_warning(chromium, tmp_path):
+    """Issue 49: every page with widgets logged "strict mode: use allowUnionTypes ..." (the widget manager's
+    validator of the stored state; report_template/assets/README.md)."""
+    import ipywidgets
+    import nbformat
+    from ipywidgets.embed import embed_data
+
+    from eaglekit.view.report import WIDGET_STATE_MIME, WIDGET_VIEW_MIME, export_html
+
+    slider = ipywidgets.FloatSlider(value=2.0, min=1.0, max=4.0, description="accept length")
+    data = embed_data(views=[slider])
+    cell = nbformat.v4.new_code_cell("slider", outputs=[nbformat.v4.new_output(
+        "display_data", data={WIDGET_VIEW_MIME: data["view_specs"][0], "text/plain": "FloatSlider"})])
+    nb = nbformat.v4.new_notebook(cells=[cell], metadata={"widgets": {WIDGET_STATE_MIME: data["manager_state"]}})
+    path = tmp_path / "widgets.html"
+    path.write_text(export_html(nb, title="widgets"), encoding="utf-8")
+    problems, said = [], []
+    page = _open_offline(chromium, path, problems)
+    page.on("console", lambda m: said.append(f"{m.type}: {m.text}") if m.type in ("warning", "error") else None)
+    page.reload()
+    page.locator(".widget-subarea .widget-slider").wait_for(timeout=20_000)
+    page.wait_for_timeout(300)  # let late messages arrive
+    assert said == [] and problems == []
+    page.close()
+
+
 def test_single_file_pages_stand_alone_and_folder_pages_share_assets(report, chromium):  # noqa: F811
     """Item 9: one shared plotly.js in the folder form; single pages that need no other file."""
     name = next(n for n in NAMES if report.pages[n].figures)
@@ -465,6 +495,7 @@ def test_live_lab_runs_05_and_a_slider_moves_the_throughput(chromium, lab, tmp_p
             _restart_kernels(lab)
     assert problems == [], "JupyterLab reached beyond 127.0.0.1"
     assert page.get_by_text("official Jupyter news").count() == 0  # the news question was never asked
+    assert "is not trusted" not in lab.log.read_text()  # the copy is signed (issue 49: it opened "not trusted")
     if SCREENSHOTS:
         _shot(cell.locator(".jp-Cell-outputArea"), "calculator.png")
     page.close()

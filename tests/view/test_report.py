@@ -375,3 +375,24 @@ def test_printed_lines_wrap_at_spaces_not_mid_word():
     rule = re.search(r"([^{}\n]+)\{\s*word-break:\s*normal;\s*overflow-wrap:\s*break-word;\s*\}", template)
     assert rule, "the wrap rule"
     assert rule.group(1).strip().count(".jp-OutputArea") >= 2 and rule.group(1).strip().endswith("pre")
+
+
+def test_progress_names_the_notebook_running(tmp_path, capsys):
+    """Issue 49: "notebooks: 8/11" sat there for minutes without saying which notebook ran."""
+    import nbformat
+
+    notebooks = tmp_path / "nbs"
+    notebooks.mkdir()
+    for name in ("01_first", "02_second"):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f"# {name}")]),
+                       notebooks / f"{name}.ipynb")
+    seen = {}
+
+    def execute(path: Path):
+        seen[path.stem] = capsys.readouterr().err.split("\r")[-1]  # the bar as it stands while this one runs
+        return nbformat.read(path, as_version=4)
+
+    build_report(tmp_path / "out", demo=tmp_path, notebooks=notebooks, execute=execute)
+    assert re.search(r"^notebooks: +0%.* 0/2 .*running 01_first\]$", seen["01_first"]), seen
+    assert re.search(r"^notebooks: +50%.* 1/2 .*running 02_second\]$", seen["02_second"]), seen
+    assert re.search(r"notebooks: 100%.* 2/2 .*all rendered\] *\n$", capsys.readouterr().err)
