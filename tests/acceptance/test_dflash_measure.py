@@ -107,13 +107,27 @@ def test_bad_checkpoints_fail_in_one_line(capsys, w, tmp_path):
 
 
 @pytest.mark.parametrize("family,arch,reference", [
-    ("dflash2", "DFlash2DraftModel", "z-lab/dflash dflash/model.py"),
     ("dspark", "Qwen3DSparkModel", "deepseek-ai/DeepSpec"),
 ])
-def test_dflash2_and_dspark_are_refused_by_name(capsys, w, tmp_path, family, arch, reference):
+def test_dspark_is_refused_by_name(capsys, w, tmp_path, family, arch, reference):
     d = _bad(tmp_path, family, architectures=[arch])
     line = _error(capsys, "acceptance", d, "--target", str(w / "target"), "--prompts", str(w / "prompts.jsonl"))
     assert reference in line and "does not run" in line
+
+
+def test_dflash2_is_measured_and_an_incomplete_one_fails_in_one_line(capsys, w, tmp_path):
+    t, p = str(w / "target"), str(w / "prompts.jsonl")
+    cfg = fx.dflash2_config(block_size=4)
+    d = str(fx.save_drafter(tmp_path / "dflash2", cfg, fx.random_tensors(cfg, seed=2)))
+    code, out, _ = _run(capsys, "acceptance", d, "--target", t, "--prompts", p, "--max-new-tokens", "12", "--json",
+                        "--no-cache")
+    assert code == 0
+    result = json.loads(out)
+    assert result["family"] == "dflash2" and result["block_size"] == 4 and result["steps"] == 3
+    assert result["accept_length"] == pytest.approx(result["generated_tokens"] / result["cycles"])
+    line = _error(capsys, "acceptance", _bad(tmp_path, "dflash2-bare", architectures=["DFlash2DraftModel"]),
+                  "--target", t, "--prompts", p)
+    assert "dflash_config.conv_kernel_size is missing" in line
 
 
 def test_temperature_is_refused_with_the_reason(w):

@@ -48,8 +48,6 @@ SCORE_FLOATS = 1 << 24
 #: fetched once a pass (a Kimi-sized drafter: about 900 block rows, 64 MB of float32 per activation)
 PASS_FLOATS = 1 << 24
 REFERENCES = {
-    "dflash2": "its public reference is z-lab/dflash dflash/model.py (DFlash2DraftModel: grouped dynamic causal "
-               "convolutions and a candidate selector; vLLM qwen3_dflash2.py serves it)",
     "dspark": "its public reference is deepseek-ai/DeepSpec deepspec/modeling/dspark (a Markov head and a "
               "confidence head on the DFlash backbone, drafting from the anchor slot too)",
 }
@@ -136,13 +134,9 @@ def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
             block[:, 0] = tokens[starts]                                                         # (B, Q)
             batch.append((parts.rows(block, device=drafter.device, dtype=drafter.dtype), starts))  # (B, Q, H)
         hidden = [h[:, 1:] for h in drafter.forward_many(ctx, batch)]                            # (B, Q-1, H)
-        flat = torch.cat([h.reshape(-1, h.shape[-1]) for h in hidden])
-        drafts_all = parts.head.next_tokens(flat, normed=True)[0]
-        at = 0
         for (k, _), (_, starts), h in zip(group, batch, hidden):
             B, Q = h.shape[0], h.shape[1] + 1
-            drafts = drafts_all[at:at + B * (Q - 1)].view(B, Q - 1)                             # (B, Q-1)
-            at += B * (Q - 1)
+            drafts = drafter.propose(h, tokens[starts], parts.head)                              # (B, Q-1)
             idx = starts[:, None] + torch.arange(1, Q)[None, :]                                  # (B, Q-1)
             avail = idx <= T - 1
             expected = torch.where(avail, tokens[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
@@ -165,7 +159,7 @@ def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32",
             raise ConfigError(f"{ckpt.inventory.source} has no config.json: a block drafter needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{ckpt.inventory.source}/config.json")
         refuse_unsupported(config)
-        model = DFlashDrafter.load(ckpt, device=device, dtype=dtype)
+        model = drafter_class(config).load(ckpt, device=device, dtype=dtype)
     except BaseException:
         ckpt.close()
         raise
@@ -176,10 +170,18 @@ def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32",
     return model
 
 
+def drafter_class(config: BlockDrafterConfig) -> type[DFlashDrafter]:
+    """The forward that runs ``config``'s family: DFlash's, or DFlash2's (its convolutions and selector)."""
+    from eaglekit.analysis.draft.dflash2 import DFlash2Drafter
+
+    return {"dflash": DFlashDrafter, "dflash2": DFlash2Drafter}[config.family]
+
+
 def refuse_unsupported(config: BlockDrafterConfig) -> None:
     if config.family in REFERENCES:
         raise InputError(f"{config.source} is a {config.family_name} drafter; {REFERENCES[config.family]}, but "
-                         f"eaglekit does not run {config.family_name} yet: only DFlash accept lengths are measured.")
+                         f"eaglekit does not run {config.family_name} yet: only DFlash and DFlash2 accept lengths "
+                         "are measured.")
 
 
 def _summary(counts: Sequence[tuple[int, int]]) -> tuple[float, Interval | None]:
@@ -322,6 +324,6 @@ def _result(model: DFlashDrafter, by_k, *, steps, tname, source, layers, notes, 
         chat_template_sha256=sha, positions=sum(p.generated for p in full), notes=tuple(notes),
         accept_length_interval=interval, prompt_counts=counts_k[-1],
         accept_length_by_steps_interval=tuple(i for _, i in figures), samples=tuple(kept), estimator=ESTIMATOR,
-        accept_length_by_convention_by_steps={"outputs": by_steps, "inputs": None}, family="dflash",
+        accept_length_by_convention_by_steps={"outputs": by_steps, "inputs": None}, family=model.family,
         block_size=model.config.block_size, accept_length_authors=float(np.mean(means)) if means else None,
         block_cycles=tuple(p.cycles for p in full))

@@ -329,7 +329,7 @@ def with_cached(value, cached: Cached):
 
 #: the version of the accept-length code a cached answer was computed by: bump it with any change to what
 #: :func:`measure_acceptance` (or the drafter forward it runs) computes
-ACCEPTANCE_CODE_VERSION = 1
+ACCEPTANCE_CODE_VERSION = 2
 
 
 def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, Any]:
@@ -537,7 +537,7 @@ def _is_block_drafter(drafter, *, endpoint: str | None = None, timeout: float | 
     from eaglekit.core.safejson import loads
     from eaglekit.io.reader import load_config
 
-    if type(drafter).__name__ == "DFlashDrafter":
+    if any(t.__name__ == "DFlashDrafter" for t in type(drafter).__mro__):  # DFlash2 and DSpark drafters inherit it
         return True
     if not isinstance(drafter, (str, os.PathLike)):
         return False

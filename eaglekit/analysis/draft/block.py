@@ -18,6 +18,7 @@ import torch
 from eaglekit.analysis.draft.checks import check_finite
 from eaglekit.analysis.draft.load import torch_dtype_of
 from eaglekit.core.configs.block import BlockDrafterConfig, read_block_config
+from eaglekit.core.configs.block_shapes import block_tensor_name
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.io.reader import Checkpoint, open_checkpoint
 
@@ -108,10 +109,10 @@ def read_block_checkpoint(location: str | os.PathLike[str] | Checkpoint, *, expe
         if ckpt.inventory.config is None:
             raise ConfigError(f"{where} has no config.json: a block drafter's forward needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{where}/config.json")
-        names = set(ckpt.inventory.names)
+        names = {block_tensor_name(n): n for n in sorted(ckpt.inventory.names, key=len, reverse=True)}
         found: dict[str, str] = {}
         for name, (shape, keys) in expected(config).items():
-            stored = name if name in names else f"model.{name}" if f"model.{name}" in names else None
+            stored = names.get(name)
             if stored is None:
                 raise ConfigError(f"{where} lacks {name}, which a {config.family_name} drafter with this config "
                                   f"has ({keys}); is the checkpoint complete?")
