@@ -56,6 +56,26 @@ def dflash2_config(*, block_size: int = 4, layers: int = 2, target_layer_ids=(0,
     return cfg
 
 
+def dspark_config(*, block_size: int = 4, layers: int = 2, target_layer_ids=(0, 2), rank: int = 8,
+                  head: str = "vanilla", confidence: bool = True, with_markov: bool = True) -> dict:
+    """A DSpark config in DeepSpec's layout (``Qwen3DSparkModel``, every key at the top level)."""
+    cfg = drafter_config(block_size=block_size, layers=layers, target_layer_ids=target_layer_ids)
+    del cfg["dflash_config"]
+    cfg.update({"architectures": ["Qwen3DSparkModel"], "mask_token_id": MASK_ID,
+                "target_layer_ids": list(target_layer_ids), "num_anchors": 8, "markov_rank": rank,
+                "markov_head_type": head, "enable_confidence_head": confidence,
+                "confidence_head_with_markov": with_markov, "layer_types": ["full_attention"] * layers})
+    return cfg
+
+
+def target_copies(target_dir: Path) -> dict[str, torch.Tensor]:
+    """The target's embedding and lm_head under a DSpark checkpoint's names (DeepSpec keeps frozen copies)."""
+    from safetensors.torch import load_file
+
+    t = load_file(str(target_dir / "model.safetensors"))
+    return {"embed_tokens.weight": t["model.embed_tokens.weight"], "lm_head.weight": t["lm_head.weight"]}
+
+
 def random_tensors(cfg: dict, *, seed: int = 1, std: float = 0.15) -> dict[str, torch.Tensor]:
     """Every tensor its config implies (DFlash, DFlash2), random: norm weights near one, convolutions near the
     identity (slot t's own value weighted about one), codebooks wide enough that the selector's pair scores
@@ -66,7 +86,7 @@ def random_tensors(cfg: dict, *, seed: int = 1, std: float = 0.15) -> dict[str, 
     g = torch.Generator().manual_seed(seed)
     out = {}
     for name, (shape, _) in expected_tensors(read_block_config(cfg)).items():
-        t = torch.randn(shape, generator=g) * (0.6 if "codebook" in name else std)
+        t = torch.randn(shape, generator=g) * (0.6 if "codebook" in name or "markov_w" in name else std)
         if name.endswith("base_kernel"):
             t[:, 0] += 1.0
         out[name] = (1.0 + t) if "norm" in name else t
@@ -96,8 +116,9 @@ def greedy_texts(target_dir: Path, prompts: list[list[int]], *, max_new_tokens: 
 
 
 def train_drafter(target_dir: Path, cfg: dict, *, steps: int = 300, seed: int = 3) -> dict[str, torch.Tensor]:
-    """A block drafter (DFlash, DFlash2: its convolutions; the selector stays random) fitted for a few hundred Adam steps to the target's greedy continuations of random prompts
-    (blocks at every anchor, cross-entropy on the mask slots through the target's lm_head)."""
+    """A block drafter fitted for a few hundred Adam steps to the target's greedy continuations of random prompts
+    (blocks at every anchor, cross-entropy on the draft slots through the target's lm_head; DFlash2's convolutions
+    train, its selector stays random; DSpark's vanilla Markov head trains, teacher-forced)."""
     from eaglekit.analysis.acceptance.block import drafter_class
     from eaglekit.analysis.acceptance.block_target import target_parts_from_model
     from eaglekit.core.configs.block import read_block_config
@@ -120,9 +141,13 @@ def train_drafter(target_dir: Path, cfg: dict, *, steps: int = 300, seed: int = 
         block = torch.full((len(starts), Q), MASK_ID)
         block[:, 0] = ids[starts]
         hidden = drafter.forward(drafter.context(feats), parts.rows(block, device=torch.device("cpu"),
-                                                                      dtype=torch.float32), starts)[:, 1:]
-        logits = hidden @ parts.head.lm_head.T                                    # (B, Q-1, V)
-        labels = ids[starts[:, None] + torch.arange(1, Q)[None, :]]               # (B, Q-1)
+                                                                      dtype=torch.float32), starts)
+        hidden = hidden[:, 0 if config.anchor_drafts else 1:]                     # (B, S, H): DSpark's shift
+        logits = hidden @ parts.head.lm_head.T                                    # (B, S, V)
+        labels = ids[starts[:, None] + torch.arange(1, hidden.shape[1] + 1)[None, :]]   # (B, S)
+        if config.markov_rank:  # the vanilla Markov bias, teacher-forced
+            prev = torch.cat([block[:, :1], labels[:, :-1]], 1)                   # (B, S)
+            logits = logits + params["markov_head.markov_w1.weight"][prev] @ params["markov_head.markov_w2.weight"].T
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
         opt.zero_grad()
         loss.backward()
@@ -134,6 +159,11 @@ def train_prompts(n: int = 24, *, seed: int = 3) -> list[list[int]]:
     """The random prompts :func:`train_drafter` fits to (measuring on some of them shows a drafter that accepts)."""
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(1, VOCAB - 1, (6,), generator=g).tolist() for _ in range(n)]
+
+
+def prompt_ids(world_root: Path) -> list[list[int]]:
+    """The token ids of a world's prompts.jsonl, one list per line."""
+    return [json.loads(line)["input_ids"] for line in (world_root / "prompts.jsonl").read_text().splitlines()]
 
 
 def write_prompts(path: Path, prompts: list[list[int]]) -> Path:
@@ -177,6 +207,38 @@ def world2(tmp_path_factory) -> Path:
         cfg3 = dflash2_config(block_size=4, window=3, input_embedding_scale=2.0)
         cfg3["is_causal"] = True
         save_drafter(root / "scaled2", cfg3, random_tensors(cfg3, seed=7))
+        write_prompts(root / "prompts.jsonl", train_prompts()[:4] + [[3, 5, 9, 11], [60, 61]])
+        _WORLDS[key] = root
+    return _WORLDS[key]
+
+
+def world3(tmp_path_factory) -> Path:
+    """:func:`world`'s target and prompts with DSpark drafters sharing one briefly trained backbone: ``trainedsp``
+    (DeepSpec's layout, block 4, a trained vanilla Markov head, a confidence head reading it, the target's embedding
+    and lm_head copied in), ``gatedsp`` (block 5, gated head, confidence on the hidden state alone, no copies: it
+    drafts through the target's, tensors saved with a ``model.`` prefix), ``rnnsp`` (block 3, rnn head, its OWN
+    embedding and lm_head: the target's plus noise) and ``specforgesp`` (SpecForge's ``DSparkDraftModel`` layout:
+    keys in dflash_config, drafts from slots 1..)."""
+    key = "dspark"
+    if key not in _WORLDS:
+        root = tmp_path_factory.mktemp("dspark-world")
+        make_target(root / "target")
+        copies = target_copies(root / "target")
+        cfg = dspark_config(block_size=4)
+        trained = train_drafter(root / "target", cfg, steps=200)
+        save_drafter(root / "trainedsp", cfg, {**trained, **copies})
+        backbone = {n: t for n, t in trained.items() if not n.startswith(("markov_head.", "confidence_head."))}
+        cfg5 = dspark_config(block_size=5, head="gated", with_markov=False)
+        save_drafter(root / "gatedsp", cfg5, {**random_tensors(cfg5, seed=8), **backbone}, prefix="model.")
+        cfg3 = dspark_config(block_size=3, head="rnn")
+        g = torch.Generator().manual_seed(9)
+        own = {n: t + torch.randn(t.shape, generator=g) * 0.05 for n, t in copies.items()}
+        save_drafter(root / "rnnsp", cfg3, {**random_tensors(cfg3, seed=9), **backbone, **own})
+        sf = drafter_config(block_size=4)
+        sf["architectures"] = ["DSparkDraftModel"]
+        sf["dflash_config"].update({"projector_type": "dspark", "markov_rank": 8, "markov_head_type": "vanilla",
+                                    "enable_confidence_head": False, "attention_mode": "gqa"})
+        save_drafter(root / "specforgesp", sf, {**random_tensors(sf, seed=10), **backbone})
         write_prompts(root / "prompts.jsonl", train_prompts()[:4] + [[3, 5, 9, 11], [60, 61]])
         _WORLDS[key] = root
     return _WORLDS[key]

@@ -40,8 +40,8 @@ class ReferenceDraft:
         self.w = {(n[len("model."):] if n.startswith("model.") else n): t.float() for n, t in raw.items()}
         c = self.cfg
         nested = c.get("dflash_config", {})
-        self.layer_ids = nested["target_layer_ids"]
-        self.mask_id = nested["mask_token_id"]
+        self.layer_ids = nested.get("target_layer_ids", c.get("target_layer_ids"))   # DeepSpec: top level
+        self.mask_id = nested.get("mask_token_id", c.get("mask_token_id"))
         self.block_size = nested.get("block_size", c.get("block_size", 16))
         self.n_layers, self.nH, self.nKV, self.D = (c["num_hidden_layers"], c["num_attention_heads"],
                                                     c["num_key_value_heads"], c["head_dim"])

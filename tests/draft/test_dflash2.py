@@ -5,7 +5,6 @@ the last block; the convolutions and the selector each change the cycles, so the
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -33,14 +32,10 @@ def target(w):
     return load_target_model(str(w / "target"))
 
 
-def _prompts(w) -> list[list[int]]:
-    return [json.loads(line)["input_ids"] for line in (w / "prompts.jsonl").read_text().splitlines()]
-
-
 def _reference(w, target, drafter: str, *, steps: int, max_new_tokens: int):
     draft = ReferenceDFlash2Draft(w / drafter)
     return [reference_generate(target.model, draft, p, max_new_tokens=max_new_tokens, block_size=steps + 1,
-                               stop_token_ids=[fx.EOS_ID]) for p in _prompts(w)]
+                               stop_token_ids=[fx.EOS_ID]) for p in fx.prompt_ids(w)]
 
 
 def _measure(w, target, drafter: str, *, steps: int, max_new: int):
@@ -63,7 +58,7 @@ def test_cycles_equal_the_reference_loop(w, target, drafter, steps, max_new):
 
 
 def test_reference_commits_the_targets_greedy_tokens(w, target):
-    for p, run in zip(_prompts(w), _reference(w, target, "trained2", steps=3, max_new_tokens=24)):
+    for p, run in zip(fx.prompt_ids(w), _reference(w, target, "trained2", steps=3, max_new_tokens=24)):
         greedy = target.model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
                                        do_sample=False, max_new_tokens=24, pad_token_id=0)
         assert run.output_ids == greedy[0].tolist()

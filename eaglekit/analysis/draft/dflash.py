@@ -68,6 +68,8 @@ class DFlashDrafter:
     family = "dflash"
     #: the checkpoint's tensors this variant reads, each with the shape its config implies
     expected = staticmethod(backbone_shapes)
+    #: tensors read when the checkpoint has them (None: none)
+    optional = None
 
     def __init__(self, config: BlockDrafterConfig, tensors: Mapping[str, torch.Tensor], *, source: str,
                  device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
@@ -93,16 +95,18 @@ class DFlashDrafter:
     @classmethod
     def load(cls, location: str | os.PathLike[str] | Checkpoint, *, device: str = "cpu", dtype: str = "float32",
              endpoint: str | None = None, timeout: float | None = None,
-             keep_bytes: int | None = None) -> DFlashDrafter:
+             keep_bytes: int | None = None, **options) -> DFlashDrafter:
         """Read a DFlash checkpoint (every tensor's shape checked against its config first). Tensors past
         ``keep_bytes`` in all (default :data:`KEEP_BYTES`) stay in the checkpoint, the largest first, read by
         range when used; the drafter then holds the checkpoint open (:meth:`close`; a caller's
-        :class:`Checkpoint` stays the caller's to close, after the drafter's last pass)."""
-        ckpt = read_block_checkpoint(location, expected=cls.expected, dtype=dtype, endpoint=endpoint,
-                                     timeout=timeout, keep_bytes=KEEP_BYTES if keep_bytes is None else keep_bytes)
+        :class:`Checkpoint` stays the caller's to close, after the drafter's last pass). ``options`` go to the
+        variant's constructor (DSpark's ``confidence_threshold``)."""
+        ckpt = read_block_checkpoint(location, expected=cls.expected, optional=cls.optional, dtype=dtype,
+                                     endpoint=endpoint, timeout=timeout,
+                                     keep_bytes=KEEP_BYTES if keep_bytes is None else keep_bytes)
         try:
             model = cls(ckpt.config, ckpt.tensors, source=ckpt.source, device=device,
-                        dtype=torch_dtype_of(dtype), checkpoint=ckpt.checkpoint, stored=ckpt.stored)
+                        dtype=torch_dtype_of(dtype), checkpoint=ckpt.checkpoint, stored=ckpt.stored, **options)
         except BaseException:
             if ckpt.owns_checkpoint:
                 ckpt.checkpoint.close()
