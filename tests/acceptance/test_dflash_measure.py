@@ -123,6 +123,12 @@ def test_dflash2_and_dspark_are_measured_with_their_authors_loops(capsys, w, tmp
     assert any(note in n for n in result["notes"])
 
 
+def test_a_confidence_threshold_is_for_dspark_only(capsys, w):
+    line = _error(capsys, "acceptance", str(w / "trained"), "--target", str(w / "target"), "--prompts",
+                  str(w / "prompts.jsonl"), "--confidence-threshold", "0.5")
+    assert "DFlash drafter: a confidence_threshold cuts DSpark proposals only" in line
+
+
 def test_an_incomplete_dflash2_fails_in_one_line(capsys, w, tmp_path):
     line = _error(capsys, "acceptance", _bad(tmp_path, "dflash2-bare", architectures=["DFlash2DraftModel"]),
                   "--target", str(w / "target"), "--prompts", str(w / "prompts.jsonl"))

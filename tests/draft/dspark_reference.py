@@ -46,7 +46,8 @@ class ReferenceDSparkDraft(ReferenceDraft):
         w = self.w
         e = w["markov_head.markov_w1.weight"][prev]                                                # (r,)
         if self.kind == "gated":
-            gate = torch.sigmoid(w["markov_head.gate_proj.weight"] @ torch.cat([h, e]) + w["markov_head.gate_proj.bias"])
+            gate = torch.sigmoid(w["markov_head.gate_proj.weight"] @ torch.cat([h, e])
+                                 + w["markov_head.gate_proj.bias"])
             bias = w["markov_head.markov_w2.weight"] @ (gate * e)
         elif self.kind == "rnn":
             z = w["markov_head.joint_proj.weight"] @ torch.cat([state, e, h]) + w["markov_head.joint_proj.bias"]
@@ -75,7 +76,8 @@ class ReferenceDSparkDraft(ReferenceDraft):
         prevs = [anchor] + drafts[:-1]
         for j in range(len(drafts)):
             x = torch.cat([h[j], self.w["markov_head.markov_w1.weight"][prevs[j]]]) if self.with_markov else h[j]
-            if torch.sigmoid(self.w["confidence_head.proj.weight"][0] @ x + self.w["confidence_head.proj.bias"][0]) < threshold:
+            logit = self.w["confidence_head.proj.weight"][0] @ x + self.w["confidence_head.proj.bias"][0]
+            if torch.sigmoid(logit) < threshold:
                 return drafts[:j]
         return drafts
 

@@ -5,6 +5,7 @@ and fewer drafts than the block holds; the Markov head and the confidence cut ea
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import dflashfixtures as fx  # noqa: E402
 from dspark_reference import ReferenceDSparkDraft, deepspec_generate  # noqa: E402
 
 from eaglekit.analysis.acceptance.measure import measure_acceptance  # noqa: E402
+from eaglekit.core.configs.block import read_block_config  # noqa: E402
 from eaglekit.core.errors import ConfigError, InputError  # noqa: E402
 
 
@@ -38,11 +40,9 @@ def _reference(w, target, drafter: str, *, block: int, max_new: int, threshold: 
 
 
 def _measure(w, target, drafter: str, *, steps: int, max_new: int, threshold: float = 0.0):
-    from eaglekit.analysis.draft.dspark import DSparkDrafter
-
-    model = DSparkDrafter.load(str(w / drafter), confidence_threshold=threshold)
-    return measure_acceptance(model, target=target, prompts=str(w / "prompts.jsonl"), max_new_tokens=max_new,
-                              steps=steps, cache=False)
+    """eaglekit's measurement of ``drafter``, with DeepSpec's ``confidence_threshold``."""
+    return measure_acceptance(str(w / drafter), target=target, prompts=str(w / "prompts.jsonl"),
+                              max_new_tokens=max_new, steps=steps, confidence_threshold=threshold, cache=False)
 
 
 # (drafter, K drafts, the block DeepSpec runs for them, budget, confidence threshold)
@@ -113,6 +113,11 @@ def test_shapes_threshold_and_dumps_are_refused_in_one_line(w, target, tmp_path)
     from eaglekit.analysis.draft.dspark import DSparkDrafter
 
     assert DSparkDrafter.load(str(w / "gatedsp")).config.drafts_per_block == 5     # model. prefix
+    sf = DSparkDrafter.load(str(w / "specforgesp")).config                          # SpecForge: slots 1..
+    assert not sf.anchor_drafts and sf.drafts_per_block == 3
+    shifted = json.loads((w / "specforgesp" / "config.json").read_text())
+    shifted["dflash_config"]["shift_label"] = True
+    assert read_block_config(shifted).drafts_per_block == 4
     assert "lm_head.weight" in DSparkDrafter.load(str(w / "rnnsp")).w
     cfg = fx.dspark_config()
     tensors = {**fx.random_tensors(cfg), "lm_head.weight": torch.zeros(fx.VOCAB, 16)}

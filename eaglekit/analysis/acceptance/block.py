@@ -147,16 +147,24 @@ def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
 
 
 def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32", endpoint: str | None = None,
-                       timeout: float | None = None) -> DFlashDrafter:
-    """A block drafter eaglekit can run (DFlash, GQA DFlash2, DSpark), or InputError saying why not."""
+                       timeout: float | None = None, confidence_threshold: float = 0.0) -> DFlashDrafter:
+    """A block drafter eaglekit can run (DFlash, GQA DFlash2, DSpark), or InputError saying why not.
+    ``confidence_threshold``: DeepSpec's cut of a DSpark drafter's proposals (0: none)."""
     if isinstance(location, DFlashDrafter):
+        if confidence_threshold and confidence_threshold != getattr(location, "confidence_threshold", None):
+            raise InputError("a loaded drafter keeps the confidence_threshold it was loaded with: give it to "
+                             "DSparkDrafter.load.")
         return location
     ckpt = open_checkpoint(location, endpoint=endpoint, timeout=timeout)
     try:
         if ckpt.inventory.config is None:
             raise ConfigError(f"{ckpt.inventory.source} has no config.json: a block drafter needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{ckpt.inventory.source}/config.json")
-        model = drafter_class(config).load(ckpt, device=device, dtype=dtype)
+        if confidence_threshold and config.family != "dspark":
+            raise InputError(f"{config.source} is a {config.family_name} drafter: a confidence_threshold cuts DSpark "
+                             "proposals only.")
+        options = {"confidence_threshold": confidence_threshold} if config.family == "dspark" else {}
+        model = drafter_class(config).load(ckpt, device=device, dtype=dtype, **options)
     except BaseException:
         ckpt.close()
         raise
@@ -193,7 +201,8 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
                   steps: int | None = None, temperature: float = 0.0, aux_convention=None, device: str = "cpu",
                   dtype: str = "float32", embeddings=None, endpoint: str | None = None,
                   timeout: float | None = None, progress: bool | None = None, keep_samples: bool = False,
-                  trust_remote_code: bool = False, on_sample=None) -> AcceptanceResult:
+                  trust_remote_code: bool = False, on_sample=None,
+                  confidence_threshold: float = 0.0) -> AcceptanceResult:
     """A DFlash drafter's accept length against ``target`` on ``prompts``, or against a hidden-state dump
     (:func:`~eaglekit.analysis.acceptance.measure.measure_acceptance` sends block drafters here). ``steps``: drafts
     per block K (default ``block_size - 1``); every K = 1..steps is measured with its own block of K + 1. A
@@ -211,7 +220,8 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
         raise InputError("tree drafts and per-sample hooks are EAGLE-3 measurements; a block drafter drafts blocks.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
         raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
-    model = load_block_drafter(drafter, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
+    model = load_block_drafter(drafter, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout,
+                               confidence_threshold=confidence_threshold)
     try:
         return _measure(model, target=target, hidden_states=hidden_states, prompts=prompts,
                         max_new_tokens=max_new_tokens, steps=steps, device=device, dtype=dtype, embeddings=embeddings,
