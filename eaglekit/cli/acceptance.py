@@ -46,6 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=temperature, default=0.0, metavar="T",
                    help="> 0 adds the expected acceptance per step and the expected accept length under "
                         "sampling, on the same cycle basis as the greedy figure (needs --target)")
+    p.add_argument("--confidence-threshold", type=float, default=0.0, metavar="P",
+                   help="a DSpark drafter: cut each proposal before the first slot whose confidence is below P, as "
+                        "DeepSpec's --confidence-threshold does (0: the whole block)")
     p.add_argument("--aux-convention", choices=("outputs", "inputs"), default=None,
                    help="how the drafter's aux layer ids select target layers (default: what it was trained with)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
@@ -98,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, steps=None if block_default else args.steps,
         temperature=args.temperature, aux_convention=args.aux_convention, device=args.device, dtype=args.dtype,
         embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
-        trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
+        trust_remote_code=args.trust_remote_code, confidence_threshold=args.confidence_threshold,
+        **cache_kwargs(args))
     _warn(result.notes)
     emit_with_positions(result, args)
     return 0

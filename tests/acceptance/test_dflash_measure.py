@@ -106,14 +106,33 @@ def test_bad_checkpoints_fail_in_one_line(capsys, w, tmp_path):
     assert "layers.0.mlp.gate_proj.weight is [64, 32]" in line and "intermediate_size=48" in line
 
 
-@pytest.mark.parametrize("family,arch,reference", [
-    ("dflash2", "DFlash2DraftModel", "z-lab/dflash dflash/model.py"),
-    ("dspark", "Qwen3DSparkModel", "deepseek-ai/DeepSpec"),
+@pytest.mark.parametrize("family,config,steps,note", [
+    ("dflash2", fx.dflash2_config, 3, "dflash_generate"),
+    ("dspark", fx.dspark_config, 4, "generate_decoding_sample"),   # DeepSpec's label shift: every slot drafts
 ])
-def test_dflash2_and_dspark_are_refused_by_name(capsys, w, tmp_path, family, arch, reference):
-    d = _bad(tmp_path, family, architectures=[arch])
-    line = _error(capsys, "acceptance", d, "--target", str(w / "target"), "--prompts", str(w / "prompts.jsonl"))
-    assert reference in line and "does not run" in line
+def test_dflash2_and_dspark_are_measured_with_their_authors_loops(capsys, w, tmp_path, family, config, steps, note):
+    t, p = str(w / "target"), str(w / "prompts.jsonl")
+    cfg = config(block_size=4)
+    d = str(fx.save_drafter(tmp_path / family, cfg, fx.random_tensors(cfg, seed=2)))
+    code, out, _ = _run(capsys, "acceptance", d, "--target", t, "--prompts", p, "--max-new-tokens", "12", "--json",
+                        "--no-cache")
+    assert code == 0
+    result = json.loads(out)
+    assert result["family"] == family and result["block_size"] == 4 and result["steps"] == steps
+    assert result["accept_length"] == pytest.approx(result["generated_tokens"] / result["cycles"])
+    assert any(note in n for n in result["notes"])
+
+
+def test_a_confidence_threshold_is_for_dspark_only(capsys, w):
+    line = _error(capsys, "acceptance", str(w / "trained"), "--target", str(w / "target"), "--prompts",
+                  str(w / "prompts.jsonl"), "--confidence-threshold", "0.5")
+    assert "DFlash drafter: a confidence_threshold cuts DSpark proposals only" in line
+
+
+def test_an_incomplete_dflash2_fails_in_one_line(capsys, w, tmp_path):
+    line = _error(capsys, "acceptance", _bad(tmp_path, "dflash2-bare", architectures=["DFlash2DraftModel"]),
+                  "--target", str(w / "target"), "--prompts", str(w / "prompts.jsonl"))
+    assert "dflash_config.conv_kernel_size is missing" in line
 
 
 def test_temperature_is_refused_with_the_reason(w):

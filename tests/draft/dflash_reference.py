@@ -40,14 +40,31 @@ class ReferenceDraft:
         self.w = {(n[len("model."):] if n.startswith("model.") else n): t.float() for n, t in raw.items()}
         c = self.cfg
         nested = c.get("dflash_config", {})
-        self.layer_ids = nested["target_layer_ids"]
-        self.mask_id = nested["mask_token_id"]
+        self.layer_ids = nested.get("target_layer_ids", c.get("target_layer_ids"))   # DeepSpec: top level
+        self.mask_id = nested.get("mask_token_id", c.get("mask_token_id"))
         self.block_size = nested.get("block_size", c.get("block_size", 16))
         self.n_layers, self.nH, self.nKV, self.D = (c["num_hidden_layers"], c["num_attention_heads"],
                                                     c["num_key_value_heads"], c["head_dim"])
         self.eps = c["rms_norm_eps"]
         self.inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, self.D, 2).float() / self.D))
         self.cache: list[tuple[torch.Tensor, torch.Tensor]] = []   # per layer (1, nKV, P, D)
+        #: the newer loop's ``_raw_input_embeddings`` scale
+        self.embed_scale = float(nested.get("input_embedding_scale", c.get("input_embedding_scale", 1.0)))
+
+    def prepare(self, i: int, conv: str, x: torch.Tensor):
+        """DFlash layers have no convolutions (the authors' ``attention_conv`` / ``mlp_conv`` are None)."""
+        return x, None
+
+    def finish(self, i: int, conv: str, x: torch.Tensor, kernel) -> torch.Tensor:
+        return x
+
+    def mask(self, i: int, q_len: int, k_len: int) -> torch.Tensor | None:
+        """No mask: the block attends to every cached key and to itself both ways."""
+        return None
+
+    def propose(self, hidden: torch.Tensor, anchor: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """DFlash's greedy drafts: argmax of the target's lm_head, (1, S, H) -> (1, S)."""
+        return (hidden @ head.T).argmax(-1)
 
     def cache_length(self) -> int:
         return 0 if not self.cache else int(self.cache[0][0].shape[2])
@@ -71,7 +88,7 @@ class ReferenceDraft:
         for i in range(self.n_layers):
             p = f"layers.{i}."
             res = h
-            x = _rms(h, w[p + "input_layernorm.weight"], self.eps)
+            x, kernel = self.prepare(i, "attention_conv", _rms(h, w[p + "input_layernorm.weight"], self.eps))
             q = (x @ w[p + "self_attn.q_proj.weight"].T).view(1, Q, self.nH, self.D)
             q = _rms(q, w[p + "self_attn.q_norm.weight"], self.eps).transpose(1, 2)              # (1, nH, Q, D)
             k = torch.cat([ctx @ w[p + "self_attn.k_proj.weight"].T, x @ w[p + "self_attn.k_proj.weight"].T], 1)
@@ -86,11 +103,13 @@ class ReferenceDraft:
             new_cache.append((k, v))
             g = self.nH // self.nKV
             o = F.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1),
-                                               is_causal=False, scale=self.D ** -0.5)             # (1, nH, Q, D)
-            h = res + o.transpose(1, 2).reshape(1, Q, -1) @ w[p + "self_attn.o_proj.weight"].T
-            y = _rms(h, w[p + "post_attention_layernorm.weight"], self.eps)
+                                               attn_mask=self.mask(i, Q, k.shape[2]), is_causal=False,
+                                               scale=self.D ** -0.5)                              # (1, nH, Q, D)
+            o = o.transpose(1, 2).reshape(1, Q, -1) @ w[p + "self_attn.o_proj.weight"].T
+            h = res + self.finish(i, "attention_conv", o, kernel)
+            y, kernel = self.prepare(i, "mlp_conv", _rms(h, w[p + "post_attention_layernorm.weight"], self.eps))
             gate, up = y @ w[p + "mlp.gate_proj.weight"].T, y @ w[p + "mlp.up_proj.weight"].T
-            h = h + (F.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+            h = h + self.finish(i, "mlp_conv", (F.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T, kernel)
         self.cache = new_cache
         return _rms(h, w["norm.weight"], self.eps)
 
@@ -111,7 +130,8 @@ class ReferenceRun:
 @torch.no_grad()
 def reference_generate(target, draft: ReferenceDraft, input_ids: list[int], *, max_new_tokens: int,
                        block_size: int, stop_token_ids: list[int] | None) -> ReferenceRun:
-    """The authors' newer greedy ``dflash_generate``, one cycle at a time."""
+    """The authors' newer greedy ``dflash_generate``, one cycle at a time (a DFlash2 reference draft brings its
+    own forward and ``propose``: tests/draft/dflash2_reference.py)."""
     from transformers import DynamicCache
 
     draft.cache = []
@@ -136,10 +156,10 @@ def reference_generate(target, draft: ReferenceDraft, input_ids: list[int], *, m
         verify = min(block_size, max_length - start)
         block = output_ids[:, start:start + verify].clone()
         if verify > 1:
-            hidden = draft.forward(target_hidden, F.embedding(block, embed),
+            hidden = draft.forward(target_hidden, F.embedding(block, embed) * draft.embed_scale,
                                    position_ids[:, start - target_hidden.shape[1]:start + verify])[:, 1 - verify:]
             draft.crop(start)
-            block[:, 1:] = (hidden @ head.T).argmax(-1)
+            block[:, 1:] = draft.propose(hidden, block[:, 0], head)
         out = target(block, position_ids=position_ids[:, start:start + verify], past_key_values=pkv,
                      use_cache=True, output_hidden_states=True)
         posterior = out.logits.argmax(-1)                                                        # (1, verify)

@@ -4,7 +4,6 @@ block sizes, fewer drafts than the block holds, and budgets that shrink the last
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -31,14 +30,10 @@ def target(w):
     return load_target_model(str(w / "target"))
 
 
-def _prompts(w) -> list[list[int]]:
-    return [json.loads(line)["input_ids"] for line in (w / "prompts.jsonl").read_text().splitlines()]
-
-
 def _reference(w, target, drafter: str, *, steps: int, max_new_tokens: int):
     draft = ReferenceDraft(w / drafter)
     return [reference_generate(target.model, draft, p, max_new_tokens=max_new_tokens, block_size=steps + 1,
-                               stop_token_ids=[fx.EOS_ID]) for p in _prompts(w)]
+                               stop_token_ids=[fx.EOS_ID]) for p in fx.prompt_ids(w)]
 
 
 CASES = [("trained", 3, 24), ("trained", 2, 11), ("trained", 1, 9), ("random", 3, 13), ("random6", 5, 17),
@@ -65,7 +60,7 @@ def test_a_shrunk_last_block_and_a_stop_token_occur(w, target):
     runs = _reference(w, target, "trained", steps=3, max_new_tokens=24)
     ends = [run.output_ids[-1] for run in runs]
     assert fx.EOS_ID in ends
-    assert any(len(run.output_ids) == len(p) + 24 for run, p in zip(runs, _prompts(w)))
+    assert any(len(run.output_ids) == len(p) + 24 for run, p in zip(runs, fx.prompt_ids(w)))
 
 
 def test_trained_drafter_accepts_and_random_does_not(w, target):
@@ -81,7 +76,7 @@ def test_trained_drafter_accepts_and_random_does_not(w, target):
 
 @pytest.mark.parametrize("max_new", [24, 11])
 def test_reference_commits_the_targets_greedy_tokens(w, target, max_new):
-    for p, run in zip(_prompts(w), _reference(w, target, "trained", steps=3, max_new_tokens=max_new)):
+    for p, run in zip(fx.prompt_ids(w), _reference(w, target, "trained", steps=3, max_new_tokens=max_new)):
         greedy = target.model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
                                        do_sample=False, max_new_tokens=max_new, pad_token_id=0)
         assert run.output_ids == greedy[0].tolist()

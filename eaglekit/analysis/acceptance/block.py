@@ -1,4 +1,6 @@
-"""Measure a block drafter's (DFlash) accept length offline, cycle by cycle as the authors' decoding loop runs.
+"""Measure a block drafter's accept length offline, cycle by cycle as the authors' decoding loop runs: DFlash and
+DFlash2 here (their forwards: eaglekit/analysis/draft/dflash.py, dflash2.py), DSpark with DeepSpec's loop
+(:mod:`.block_dspark`).
 
 The loop simulated is the authors' latest greedy one (z-lab/dflash ``dflash/model.py`` ``dflash_generate``; the
 older ``spec_generate`` differs only at the end of an output: docs/acceptance.md, "Block drafters"):
@@ -48,12 +50,6 @@ SCORE_FLOATS = 1 << 24
 #: a pass's widest activations (rows x intermediate size, floats): bounds the blocks drafted at once, each weight
 #: fetched once a pass (a Kimi-sized drafter: about 900 block rows, 64 MB of float32 per activation)
 PASS_FLOATS = 1 << 24
-REFERENCES = {
-    "dflash2": "its public reference is z-lab/dflash dflash/model.py (DFlash2DraftModel: grouped dynamic causal "
-               "convolutions and a candidate selector; vLLM qwen3_dflash2.py serves it)",
-    "dspark": "its public reference is deepseek-ai/DeepSpec deepspec/modeling/dspark (a Markov head and a "
-              "confidence head on the DFlash backbone, drafting from the anchor slot too)",
-}
 
 
 @dataclass(frozen=True)
@@ -148,13 +144,9 @@ def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
             block[:, 0] = tokens[starts]                                                         # (B, Q)
             batch.append((parts.rows(block, device=drafter.device, dtype=drafter.dtype), starts))  # (B, Q, H)
         hidden = [h[:, 1:] for h in drafter.forward_many(ctx, batch)]                            # (B, Q-1, H)
-        flat = torch.cat([h.reshape(-1, h.shape[-1]) for h in hidden])
-        drafts_all = parts.head.next_tokens(flat, normed=True)[0]
-        at = 0
         for (k, _), (_, starts), h in zip(group, batch, hidden):
             B, Q = h.shape[0], h.shape[1] + 1
-            drafts = drafts_all[at:at + B * (Q - 1)].view(B, Q - 1)                             # (B, Q-1)
-            at += B * (Q - 1)
+            drafts = drafter.propose(h, tokens[starts], parts.head)                              # (B, Q-1)
             idx = starts[:, None] + torch.arange(1, Q)[None, :]                                  # (B, Q-1)
             avail = idx <= T - 1
             expected = torch.where(avail, tokens[idx.clamp(max=T - 1)], torch.full_like(idx, -1))
@@ -167,17 +159,24 @@ def sample_cycles(drafter: DFlashDrafter, parts: TargetParts, tokens: torch.Tens
 
 
 def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32", endpoint: str | None = None,
-                       timeout: float | None = None) -> DFlashDrafter:
-    """A block drafter eaglekit can run (DFlash), or InputError naming what DFlash2 and DSpark need."""
+                       timeout: float | None = None, confidence_threshold: float = 0.0) -> DFlashDrafter:
+    """A block drafter eaglekit can run (DFlash, GQA DFlash2, DSpark), or InputError saying why not.
+    ``confidence_threshold``: DeepSpec's cut of a DSpark drafter's proposals (0: none)."""
     if isinstance(location, DFlashDrafter):
+        if confidence_threshold and confidence_threshold != getattr(location, "confidence_threshold", None):
+            raise InputError("a loaded drafter keeps the confidence_threshold it was loaded with: give it to "
+                             "DSparkDrafter.load.")
         return location
     ckpt = open_checkpoint(location, endpoint=endpoint, timeout=timeout)
     try:
         if ckpt.inventory.config is None:
             raise ConfigError(f"{ckpt.inventory.source} has no config.json: a block drafter needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{ckpt.inventory.source}/config.json")
-        refuse_unsupported(config)
-        model = DFlashDrafter.load(ckpt, device=device, dtype=dtype)
+        if confidence_threshold and config.family != "dspark":
+            raise InputError(f"{config.source} is a {config.family_name} drafter: a confidence_threshold cuts DSpark "
+                             "proposals only.")
+        options = {"confidence_threshold": confidence_threshold} if config.family == "dspark" else {}
+        model = drafter_class(config).load(ckpt, device=device, dtype=dtype, **options)
     except BaseException:
         ckpt.close()
         raise
@@ -188,10 +187,13 @@ def load_block_drafter(location, *, device: str = "cpu", dtype: str = "float32",
     return model
 
 
-def refuse_unsupported(config: BlockDrafterConfig) -> None:
-    if config.family in REFERENCES:
-        raise InputError(f"{config.source} is a {config.family_name} drafter; {REFERENCES[config.family]}, but "
-                         f"eaglekit does not run {config.family_name} yet: only DFlash accept lengths are measured.")
+def drafter_class(config: BlockDrafterConfig) -> type[DFlashDrafter]:
+    """The forward that runs ``config``'s family: DFlash's, DFlash2's (its convolutions and selector) or DSpark's
+    (its Markov and confidence heads)."""
+    from eaglekit.analysis.draft.dflash2 import DFlash2Drafter
+    from eaglekit.analysis.draft.dspark import DSparkDrafter
+
+    return {"dflash": DFlashDrafter, "dflash2": DFlash2Drafter, "dspark": DSparkDrafter}[config.family]
 
 
 def _summary(counts: Sequence[tuple[int, int]]) -> tuple[float, Interval | None]:
@@ -211,7 +213,8 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
                   steps: int | None = None, temperature: float = 0.0, aux_convention=None, device: str = "cpu",
                   dtype: str = "float32", embeddings=None, endpoint: str | None = None,
                   timeout: float | None = None, progress: bool | None = None, keep_samples: bool = False,
-                  trust_remote_code: bool = False, on_sample=None) -> AcceptanceResult:
+                  trust_remote_code: bool = False, on_sample=None,
+                  confidence_threshold: float = 0.0) -> AcceptanceResult:
     """A DFlash drafter's accept length against ``target`` on ``prompts``, or against a hidden-state dump
     (:func:`~eaglekit.analysis.acceptance.measure.measure_acceptance` sends block drafters here). ``steps``: drafts
     per block K (default ``block_size - 1``); every K = 1..steps is measured with its own block of K + 1. A
@@ -229,7 +232,8 @@ def measure_block(drafter, *, target=None, hidden_states=None, prompts=None, max
         raise InputError("tree drafts and per-sample hooks are EAGLE-3 measurements; a block drafter drafts blocks.")
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
         raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
-    model = load_block_drafter(drafter, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
+    model = load_block_drafter(drafter, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout,
+                               confidence_threshold=confidence_threshold)
     try:
         return _measure(model, target=target, hidden_states=hidden_states, prompts=prompts,
                         max_new_tokens=max_new_tokens, steps=steps, device=device, dtype=dtype, embeddings=embeddings,
@@ -248,14 +252,25 @@ def _measure(model: DFlashDrafter, *, target, hidden_states, prompts, max_new_to
     from eaglekit.io.dumps.native import HiddenStateDump, open_dump
 
     c = model.config
-    steps = c.block_size - 1 if steps is None else steps
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= c.block_size - 1:
-        raise InputError(f"steps (drafts per block) must be from 1 to block_size - 1 = {c.block_size - 1} for "
-                         f"{c.source}, got {steps!r}.")
+    most = c.drafts_per_block
+    steps = most if steps is None else steps
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= most:
+        raise InputError(f"steps (drafts per block) must be from 1 to "
+                         f"{'block_size' if c.anchor_drafts else 'block_size - 1'} = {most} for {c.source}, "
+                         f"got {steps!r}.")
     layers = list(c.hidden_state_indices())
+    dspark = model.family == "dspark"   # DeepSpec's loop: eaglekit/analysis/acceptance/block_dspark.py
+    extra = steps + 1 if dspark else 0  # its last cycle verifies past the budget
     notes = [f"simulated: {LOOP}.",
              f"K < {c.block_size - 1} drafts are measured with a block of K + 1 (anchor + K masks), as vLLM, SGLang "
              "and TensorRT-LLM run a DFlash drafter asked for fewer drafts."]
+    if dspark:
+        from eaglekit.analysis.acceptance.block_dspark import LOOP as DSPARK_LOOP, dspark_cycles
+
+        notes = [f"simulated: {DSPARK_LOOP}; accept_length_authors is DeepSpec's pooled figure.",
+                 f"K < {most} drafts are measured with a block of {'K' if c.anchor_drafts else 'K + 1'} slots."]
+        if getattr(model, "confidence_threshold", 0.0):
+            notes.append(f"proposals cut at the first slot of confidence below {model.confidence_threshold}.")
     sha = None
     if target is not None:
         if prompts is None:
@@ -267,10 +282,16 @@ def _measure(model: DFlashDrafter, *, target, hidden_states, prompts, max_new_to
         plist, psource = prompt_records(prompts)
         ids_list = tmodel.tokenize_all(plist, source=psource, max_new_tokens=max_new_tokens)
         parts = target_parts_from_model(tmodel.model, name=tmodel.name)
-        samples = _samples_from_target(tmodel, plist, ids_list, psource, layers=layers, max_new_tokens=max_new_tokens)
+        samples = _samples_from_target(tmodel, plist, ids_list, psource, layers=layers,
+                                       max_new_tokens=max_new_tokens + extra)
+        eos = tmodel.model.generation_config.eos_token_id
+        stop_ids = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
         total, tname, source = len(plist), tmodel.name, "target"
         sha = tmodel.chat_template_sha256 if any(p.kind == "messages" for p in plist) else None
     else:
+        if dspark:
+            raise InputError(f"{c.source} is a DSpark drafter: DeepSpec's loop verifies past max_new_tokens and stops "
+                             "at the target's stop tokens, which a dump does not hold; measure it with --target.")
         dump = hidden_states if isinstance(hidden_states, HiddenStateDump) else open_dump(hidden_states)
         m = dump.manifest
         tname, source, total, sha = m.target or str(dump.path), "hidden-states", len(dump), m.chat_template_sha256
@@ -298,14 +319,17 @@ def _measure(model: DFlashDrafter, *, target, hidden_states, prompts, max_new_to
         for ids, hs, plen in tqdm(samples, total=total, desc="acceptance", unit="prompt",
                                   disable=None if progress is None else not progress, leave=False):
             T = int(ids.shape[0])
-            if T - plen > max_new_tokens:
+            if T - plen > max_new_tokens + extra:
                 raise InputError(f"a sample continues for {T - plen} tokens after its prompt, more than "
                                  f"max_new_tokens = {max_new_tokens}: give the budget it was generated with.")
             if int(ids.max()) >= parts.vocab_size:
                 raise InputError(f"token id {int(ids.max())} is outside {tname}'s vocabulary (0..{parts.vocab_size - 1}).")
             features = hs.permute(1, 0, 2).reshape(T, -1)                  # (T, n_aux * H), target_layer_ids order
-            for k, cycles in enumerate(sample_cycles(model, parts, ids, features, plen, max_new_tokens=max_new_tokens,
-                                                     steps=range(1, steps + 1)), 1):
+            run = (dspark_cycles(model, parts, ids, features, plen, max_new_tokens=max_new_tokens,
+                                 steps=range(1, steps + 1), stop_ids=stop_ids) if dspark else
+                   sample_cycles(model, parts, ids, features, plen, max_new_tokens=max_new_tokens,
+                                 steps=range(1, steps + 1)))
+            for k, cycles in enumerate(run, 1):
                 by_k[k - 1].append(cycles)
             if keep_samples:
                 kept.append((np.asarray(ids[plen:].cpu()), by_k[-1][-1].matches))
@@ -323,6 +347,8 @@ def _result(model: DFlashDrafter, by_k, *, steps, tname, source, layers, notes, 
     cond = np.sum([p.conditioned for p in full], axis=0) if full else np.zeros(steps)
     acc = np.sum([p.accepted for p in full], axis=0) if full else np.zeros(steps)
     means = [float(np.mean(p.cycles)) for p in full if p.cycles]
+    if model.family == "dspark":  # DeepSpec's figure: acceptance_length_sum / proposal_count, pooled
+        means = [value] if full and any(p.cycles for p in full) else []
     by_steps = tuple(v for v, _ in figures)
     return AcceptanceResult(
         drafter=model.source, target=tname, source=source, steps=steps, temperature=0.0, prompts=len(full),
@@ -334,7 +360,7 @@ def _result(model: DFlashDrafter, by_k, *, steps, tname, source, layers, notes, 
         chat_template_sha256=sha, positions=sum(p.generated for p in full), notes=tuple(notes),
         accept_length_interval=interval, prompt_counts=counts_k[-1],
         accept_length_by_steps_interval=tuple(i for _, i in figures), samples=tuple(kept), estimator=ESTIMATOR,
-        accept_length_by_convention_by_steps={"outputs": by_steps, "inputs": None}, family="dflash",
+        accept_length_by_convention_by_steps={"outputs": by_steps, "inputs": None}, family=model.family,
         block_size=model.config.block_size, accept_length_authors=float(np.mean(means)) if means else None,
         block_cycles=tuple(p.cycles for p in full),
         cycle_log=CycleLog.from_rows((row for r, p in enumerate(full) for row in p.rows(r, steps)), steps))

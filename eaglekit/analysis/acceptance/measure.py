@@ -307,7 +307,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        device: str = "cpu", dtype: str = "float32", embeddings=None,
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                        keep_samples: bool = False, trust_remote_code: bool = False,
-                       on_sample=None, cache: bool | str = True, cache_dir=None) -> AcceptanceResult:
+                       on_sample=None, cache: bool | str = True, cache_dir=None,
+                       confidence_threshold: float = 0.0) -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.draft.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -323,11 +324,15 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     keyed by the content of the drafter, target, prompts or dump and every option here, and read back on a repeat
     (``result.cached`` says when it was computed); ``False`` neither reads nor writes, ``"refresh"`` recomputes and
     writes. Loaded models, remote locations, ``keep_samples`` and ``on_sample`` are measured and not cached.
+
+    ``confidence_threshold``: a DSpark drafter's proposals end before the first slot whose confidence head says
+    less (DeepSpec's ``--confidence-threshold``; 0, the default, proposes the whole block); refused for others.
     """
     options = dict(target=target, hidden_states=hidden_states, prompts=prompts, max_new_tokens=max_new_tokens,
                    steps=steps, temperature=temperature, aux_convention=aux_convention, device=device, dtype=dtype,
                    embeddings=embeddings, endpoint=endpoint, timeout=timeout, progress=progress,
-                   keep_samples=keep_samples, trust_remote_code=trust_remote_code, on_sample=on_sample)
+                   keep_samples=keep_samples, trust_remote_code=trust_remote_code, on_sample=on_sample,
+                   confidence_threshold=confidence_threshold)
     parts = None
     if not keep_samples and on_sample is None:
         def parts(store):
@@ -347,7 +352,7 @@ def with_cached(value, cached: Cached):
 
 #: the version of the accept-length code a cached answer was computed by: bump it with any change to what
 #: :func:`measure_acceptance` (or the drafter forward it runs) computes
-ACCEPTANCE_CODE_VERSION = 2   # 2: results keep their cycles' positions (cycle_log)
+ACCEPTANCE_CODE_VERSION = 3   # 2: results keep their cycles' positions (cycle_log); 3: DFlash2, DSpark, DFlash embedding scale
 
 
 def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, Any]:
@@ -369,7 +374,7 @@ def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, A
     elif prompts is not None:
         prompts = store.location_digest(prompts)
     skip = {"target", "prompts", "endpoint", "timeout", "progress", "on_sample", "keep_samples", "hidden_states",
-            "embeddings"}
+            "embeddings"} | ({"confidence_threshold"} if not options["confidence_threshold"] else set())
     return {
         # the names as given too: the answer shows them (its drafter and target lines, its notes)
         "names": [str(drafter), shown_name,
@@ -394,7 +399,7 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
                         device: str = "cpu", dtype: str = "float32", embeddings=None,
                         endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                         keep_samples: bool = False, trust_remote_code: bool = False,
-                        on_sample=None) -> AcceptanceResult:
+                        on_sample=None, confidence_threshold: float = 0.0) -> AcceptanceResult:
     """The measurement itself (:func:`measure_acceptance`, uncached). ``steps`` None: 5, or a block drafter's
     block_size - 1."""
     if _is_block_drafter(drafter, endpoint=endpoint, timeout=timeout):  # DFlash and its kin draft whole blocks: their own measurement
@@ -404,7 +409,11 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
                              max_new_tokens=max_new_tokens, steps=steps, temperature=temperature,
                              aux_convention=aux_convention, device=device, dtype=dtype, embeddings=embeddings,
                              endpoint=endpoint, timeout=timeout, progress=progress, keep_samples=keep_samples,
-                             trust_remote_code=trust_remote_code, on_sample=on_sample)
+                             trust_remote_code=trust_remote_code, on_sample=on_sample,
+                             confidence_threshold=confidence_threshold)
+    if confidence_threshold:
+        raise InputError("confidence_threshold cuts a DSpark drafter's proposals; an EAGLE-3 drafter has no "
+                         "confidence head.")
     steps = 5 if steps is None else steps
     # torch and the models load here, not at import: a cached answer is read without them
     from eaglekit.analysis.draft import DraftModel, trained_convention
@@ -556,7 +565,7 @@ def _is_block_drafter(drafter, *, endpoint: str | None = None, timeout: float | 
     from eaglekit.core.safejson import loads
     from eaglekit.io.reader import load_config
 
-    if type(drafter).__name__ == "DFlashDrafter":
+    if any(t.__name__ == "DFlashDrafter" for t in type(drafter).__mro__):  # DFlash2 and DSpark drafters inherit it
         return True
     if not isinstance(drafter, (str, os.PathLike)):
         return False

@@ -252,8 +252,10 @@ class AcceptanceResult:
                              f"{self.expected_accept_length:.3f} (same cycles as the greedy figure, each step "
                              "accepted with its expected probability along the greedy continuation)"))
         if self.family != "eagle3" and self.accept_length_authors is not None:
-            pairs.insert(4, ("  the authors' figure", f"{self.accept_length_authors:.3f} (mean over prompts of each "
-                             f"prompt's mean tokens per cycle; {self.family}, block size {self.block_size})"))
+            how = ("DeepSpec's: tokens per cycle pooled over all prompts" if self.family == "dspark"
+                   else "mean over prompts of each prompt's mean tokens per cycle")
+            pairs.insert(4, ("  the authors' figure", f"{self.accept_length_authors:.3f} ({how}; {self.family}, "
+                             f"block size {self.block_size})"))
         if self.chat_template_sha256:
             pairs.append(("chat template sha256", self.chat_template_sha256[:16] + "..."))
         pairs.extend(("note", n) for n in self.notes)

@@ -18,6 +18,7 @@ import torch
 from eaglekit.analysis.draft.checks import check_finite
 from eaglekit.analysis.draft.load import torch_dtype_of
 from eaglekit.core.configs.block import BlockDrafterConfig, read_block_config
+from eaglekit.core.configs.block_shapes import block_tensor_name
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.io.reader import Checkpoint, open_checkpoint
 
@@ -90,12 +91,14 @@ def left_in_checkpoint(sizes: dict[str, int], keep_bytes: int | None) -> set[str
 
 
 def read_block_checkpoint(location: str | os.PathLike[str] | Checkpoint, *, expected=backbone_shapes,
-                          dtype: str | torch.dtype = "float32", endpoint: str | None = None,
+                          optional=None, dtype: str | torch.dtype = "float32", endpoint: str | None = None,
                           timeout: float | None = None, keep_bytes: int | None = None) -> BlockCheckpoint:
     """Read a block drafter: its config (:func:`read_block_config`) and every tensor ``expected(config)`` names,
     each shape compared with the config before a byte is read (ConfigError naming the tensor and the keys).
     ``keep_bytes``: the drafter's tensors held in memory at most (in ``dtype``); past it the largest stay in
-    the checkpoint (:func:`left_in_checkpoint`), which is then left open for them (None: all read)."""
+    the checkpoint (:func:`left_in_checkpoint`), which is then left open for them (None: all read).
+    ``optional(config)``: tensors read (and shape-checked) only when the checkpoint has them, e.g. a DSpark
+    drafter's own ``embed_tokens`` and ``lm_head``."""
     torch_dtype = torch_dtype_of(dtype)
     if keep_bytes is not None and (isinstance(keep_bytes, bool) or not isinstance(keep_bytes, int)
                                    or keep_bytes < 0):
@@ -108,10 +111,13 @@ def read_block_checkpoint(location: str | os.PathLike[str] | Checkpoint, *, expe
         if ckpt.inventory.config is None:
             raise ConfigError(f"{where} has no config.json: a block drafter's forward needs its config.")
         config = read_block_config(ckpt.inventory.config, source=f"{where}/config.json")
-        names = set(ckpt.inventory.names)
+        names = {block_tensor_name(n): n for n in sorted(ckpt.inventory.names, key=len, reverse=True)}
         found: dict[str, str] = {}
-        for name, (shape, keys) in expected(config).items():
-            stored = name if name in names else f"model.{name}" if f"model.{name}" in names else None
+        maybe = optional(config) if optional is not None else {}
+        for name, (shape, keys) in {**expected(config), **maybe}.items():
+            stored = names.get(name)
+            if stored is None and name in maybe:
+                continue
             if stored is None:
                 raise ConfigError(f"{where} lacks {name}, which a {config.family_name} drafter with this config "
                                   f"has ({keys}); is the checkpoint complete?")

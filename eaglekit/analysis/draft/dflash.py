@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from eaglekit.analysis.draft.block import read_block_checkpoint, visible
+from eaglekit.analysis.draft.block import backbone_shapes, read_block_checkpoint, visible
 from eaglekit.analysis.draft.load import torch_dtype_of
 from eaglekit.analysis.draft.ops import rms_norm
 from eaglekit.analysis.draft.rope import Rotary, rotate_half
@@ -66,12 +66,17 @@ class DFlashDrafter:
     load). :meth:`close` closes the checkpoint when the drafter owns it (``owns_checkpoint``: :meth:`load`)."""
 
     family = "dflash"
+    #: the checkpoint's tensors this variant reads, each with the shape its config implies
+    expected = staticmethod(backbone_shapes)
+    #: tensors read when the checkpoint has them (None: none)
+    optional = None
 
     def __init__(self, config: BlockDrafterConfig, tensors: Mapping[str, torch.Tensor], *, source: str,
                  device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
                  checkpoint: Checkpoint | None = None, stored: Mapping[str, str] | None = None) -> None:
-        if config.family != "dflash":
-            raise ConfigError(f"{source} is a {config.family_name} drafter, not DFlash.")
+        if config.family != self.family:
+            raise ConfigError(f"{source} is a {config.family_name} drafter, not {type(self).__name__}'s "
+                              f"{self.family}.")
         if stored and checkpoint is None:
             raise ConfigError(f"{source}: {len(stored)} tensors are to be read from a checkpoint, but none is open.")
         self.config, self.source = config, source
@@ -90,16 +95,18 @@ class DFlashDrafter:
     @classmethod
     def load(cls, location: str | os.PathLike[str] | Checkpoint, *, device: str = "cpu", dtype: str = "float32",
              endpoint: str | None = None, timeout: float | None = None,
-             keep_bytes: int | None = None) -> DFlashDrafter:
+             keep_bytes: int | None = None, **options) -> DFlashDrafter:
         """Read a DFlash checkpoint (every tensor's shape checked against its config first). Tensors past
         ``keep_bytes`` in all (default :data:`KEEP_BYTES`) stay in the checkpoint, the largest first, read by
         range when used; the drafter then holds the checkpoint open (:meth:`close`; a caller's
-        :class:`Checkpoint` stays the caller's to close, after the drafter's last pass)."""
-        ckpt = read_block_checkpoint(location, dtype=dtype, endpoint=endpoint, timeout=timeout,
+        :class:`Checkpoint` stays the caller's to close, after the drafter's last pass). ``options`` go to the
+        variant's constructor (DSpark's ``confidence_threshold``)."""
+        ckpt = read_block_checkpoint(location, expected=cls.expected, optional=cls.optional, dtype=dtype,
+                                     endpoint=endpoint, timeout=timeout,
                                      keep_bytes=KEEP_BYTES if keep_bytes is None else keep_bytes)
         try:
             model = cls(ckpt.config, ckpt.tensors, source=ckpt.source, device=device,
-                        dtype=torch_dtype_of(dtype), checkpoint=ckpt.checkpoint, stored=ckpt.stored)
+                        dtype=torch_dtype_of(dtype), checkpoint=ckpt.checkpoint, stored=ckpt.stored, **options)
         except BaseException:
             if ckpt.owns_checkpoint:
                 ckpt.checkpoint.close()
@@ -174,6 +181,30 @@ class DFlashDrafter:
         cos, sin = self._tables(pos, x.dtype) if tables is None else tables
         return x * cos + rotate_half(x) * sin
 
+    # -- what a variant changes (DFlash2: eaglekit/analysis/draft/dflash2.py) --------------------------------
+    def scale_embedding(self, noise: torch.Tensor) -> torch.Tensor:
+        """The block's embedding as the layers read it: the authors' newer loop multiplies the target's rows by
+        ``input_embedding_scale`` (``_raw_input_embeddings``; 1.0 unless the config says otherwise)."""
+        scale = self.config.input_embedding_scale
+        return noise if scale == 1.0 else noise * scale
+
+    def before(self, i: int, conv: str, xs: list[torch.Tensor]) -> tuple[list[torch.Tensor], object]:
+        """Layer ``i``'s normed input to its attention (``conv`` = ``attention_conv``) or MLP (``mlp_conv``),
+        and what :meth:`after` needs: unchanged in DFlash."""
+        return xs, None
+
+    def after(self, i: int, conv: str, ys: list[torch.Tensor], state: object) -> list[torch.Tensor]:
+        """Layer ``i``'s attention or MLP output before the residual: unchanged in DFlash."""
+        return ys
+
+    def propose(self, hidden: torch.Tensor, anchors: torch.Tensor, head) -> torch.Tensor:
+        """Greedy drafts of B blocks from their draft slots' final states: hidden (B, S, H), anchors (B,) the
+        blocks' slot-0 tokens, ``head`` the target's :class:`~eaglekit.analysis.acceptance.head.TargetHead`
+        -> (B, S) int64. DFlash: the argmax of the target's ``lm_head`` (``output_multiplier`` and the softcap of
+        the newer ``compute_logits`` keep the argmax)."""
+        B, S = hidden.shape[:2]
+        return head.next_tokens(hidden.reshape(B * S, -1), normed=True)[0].view(B, S)
+
     # -- the forward ---------------------------------------------------------------------------------------
     def context(self, features: torch.Tensor) -> Context:
         """Context K/V of every position of one sequence: features (T, n_aux * H_target) -> per layer
@@ -209,13 +240,13 @@ class DFlashDrafter:
         for noise, starts in groups:
             starts = starts.to(self.device)
             qposes.append(starts[:, None] + torch.arange(noise.shape[1], device=self.device)[None, :])  # (B, Q)
-            hs.append(noise.to(device=self.device, dtype=self.dtype))                       # (B, Q, H)
+            hs.append(self.scale_embedding(noise.to(device=self.device, dtype=self.dtype)))  # (B, Q, H)
         befores = [(cpos[None, :] < qp[:, :1])[:, None, None, None, :] for qp in qposes]  # (B, 1, 1, 1, T)
         tables = [self._tables(qp, self.dtype) for qp in qposes]                           # the same every layer
         for i, (causal, window) in enumerate(self.layers):
             p, a = f"layers.{i}.", f"layers.{i}.self_attn."
             w = self._w(p + "input_layernorm.weight")
-            xs = [rms_norm(h, w, eps) for h in hs]                                           # (B, Q, H)
+            xs, kernels = self.before(i, "attention_conv", [rms_norm(h, w, eps) for h in hs])   # (B, Q, H)
             qs = [self._rope(self._split(q, nH, a + "q_norm.weight"), None, tab)
                   for q, tab in zip(self._linears(xs, a + "q_proj"), tables)]               # (B, Q, nH, D)
             ks = [self._rope(self._split(k, nKV, a + "k_norm.weight"), None, tab)
@@ -225,16 +256,18 @@ class DFlashDrafter:
             os_ = [self._attend(ctx, i, q, k, v, qp, cpos, before, causal=causal, window=window)
                    for q, k, v, qp, before in zip(qs, ks, vs, qposes, befores)]              # (B, Q, nH*D)
             del qs, ks, vs
-            hs = [h + o for h, o in zip(hs, self._linears(os_, a + "o_proj"))]
+            hs = [h + o for h, o in zip(hs, self.after(i, "attention_conv", self._linears(os_, a + "o_proj"),
+                                                         kernels))]
             del os_
             w = self._w(p + "post_attention_layernorm.weight")
-            ys = [rms_norm(h, w, eps) for h in hs]
+            ys, kernels = self.before(i, "mlp_conv", [rms_norm(h, w, eps) for h in hs])
             gates = self._linears(ys, p + "mlp.gate_proj")                                 # (B, Q, I)
             ups = self._linears(ys, p + "mlp.up_proj")
             del ys
             acts = [F.silu(g) * u for g, u in zip(gates, ups)]
             del gates, ups
-            hs = [h + d for h, d in zip(hs, self._linears(acts, p + "mlp.down_proj"))]
+            hs = [h + d for h, d in zip(hs, self.after(i, "mlp_conv", self._linears(acts, p + "mlp.down_proj"),
+                                                         kernels))]
             del acts
         w = self._w("norm.weight")
         return [rms_norm(h, w, eps) for h in hs]                                             # (B, Q, H)

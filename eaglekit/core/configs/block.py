@@ -15,7 +15,8 @@ lives, checked against the authors' and the engines' loaders:
   ``output_multiplier``, ``final_logit_softcapping``, ``input_embedding_scale``.
 * DSpark (DeepSpec ``Qwen3DSparkModel``, SpecForge ``DSparkDraftModel``): a DFlash backbone plus ``markov_rank``,
   ``markov_head_type``, ``enable_confidence_head`` (top level in DeepSpec's files, inside ``dflash_config`` in
-  SpecForge's). Its anchor slot drafts too (DeepSpec's label shift): a block of 7 proposes 7 tokens.
+  SpecForge's). DeepSpec's anchor slot drafts too (its label shift): a block of 7 proposes 7 tokens; SpecForge's
+  ``DSparkDraftModel`` drafts from slots 1.. as DFlash does, unless ``shift_label`` says otherwise.
 
 Pure: a mapping in, a :class:`BlockDrafterConfig` out, :class:`~eaglekit.core.errors.ConfigError` naming the key
 for anything out of range.
@@ -303,7 +304,10 @@ def read_block_config(raw: Mapping[str, Any], *, source: str = "config.json") ->
     dspark = family == "dspark"
     markov = k.whole("markov_rank", default=None, low=0) if dspark else None
     shift, _ = k.find("shift_label")
-    anchor_drafts = dspark if shift is None else bool(shift)
+    # DeepSpec's Qwen3DSparkModel drafts from every slot (build_dspark_proposal: block_hidden[:, :block_size]);
+    # SpecForge's DSparkDraftModel reads slots 1.. (_sample_draft_tokens: draft_hidden[:, -block_size + 1:]) and
+    # its dflash_config.shift_label defaults to false
+    anchor_drafts = (dspark and arch != "DSparkDraftModel") if shift is None else bool(shift)
     return BlockDrafterConfig(
         family=family, architecture=arch, block_size=block, mask_token_id=mask, target_layer_ids=ids,
         target_layer_ids_given=ids_path is not None, num_target_layers=num_target, hidden_size=hidden,
