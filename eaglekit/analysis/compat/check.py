@@ -46,6 +46,7 @@ from eaglekit.core.configs.layers import (
     READER_NAMES,
     check_engine,
     default_aux_layers,
+    layout_of,
 )
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.redact import location_label
@@ -122,6 +123,7 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     cfg = _config(config, inventory, name, engines, add)
     if cfg is None:
         return CheckReport(name, target_name, engines, tuple(out))
+    cfg = cfg.for_layout(layout_of(inventory.names))  # the layout rule acceptance applies: one reading everywhere
     tgt = normalize_target(target, source=target_name or "target config.json") if target is not None else None
     tensors = {normalize_name(t.name): t for t in inventory}
 
