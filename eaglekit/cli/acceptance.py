@@ -46,6 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "sampling, on the same cycle basis as the greedy figure (needs --target)")
     p.add_argument("--aux-convention", choices=("outputs", "inputs"), default=None,
                    help="how the drafter's aux layer ids select target layers (default: what it was trained with)")
+    p.add_argument("--rotary-base", type=_rotary_base, default="config", metavar="config|torchspec|BASE",
+                   help="the drafter's rotary base: config (rope_theta, as vLLM, SGLang and transformers build the "
+                        "table; default), torchspec (as TorchSpec trains it: 10000 for an MLA drafter's YaRN whatever "
+                        "rope_theta says) or a number")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     tree = p.add_argument_group("tree drafts (SGLang's --speculative-eagle-topk / --speculative-num-draft-tokens)")
@@ -84,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     if trees is not None and (args.chat_template is not None or args.compare_templates is not None):
         raise InputError("tree drafts (--topk, --draft-tokens, --tree-grid) are measured without a chat template "
                          "comparison; drop one of the two.")
+    if args.rotary_base != "config" and (training_dump or trees is not None or args.chat_template is not None
+                                         or args.compare_templates is not None):
+        raise InputError("--rotary-base applies to a chain measurement (--target or --hidden-states): drop it, or "
+                         "drop the tree, template or training-dump options.")
     if training_dump:
         return run_dump(args, None if trees is None else trees[0])
     if args.chat_template is not None or args.compare_templates is not None:
@@ -95,10 +103,23 @@ def run(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens, steps=None if block_default else args.steps,
         temperature=args.temperature, aux_convention=args.aux_convention, device=args.device, dtype=args.dtype,
         embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
-        trust_remote_code=args.trust_remote_code, **cache_kwargs(args))
+        trust_remote_code=args.trust_remote_code, rotary_base=args.rotary_base, **cache_kwargs(args))
     _warn(result.notes)
     emit(result, args)
     return 0
+
+
+def _rotary_base(text: str):
+    """``config``, ``torchspec`` or a positive number (argparse type)."""
+    if text in ("config", "torchspec"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected config, torchspec or a positive number, got {text!r}")
+    return value
 
 
 def _run_templates(args: argparse.Namespace) -> int:

@@ -35,6 +35,8 @@ from eaglekit.core.checkpoint.names import (attention_kind, attention_words, exp
 from eaglekit.core.configs.layers import ENGINES, layer_names, layout_of
 from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configs.diff import diff_configs
+from eaglekit.core.configs.moe_readers import missing_words
+from eaglekit.core.configs.rotary import base_words, bases_differ
 from eaglekit.core.redact import location_label
 from eaglekit.core.tokens.vocab import check_vocab_map, compare_vocab_maps
 from eaglekit.io.drafter import read_maps
@@ -83,6 +85,14 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
         if cfg is None:
             warnings.append(f"{name} has no config.json beside its weights: only tensors and maps were compared.")
+            continue
+        scaling = cfg.rope_scaling or cfg.rope_parameters
+        if bases_differ(cfg.attention, cfg.rope_theta, scaling):  # the same words check uses
+            warnings.append(f"{name}: {base_words(cfg.attention, cfg.rope_theta, scaling)} (measure both: eaglekit "
+                            "acceptance --rotary-base config and torchspec).")
+        moe = missing_words(cfg.raw)
+        if moe is not None:
+            warnings.append(f"{name}: {moe}.")
 
     tensors = compare_tensors(inv_a, inv_b)
     kinds = _kinds(inv_a, inv_b)

@@ -52,7 +52,7 @@ def check_rows_finite(t: torch.Tensor, name: str, where: str, *, first_row: int 
     if count:
         more = f" and {count - len(bad)} more" if count > len(bad) else ""
         raise InputError(f"{shown(where)}: {name} holds NaN or Inf in row{'s' if count > 1 else ''} {bad}{more}: "
-                         "those rows' logits are NaN, so the drafter's proposals (and any accept length) would be "
+                         "a NaN row's logit is NaN, so the drafter's proposals (and any accept length) would be "
                          "meaningless. Re-export or re-download the drafter; nothing is measured.")
 
 

@@ -64,6 +64,29 @@ def _int(s: Mapping[str, Any], key: str, src: str, default: int | None = None) -
     return v
 
 
+class RoutingPrecision:
+    """Rows routed in float32 whose top-k expert set differs when the same row is routed in bfloat16
+    (TorchSpec's ``_run_experts_grouped_mm`` computes experts in bfloat16 and trains the whole drafter in it): at
+    those rows eaglekit's float32 figure follows other experts than bf16 training and serving would."""
+
+    def __init__(self) -> None:
+        self.rows = self.differ = 0
+
+    def reset(self) -> None:
+        self.rows = self.differ = 0
+
+    def count(self, fp32: torch.Tensor, bf16: torch.Tensor) -> None:
+        self.rows += int(fp32.shape[0])
+        self.differ += int((fp32.sort(-1).values != bf16.sort(-1).values).any(-1).sum())
+
+    def note(self) -> str | None:
+        if not self.differ:
+            return None
+        return (f"MoE routing precision: at {self.differ:,} of {self.rows:,} routed rows the float32 top-k experts "
+                "differ from the bfloat16 ones (TorchSpec computes experts in bfloat16): the figure is not exact "
+                "for a bf16 drafter there; measure with --dtype bfloat16 to route as it was trained.")
+
+
 class MoEMLP:
     family = "moe"
 
@@ -138,6 +161,7 @@ class MoEMLP:
             raise ConfigError(f"{src} lacks {p}shared_experts.gate_proj.weight (the config names n_shared_experts "
                               f"{n_shared}).")
         self.shared = load_gated(weights, p + "shared_experts.", self.hidden) if has_shared else None
+        self.precision = RoutingPrecision()
 
     def _check_fused(self, inter: int) -> None:
         """The fused stacks' declared shapes, before any forward: gate_up [E, H, 2I] (an even last width: gate
@@ -166,8 +190,8 @@ class MoEMLP:
                     raise ConfigError(f"{self.weights.source}: {name} is {list(self.weights.shape(name))}, expected "
                                       f"{list(want)} (expert 0's width {inner}, hidden_size {self.hidden}).")
 
-    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(expert ids (T, k), weights (T, k)) for rows x (T, H)."""
+    def _choose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(expert ids (T, k), scores (T, E)) for rows x (T, H): the choice alone."""
         logits = x.float() @ self.gate.T                                      # (T, E)
         scores = logits.sigmoid() if self.scoring == "sigmoid" else logits.softmax(-1)
         choice = scores + self.bias if self.bias is not None else scores
@@ -178,7 +202,14 @@ class MoEMLP:
             keep = torch.zeros_like(gscore, dtype=torch.bool)
             keep.scatter_(1, gscore.topk(self.topk_group, -1).indices, True)  # (T, G)
             choice = grouped.masked_fill(~keep[..., None], float("-inf")).reshape(x.shape[0], -1)
-        idx = choice.topk(self.k, -1).indices                                 # (T, k)
+        return choice.topk(self.k, -1).indices, scores                        # (T, k)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(expert ids (T, k), weights (T, k)) for rows x (T, H). In float32 the rows are also routed as bfloat16
+        rows (TorchSpec's training dtype) and the rows whose expert set differs are counted (:attr:`precision`)."""
+        idx, scores = self._choose(x)
+        if x.dtype == torch.float32:
+            self.precision.count(idx, self._choose(x.bfloat16())[0])
         w = scores.gather(1, idx)
         if self.norm_topk:
             w = w / (w.sum(-1, keepdim=True) + 1e-20)
