@@ -340,7 +340,7 @@ def _aux_ids(cfg: DrafterConfig, engine: str | None,
     newest, *older = view.readings(parse_engine(engine).engine)
     ids = ids_selecting(newest.rule, trained, None)
     if ids is None:
-        raise InputError(f"No aux ids make {newest.name} feed the outputs of layers {list(trained)}, the tensors "
+        raise InputError(f"No aux ids make {newest.name} feed the outputs of layers {layer_names(trained)}, the tensors "
                          f"{cfg.source} was trained on; export for another engine or release (--engine "
                          f"{'sglang==' + LAST_KNOWN_OLD['sglang'] if newest.engine == 'sglang' else 'sglang'}).")
     parts.append(f"Written so that {newest.name} ({newest.releases}) feeds the outputs of layers {layer_names(trained)}.")
