@@ -135,3 +135,26 @@ def test_the_cli_says_it_in_one_line_and_exits_2(tmp_path):
                        capture_output=True, text=True, timeout=600)
     lines = [line for line in r.stderr.strip().splitlines() if not line.startswith("[transformers]")]
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(lines) == 1 and "factor 0" in lines[0]
+
+
+def test_rows_whose_experts_differ_between_float32_and_bfloat16_are_counted_and_said():
+    """TorchSpec computes experts in bfloat16 (torchspec/models/draft/moe.py ``_run_experts_grouped_mm``). A row
+    whose first value, 1 + 2**-10, rounds to 1 in bfloat16 routes to expert 0 in float32 and to expert 1 in
+    bfloat16: counted, and the note says the figure is not exact there; a row far from any tie is not."""
+    cfg, t = make_mla_drafter(moe="fused")
+    cfg.update(num_experts_per_tok=1, n_group=1, topk_group=1)
+    E, H = t["midlayer.mlp.gate.weight"].shape
+    gate = torch.zeros(E, H)
+    gate[0, 0], gate[1, 1] = 1.0, 1.0005
+    t["midlayer.mlp.gate.weight"], t["midlayer.mlp.gate.e_score_correction_bias"] = gate, torch.zeros(E)
+    model = DraftModel.from_tensors(cfg, t)
+    x = torch.zeros(2, H)
+    x[0, 0], x[0, 1] = 1 + 2 ** -10, 1.0          # a near tie: float32 picks expert 0, bfloat16 expert 1
+    x[1, 0] = 3.0                                 # no tie
+    idx, _ = model.mlp.route(x)
+    assert idx[:, 0].tolist() == [0, 0] and model.mlp.route(x.bfloat16())[0][:, 0].tolist() == [1, 0]
+    p = model.mlp.precision
+    assert (p.differ, p.rows) == (1, 2)           # the float32 call's two rows; a bf16 call is not compared
+    assert "at 1 of 2 routed rows the float32 top-k experts differ from the bfloat16 ones" in p.note()
+    p.reset()
+    assert p.note() is None

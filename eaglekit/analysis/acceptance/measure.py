@@ -389,6 +389,9 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
     if _is_block_drafter(drafter, endpoint=endpoint, timeout=timeout):  # DFlash and its kin draft whole blocks: their own measurement
         from eaglekit.analysis.acceptance.block import measure_block
 
+        if rotary_base != "config":
+            raise InputError("rotary_base applies to EAGLE-3 drafters; a block drafter is measured on its rope_theta.")
+
         return measure_block(drafter, target=target, hidden_states=hidden_states, prompts=prompts,
                              max_new_tokens=max_new_tokens, steps=steps, temperature=temperature,
                              aux_convention=aux_convention, device=device, dtype=dtype, embeddings=embeddings,

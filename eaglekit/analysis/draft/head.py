@@ -23,6 +23,7 @@ class DraftHead:
         self.weights, self.norm, self.eps = weights, norm, eps
         self.rows = int(weights.shape("lm_head.weight")[0])
         self.weight = weights.get("lm_head.weight") if weights.kept("lm_head.weight") else None   # (N, H)
+        self._checked: set[int] = set()   # first rows of the streamed blocks already checked
         if self.weight is not None:  # a streamed head is checked block by block as it is read (:meth:`_blocks`)
             check_rows_finite(self.weight, "lm_head.weight", weights.source)
         offsets = torch.zeros(self.rows, dtype=torch.int64) if d2t is None else d2t.to(torch.int64).cpu()
@@ -38,7 +39,9 @@ class DraftHead:
             yield 0, self.weight
         else:
             for r0, block in self.weights.blocks("lm_head.weight"):
-                check_rows_finite(block, "lm_head.weight", self.weights.source, first_row=r0)
+                if r0 not in self._checked:  # each block once, the first time it streams
+                    check_rows_finite(block, "lm_head.weight", self.weights.source, first_row=r0)
+                    self._checked.add(r0)
                 yield r0, block
 
     def logits(self, out: torch.Tensor) -> torch.Tensor:
