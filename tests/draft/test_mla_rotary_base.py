@@ -78,3 +78,22 @@ def test_acceptance_measures_under_either_base_and_says_which(tmp_path):
     assert any("measured on base 50000 (--rotary-base config)" in n and "--rotary-base torchspec" in n
                for n in engines.notes)
     assert any("measured on base 10000 (--rotary-base torchspec)" in n for n in torchspec.notes)
+
+
+def test_the_cli_option(tmp_path):
+    """``eaglekit acceptance --rotary-base torchspec``: the figure's note names the base it used; a base that is
+    not a positive number is refused by the parser (exit 2)."""
+    import subprocess
+    import sys
+
+    target = make_target(tmp_path / "target")
+    folder = write_drafter(tmp_path / "d", _config())
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"input_ids": [3, 4, 5, 6, 7]}) + "\n")
+    base = [sys.executable, "-m", "eaglekit", "acceptance", str(folder), "--target", str(target), "--prompts",
+            str(prompts), "--max-new-tokens", "6", "--steps", "2", "--no-cache", "--json"]
+    r = subprocess.run(base + ["--rotary-base", "torchspec"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert any("measured on base 10000 (--rotary-base torchspec)" in n for n in json.loads(r.stdout)["notes"])
+    r = subprocess.run(base + ["--rotary-base", "-5"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "expected config, torchspec or a positive number" in r.stderr
