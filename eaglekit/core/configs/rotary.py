@@ -31,7 +31,7 @@ TORCHSPEC_FIXED_BASE = {"mla": ("yarn", "linear", "dynamic"), "llama": ("linear"
 #: code uses for this config; a number: that base
 RotaryBase = Union[Literal["config", "torchspec"], float]
 #: rope kinds transformers' initialisers build, and what each needs
-KNOWN_KINDS = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+KNOWN_KINDS = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "mrope")
 
 
 def rope_kind(scaling: Mapping[str, Any] | None) -> str:
@@ -63,7 +63,7 @@ def rope_scaling_problem(scaling: Mapping[str, Any] | None, *, theta: object = N
         kind = "yarn"
     if kind not in KNOWN_KINDS:
         return f"rope_scaling names rope_type {kind!r}; eaglekit builds {', '.join(KNOWN_KINDS)}"
-    if kind == "default":
+    if kind in ("default", "mrope"):  # mrope: Qwen-VL's sections over the default frequencies, no factor
         return None
     factor = scaling.get("factor")
     if kind != "longrope" or factor is not None:
