@@ -114,3 +114,15 @@ def test_a_llama_architecture_over_mla_tensors_is_not_ready_naming_the_missing_t
     assert "lacks midlayer.self_attn.q_proj.weight, midlayer.self_attn.k_proj.weight, " \
            "midlayer.self_attn.v_proj.weight" in f.message
     assert "Eagle3DeepseekV2ForCausalLM" in f.fix
+
+
+def test_compat_reads_both_torchspec_exports_of_one_drafter_as_the_same_layers(tmp_path):
+    """TorchSpec's midlayer.* copy says [1, 2, 3] (outputs) and its --vllm copy [2, 3, 4] (inputs): the same
+    tensors, so compat does not warn that the ids mean different layers; read without the layout rule it did."""
+    out = write_drafter(tmp_path / "midlayer", mla_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}))
+    vllm = write_drafter(tmp_path / "vllm", mla_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}),
+                         layout="layers.0")
+    r = compat(out, vllm, a_name="midlayer", b_name="vllm")
+    assert r.verdict == "compatible" and r.aux_layers["same_meaning"] is True
+    assert not any("mean different tensors" in w for w in r.warnings)
+    assert r.aux_layers["a"]["trained_outputs_of"] == r.aux_layers["b"]["trained_outputs_of"] == [[1, 2, 3]]
