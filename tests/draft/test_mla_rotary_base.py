@@ -81,8 +81,8 @@ def test_acceptance_measures_under_either_base_and_says_which(tmp_path):
 
 
 def test_the_cli_option(tmp_path):
-    """``eaglekit acceptance --rotary-base torchspec``: the figure's note names the base it used; a base that is
-    not a positive number is refused by the parser (exit 2)."""
+    """``eaglekit acceptance --rotary-base torchspec``: the figure's note names the base it used; ``both``: the
+    engines' figure with TorchSpec's in a note; a base that is not a positive number is refused (exit 2)."""
     import subprocess
     import sys
 
@@ -95,5 +95,10 @@ def test_the_cli_option(tmp_path):
     r = subprocess.run(base + ["--rotary-base", "torchspec"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert any("measured on base 10000 (--rotary-base torchspec)" in n for n in json.loads(r.stdout)["notes"])
+    r = subprocess.run(base + ["--rotary-base", "both"], capture_output=True, text=True, timeout=600)
+    notes = json.loads(r.stdout)["notes"]
+    assert r.returncode == 0 and any("measured on base 50000" in n for n in notes)
+    assert any(n.startswith("rotary base torchspec (as TorchSpec trains): accept length ") and "K=2" in n
+               for n in notes)
     r = subprocess.run(base + ["--rotary-base", "-5"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "expected config, torchspec or a positive number" in r.stderr
