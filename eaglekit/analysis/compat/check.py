@@ -10,7 +10,10 @@ The faults users meet most often, none of which an engine reports before it serv
 * an embed_tokens.weight saved from another model (engines may use the drafter's copy);
 * the EAGLE(-1/2) architecture name on an EAGLE-3 checkpoint (the engine runs the wrong method);
 * vocabulary or hidden size that do not fit the target, a dtype label that lies, rope settings
-  unlike the target's.
+  unlike the target's or no table can be built from;
+* an MLA drafter's YaRN table, which engines build on rope_theta and TorchSpec on 10000; MoE keys a config
+  leaves out, which each reader fills its own way; a Llama architecture over a checkpoint without Llama
+  projections. An MLA drafter's aux ids are read through the export-layout rule acceptance applies.
 
 Pure core: :func:`check_drafter` takes an inventory, a config dict, the (d2t, t2d) arrays, an optional
 target config and the result of an embedding comparison, and returns a :class:`CheckReport`.
