@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from eaglekit.cli._dumps import add_dump_options, check_sources, run_dump
 from eaglekit.cli._positions import add_position_options, emit_with_positions
@@ -51,6 +52,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "DeepSpec's --confidence-threshold does (0: the whole block)")
     p.add_argument("--aux-convention", choices=("outputs", "inputs"), default=None,
                    help="how the drafter's aux layer ids select target layers (default: what it was trained with)")
+    p.add_argument("--rotary-base", type=_rotary_base, default="config", metavar="config|torchspec|both|BASE",
+                   help="the drafter's rotary base: config (rope_theta, as vLLM, SGLang and transformers build the "
+                        "table; default), torchspec (as TorchSpec trains it: 10000 for an MLA drafter's YaRN whatever "
+                        "rope_theta says), both (config's figure, with torchspec's in a note) or a number")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:1)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     tree = p.add_argument_group("tree drafts (SGLang's --speculative-eagle-topk / --speculative-num-draft-tokens)")
@@ -90,22 +95,49 @@ def run(args: argparse.Namespace) -> int:
     if trees is not None and (args.chat_template is not None or args.compare_templates is not None):
         raise InputError("tree drafts (--topk, --draft-tokens, --tree-grid) are measured without a chat template "
                          "comparison; drop one of the two.")
+    if args.rotary_base != "config" and (training_dump or trees is not None or args.chat_template is not None
+                                         or args.compare_templates is not None):
+        raise InputError("--rotary-base applies to a chain measurement (--target or --hidden-states): drop it, or "
+                         "drop the tree, template or training-dump options.")
     if training_dump:
         return run_dump(args, None if trees is None else trees[0])
     if args.chat_template is not None or args.compare_templates is not None:
         return _run_templates(args)
     if trees is not None:
         return _run_trees(args, *trees)
-    result = measure_acceptance(
-        args.drafter, target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
-        max_new_tokens=args.max_new_tokens, steps=None if block_default else args.steps,
-        temperature=args.temperature, aux_convention=args.aux_convention, device=args.device, dtype=args.dtype,
-        embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
-        trust_remote_code=args.trust_remote_code, confidence_threshold=args.confidence_threshold,
-        **cache_kwargs(args))
+    common = dict(target=args.target, hidden_states=args.hidden_states, prompts=args.prompts,
+                  max_new_tokens=args.max_new_tokens, steps=None if block_default else args.steps,
+                  temperature=args.temperature, aux_convention=args.aux_convention, device=args.device,
+                  dtype=args.dtype, embeddings=args.embeddings, endpoint=args.endpoint, timeout=args.timeout,
+                  trust_remote_code=args.trust_remote_code, confidence_threshold=args.confidence_threshold,
+                  **cache_kwargs(args))
+    both = args.rotary_base == "both"
+    result = measure_acceptance(args.drafter, rotary_base="config" if both else args.rotary_base, **common)
+    if both:  # the engines' figure, and TorchSpec's training base beside it
+        other = measure_acceptance(args.drafter, rotary_base="torchspec", **common)
+        result = replace(result, notes=(*result.notes, _other_base(other)))
     _warn(result.notes)
     emit_with_positions(result, args)
     return 0
+
+
+def _other_base(other) -> str:
+    """TorchSpec's figure in one sentence, beside the engines' (``--rotary-base both``)."""
+    by_k = ", ".join(f"K={k} {v:.2f}" for k, v in enumerate(other.accept_length_by_steps, 1))
+    return f"rotary base torchspec (as TorchSpec trains): accept length {other.accept_length:.2f} ({by_k})."
+
+
+def _rotary_base(text: str):
+    """``config``, ``torchspec``, ``both`` or a positive number (argparse type)."""
+    if text in ("config", "torchspec", "both"):
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected config, torchspec or a positive number, got {text!r}")
+    return value
 
 
 def _run_templates(args: argparse.Namespace) -> int:

@@ -174,3 +174,14 @@ def test_bad_mla_and_moe_checkpoints_are_refused_in_one_line(trained, tmp_path, 
     assert len(r.error_lines) == 1 and "Traceback" not in r.stderr, r.stderr
     for w in words:
         assert w in r.error_lines[0], r.error_lines[0]
+
+
+def test_check_reads_the_demo_mla_drafter_as_acceptance_measures_it(trained):
+    """Issue 49: `eaglekit check` on the drafter the pages say to serve was NOT READY for vLLM ("no ids vLLM can
+    capture select the trained layers") while acceptance, under the layout rule, measured it as vLLM feeds it."""
+    from eaglekit.analysis.compat.check import check
+
+    r = check(trained.drafter("k25-mla"), target=trained.target("k25"), engine="vllm")
+    assert r.ready and [v[2] for v in r.verdicts] == ["READY"], str(r)
+    with DraftModel.load(trained.drafter("k25-mla"), embeddings=trained.target("k25")) as model:
+        assert r.config.aux_convention == trained_convention(model.config, model.layout) == "inputs"

@@ -40,7 +40,8 @@ from eaglekit.core.uncertainty import Interval, bootstrap_ratio, verdict
 from eaglekit.core.speedup.specmath import Estimate, Scenario, estimate
 from eaglekit.analysis.acceptance.positions import CycleLog
 from eaglekit.analysis.acceptance.notes import (collapse_note, embeddings_note, generation_limit_note,
-                                                unknown_tokens_note)
+                                                rotary_base_note, unknown_tokens_note)
+from eaglekit.core.configs.rotary import RotaryBase
 from eaglekit.io.cache import Cached, cached_call
 from eaglekit.analysis.acceptance.result import (CYCLE_SIMULATION, AcceptanceResult, Source, _local_target,  # noqa: F401
                                                 _null_nan)
@@ -308,7 +309,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                        endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                        keep_samples: bool = False, trust_remote_code: bool = False,
                        on_sample=None, cache: bool | str = True, cache_dir=None,
-                       confidence_threshold: float = 0.0) -> AcceptanceResult:
+                       confidence_threshold: float = 0.0,
+                       rotary_base: RotaryBase = "config") -> AcceptanceResult:
     """Measure ``drafter`` (a location or a loaded :class:`~eaglekit.analysis.draft.DraftModel`)
     against ``target`` (a location transformers loads, or a loaded
     :class:`~eaglekit.analysis.acceptance.target.TargetModel`) on ``prompts`` (a JSONL path, or parsed
@@ -317,6 +319,10 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
     ``aux_convention`` (``"outputs"`` | ``"inputs"``): how the drafter's aux ids select target hidden
     states; default: what it was trained with. The other reading is measured too when the features allow.
     ``trust_remote_code``: let a target folder's own Python run (its ``auto_map``); never on by default.
+    ``rotary_base``: the base the drafter's rotary table is built on: ``"config"`` (rope_theta, as vLLM, SGLang
+    and transformers build it), ``"torchspec"`` (as TorchSpec trains it: base 10000 for an MLA drafter's YaRN,
+    whatever rope_theta says; core/configs/rotary.py) or a number. Where the two differ the result's notes say
+    so and name the other option.
     ``on_sample(model, aux, input_ids, target_ids, prompt_len, logits)``: called for every measured sample
     with the primary reading's features (tree drafts measure there: :mod:`~eaglekit.analysis.acceptance.trees`).
 
@@ -332,7 +338,8 @@ def measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=None
                    steps=steps, temperature=temperature, aux_convention=aux_convention, device=device, dtype=dtype,
                    embeddings=embeddings, endpoint=endpoint, timeout=timeout, progress=progress,
                    keep_samples=keep_samples, trust_remote_code=trust_remote_code, on_sample=on_sample,
-                   confidence_threshold=confidence_threshold)
+                   confidence_threshold=confidence_threshold,
+                   rotary_base=rotary_base)
     parts = None
     if not keep_samples and on_sample is None:
         def parts(store):
@@ -352,7 +359,8 @@ def with_cached(value, cached: Cached):
 
 #: the version of the accept-length code a cached answer was computed by: bump it with any change to what
 #: :func:`measure_acceptance` (or the drafter forward it runs) computes
-ACCEPTANCE_CODE_VERSION = 3   # 2: results keep their cycles' positions (cycle_log); 3: DFlash2, DSpark, DFlash embedding scale
+ACCEPTANCE_CODE_VERSION = 4   # 2: cycle positions (cycle_log); 3: DFlash2, DSpark, DFlash embedding scale;
+                              # 4: lm_head rows checked, MoE groups of one, rotary base, routing-precision note
 
 
 def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, Any]:
@@ -399,11 +407,15 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
                         device: str = "cpu", dtype: str = "float32", embeddings=None,
                         endpoint: str | None = None, timeout: float | None = None, progress: bool | None = None,
                         keep_samples: bool = False, trust_remote_code: bool = False,
-                        on_sample=None, confidence_threshold: float = 0.0) -> AcceptanceResult:
+                        on_sample=None, confidence_threshold: float = 0.0,
+                        rotary_base: RotaryBase = "config") -> AcceptanceResult:
     """The measurement itself (:func:`measure_acceptance`, uncached). ``steps`` None: 5, or a block drafter's
     block_size - 1."""
     if _is_block_drafter(drafter, endpoint=endpoint, timeout=timeout):  # DFlash and its kin draft whole blocks: their own measurement
         from eaglekit.analysis.acceptance.block import measure_block
+
+        if rotary_base != "config":
+            raise InputError("rotary_base applies to EAGLE-3 drafters; a block drafter is measured on its rope_theta.")
 
         return measure_block(drafter, target=target, hidden_states=hidden_states, prompts=prompts,
                              max_new_tokens=max_new_tokens, steps=steps, temperature=temperature,
@@ -432,6 +444,9 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
         raise InputError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature!r}.")
     if aux_convention not in (None, "inputs", "outputs"):
         raise InputError(f"aux convention must be 'outputs' or 'inputs', got {aux_convention!r}.")
+    if isinstance(drafter, DraftModel) and rotary_base != "config":
+        raise InputError("rotary_base applies when a drafter is loaded: pass its location, or load it with "
+                         "DraftModel.load(..., rotary_base=...).")
     torch.manual_seed(0)
 
     if target is not None:
@@ -443,7 +458,8 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise InputError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}.")
         model = drafter if isinstance(drafter, DraftModel) else DraftModel.load(
-            drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
+            drafter, embed=tmodel.embedding().float().cpu(), device=device, dtype=dtype, endpoint=endpoint,
+            timeout=timeout, rotary_base=rotary_base)
         num_layers, hidden, vocab, tname = tmodel.num_hidden_layers, tmodel.hidden_size, tmodel.vocab_size, tmodel.name
     else:
 
@@ -459,8 +475,11 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
             emb = embeddings
             if emb is None and m.target:
                 emb = _local_target(m.target, Path(dump.path))
-            model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint, timeout=timeout)
+            model = DraftModel.load(drafter, embeddings=emb, device=device, dtype=dtype, endpoint=endpoint,
+                                    timeout=timeout, rotary_base=rotary_base)
     _check_fit(model, hidden=hidden, vocab=vocab, target=tname)
+    if hasattr(model.mlp, "precision"):
+        model.mlp.precision.reset()   # counted from here: this measurement's routed rows only
     primary = aux_convention or trained_convention(model.config, model.layout)
     conventions = (primary, other_convention(primary))
     indices = {c: model.aux_indices(c, num_layers) for c in conventions}
@@ -537,7 +556,9 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
         total -= len(skipped)
     main = summarise(stats[primary], steps=steps)
     notes.extend(filter(None, [collapse_note(main["per_step_acceptance"], counts=main["per_step_counts"]),
-                               generation_limit_note([st.generated for st in stats[primary]], steps)]))
+                               generation_limit_note([st.generated for st in stats[primary]], steps),
+                               rotary_base_note(getattr(model, "written_config", model.config), rotary_base),
+                               getattr(getattr(model.mlp, "precision", None), "note", lambda: None)()]))
     summaries = {c: summarise(stats[c], steps=steps) for c in conventions if c in stats}
     by_conv = {c: (summaries[c]["accept_length"] if c in summaries else None) for c in conventions}
     by_conv_k = {c: (tuple(summaries[c]["accept_length_by_steps"]) if c in summaries else None) for c in conventions}

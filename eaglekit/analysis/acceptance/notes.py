@@ -112,3 +112,18 @@ def unknown_tokens_note(unknown: int, total: int, *, target: str) -> str | None:
     return (f"warning: {unknown} of {total} prompt tokens ({unknown / total:.0%}) are {target}'s unknown token: "
             "the prompts are not in the language its tokenizer knows, so the accept length measures "
             "continuations of unknown tokens. Write prompts in its language, or give input_ids.")
+
+
+def rotary_base_note(config, choice, measured_base: float | None = None) -> str | None:
+    """Where engines (rope_theta) and TorchSpec build the drafter's rotary table on different bases
+    (core/configs/rotary.py): which base this figure used, and the option that measures the other. ``config``:
+    the drafter's config as its file says."""
+    from eaglekit.core.configs.rotary import base_words, bases_differ, rotary_base
+
+    scaling = config.rope_scaling or config.rope_parameters
+    if not bases_differ(config.attention, config.rope_theta, scaling):
+        return None
+    used = rotary_base(choice, config.attention, config.rope_theta, scaling)
+    other = "torchspec" if used == config.rope_theta else "config"
+    return (f"rotary base: measured on base {used:g} (--rotary-base {choice}); {base_words(config.attention, config.rope_theta, scaling)}. "
+            f"Measure with --rotary-base {other} too: the higher figure says which base it was trained on.")

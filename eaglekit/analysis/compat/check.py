@@ -10,7 +10,10 @@ The faults users meet most often, none of which an engine reports before it serv
 * an embed_tokens.weight saved from another model (engines may use the drafter's copy);
 * the EAGLE(-1/2) architecture name on an EAGLE-3 checkpoint (the engine runs the wrong method);
 * vocabulary or hidden size that do not fit the target, a dtype label that lies, rope settings
-  unlike the target's.
+  unlike the target's or no table can be built from;
+* an MLA drafter's YaRN table, which engines build on rope_theta and TorchSpec on 10000; MoE keys a config
+  leaves out, which each reader fills its own way; a Llama architecture over a checkpoint without Llama
+  projections. An MLA drafter's aux ids are read through the export-layout rule acceptance applies.
 
 Pure core: :func:`check_drafter` takes an inventory, a config dict, the (d2t, t2d) arrays, an optional
 target config and the result of an embedding comparison, and returns a :class:`CheckReport`.
@@ -41,11 +44,14 @@ from eaglekit.core.configs.config import (
 )
 from eaglekit.core.configs.engine_readings import capture_range, parse_engine
 from eaglekit.core.configs.mla_shapes import mla_layer_problems
+from eaglekit.core.configs.moe_readers import missing_moe_keys, missing_words, readers_disagree
+from eaglekit.core.configs.rotary import base_words, bases_differ, rope_scaling_problem, torchspec_base
 from eaglekit.core.configs.layers import (
     ENGINES,
     READER_NAMES,
     check_engine,
     default_aux_layers,
+    layout_of,
 )
 from eaglekit.core.errors import EaglekitError
 from eaglekit.core.redact import location_label
@@ -122,6 +128,7 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     cfg = _config(config, inventory, name, engines, add)
     if cfg is None:
         return CheckReport(name, target_name, engines, tuple(out))
+    cfg = cfg.for_layout(layout_of(inventory.names))  # the layout rule acceptance applies: one reading everywhere
     tgt = normalize_target(target, source=target_name or "target config.json") if target is not None else None
     tensors = {normalize_name(t.name): t for t in inventory}
 
@@ -132,11 +139,14 @@ def check_drafter(inventory: Inventory, config: Mapping[str, Any] | None, maps: 
     _vocab_map(cfg, maps, name, add)
     _fc(cfg, tensors, add)
     _mla_layer(cfg, tensors, add)
+    _llama_layer(cfg, tensors, add)
     fits = _target(cfg, tgt, add)
     aux = cfg.aux_view(tgt.num_hidden_layers if tgt is not None and fits else None, engines=engines,
                        architecture=tgt.architecture if tgt is not None else None)
     _aux(cfg, aux, tgt, fits, per_engine, add)
     _dtype(cfg, tensors, add)
+    _rotary(cfg, add)
+    _moe_keys(cfg, add)
     _rope(cfg, tgt, add)
     return CheckReport(name, target_name, engines, tuple(out), cfg, aux, embed)
 
@@ -323,6 +333,56 @@ def _mla_layer(cfg: DrafterConfig, tensors, add) -> None:
         mlp = f"MoE MLP of {cfg.moe['n_routed_experts']} experts" if cfg.moe else "dense MLP"
         add("mla layer", "ok", f"MLA attention (q_lora_rank {cfg.mla['q_lora_rank']}, kv_lora_rank "
             f"{cfg.mla['kv_lora_rank']}) and {mlp} match the config.")
+
+
+#: what a Llama-style EAGLE-3 layer must hold (vLLM / SGLang llama_eagle3.py load these by name)
+LLAMA_LAYER = tuple(f"midlayer.self_attn.{n}_proj.weight" for n in "qkvo") + tuple(
+    f"midlayer.mlp.{n}_proj.weight" for n in ("gate", "up", "down"))
+
+
+def _llama_layer(cfg: DrafterConfig, tensors, add) -> None:
+    """The tensors a Llama-style layer needs against the checkpoint: a config naming a Llama architecture over a
+    checkpoint of MLA attention would load with random q/k/v projections (engines) or be refused (acceptance)."""
+    if cfg.attention != "llama" or not any(n.startswith("midlayer.") for n in tensors):
+        return
+    missing = [n for n in LLAMA_LAYER if n not in tensors]
+    if not missing:
+        return
+    mla = any(n.startswith("midlayer.self_attn.kv_a_proj_with_mqa") for n in tensors)
+    fix = (f"The checkpoint holds MLA attention (kv_a_proj_with_mqa): set architectures to [\"{MLA_ENGINE_ARCHITECTURE}\"] "
+           "with the MLA ranks it was trained with (q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, "
+           "v_head_dim)." if mla else "Use the checkpoint that belongs to this config.")
+    add("layer", "error", f"architecture {cfg.architecture or '(none)'} builds a Llama-style layer, but the "
+        f"checkpoint lacks {', '.join(missing)}: an engine would leave them random.", fix)
+
+
+def _rotary(cfg: DrafterConfig, add) -> None:
+    """Rotary settings no table can be built from (core/configs/rotary.py), and the base each reader builds the
+    table on where they differ (TorchSpec's MLA YaRN table on 10000 whatever rope_theta says)."""
+    scaling = cfg.rope_scaling or cfg.rope_parameters
+    for settings in (cfg.rope_scaling, cfg.rope_parameters):
+        problem = rope_scaling_problem(settings, theta=cfg.rope_theta)
+        if problem:
+            add("rope", "error", problem + ": no rotary table can be built from it (an accept length measured or "
+                "served with it is meaningless).", "Write the rotary settings the drafter was trained with.")
+            return
+    if bases_differ(cfg.attention, cfg.rope_theta, scaling):
+        add("rope", "warning", base_words(cfg.attention, cfg.rope_theta, scaling) + ": a drafter trained on one base "
+            "and served on the other loses acceptance without an error.",
+            "Measure both: eaglekit acceptance ... --rotary-base config and --rotary-base torchspec; if the torchspec "
+            "figure is higher, the drafter was trained on base "
+            f"{torchspec_base(cfg.attention, cfg.rope_theta, scaling):g}: set rope_theta to it for serving.")
+
+
+def _moe_keys(cfg: DrafterConfig, add) -> None:
+    """MoE keys the config leaves out, and what each reader fills in (core/configs/moe_readers.py)."""
+    words = missing_words(cfg.raw)
+    if words is None:
+        return
+    differ = any(readers_disagree(v) for v in missing_moe_keys(cfg.raw).values())
+    add("moe keys", "warning" if differ else "info", words + ".",
+        "Write every MoE key the drafter was trained with into config.json (TorchSpec's values above); eaglekit "
+        "measures with TorchSpec's.")
 
 
 def _target(cfg: DrafterConfig, tgt: TargetConfig | None, add) -> bool:

@@ -53,7 +53,7 @@ from eaglekit.core.configs.engine_readings import (
     ids_selecting,
     parse_engine,
 )
-from eaglekit.core.configs.layers import READER_CONVENTION, check_engine
+from eaglekit.core.configs.layers import READER_CONVENTION, check_engine, layout_of
 from eaglekit.core.errors import ConfigError, InputError, VocabMapError
 from eaglekit.core.render import format_bytes, kv_html, kv_text
 from eaglekit.core.safejson import loads
@@ -157,7 +157,8 @@ def export(drafter, out: str | os.PathLike[str], *, target=None, vocab_map=None,
     with opened(drafter, endpoint=endpoint, timeout=timeout, token=token) as ck:
         if ck.inventory.config is None:
             raise ConfigError(f"{ck.location.raw} has no config.json: export needs the drafter's config.")
-        cfg = normalize_config(ck.inventory.config, source=f"{ck.location.raw}/config.json")
+        cfg = normalize_config(ck.inventory.config, source=f"{ck.location.raw}/config.json").for_layout(
+            layout_of(ck.inventory.names))  # the layout rule check and acceptance apply: one reading everywhere
         if cfg.attention == "mla" and format == "speculators":
             raise InputError(f"{ck.location.raw} is an MLA drafter ({cfg.architecture}): the speculators format has no "
                              "MLA layer config (its transformer_layer_config is a Llama or Qwen3 layer). Export it with "
@@ -340,7 +341,7 @@ def _aux_ids(cfg: DrafterConfig, engine: str | None,
     newest, *older = view.readings(parse_engine(engine).engine)
     ids = ids_selecting(newest.rule, trained, None)
     if ids is None:
-        raise InputError(f"No aux ids make {newest.name} feed the outputs of layers {list(trained)}, the tensors "
+        raise InputError(f"No aux ids make {newest.name} feed the outputs of layers {layer_names(trained)}, the tensors "
                          f"{cfg.source} was trained on; export for another engine or release (--engine "
                          f"{'sglang==' + LAST_KNOWN_OLD['sglang'] if newest.engine == 'sglang' else 'sglang'}).")
     parts.append(f"Written so that {newest.name} ({newest.releases}) feeds the outputs of layers {layer_names(trained)}.")
@@ -599,6 +600,7 @@ _TRAINER_WORDS = {"specforge": "trained with SpecForge, as guessed from its form
                   "speculators": "trained with speculators, as guessed from its format",
                   "eagle": "trained with the original EAGLE-3 code, as guessed from its format",
                   "modelopt": "trained with Model-Optimizer or TorchSpec, as guessed from its format",
+                  "torchspec-vllm": "trained with TorchSpec and exported for vLLM (layers.0.*, kimi_k2: ids count inputs)",
                   "declared-outputs": "its aux ids declared as layer outputs by an earlier eaglekit export",
                   "declared-inputs": "its aux ids declared as layer inputs by an earlier eaglekit export"}
 

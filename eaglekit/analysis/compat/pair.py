@@ -32,9 +32,11 @@ from eaglekit.analysis.compat.check import engine_loads, tokenizer_finding
 from eaglekit.core.configs.block import block_family
 from eaglekit.core.checkpoint.names import (attention_kind, attention_words, expert_layout, family, mlp_kind,
                                             mlp_words, normalize_name, role)
-from eaglekit.core.configs.layers import ENGINES
+from eaglekit.core.configs.layers import ENGINES, layer_names, layout_of
 from eaglekit.core.configs.config import normalize_config, normalize_target, target_fit
 from eaglekit.core.configs.diff import diff_configs
+from eaglekit.core.configs.moe_readers import missing_words
+from eaglekit.core.configs.rotary import base_words, bases_differ
 from eaglekit.core.redact import location_label
 from eaglekit.core.tokens.vocab import check_vocab_map, compare_vocab_maps
 from eaglekit.io.drafter import read_maps
@@ -74,12 +76,23 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     fatal: list[str] = []
     remap: list[str] = []
     warnings: list[str] = []
-    cfg_a = normalize_config(config_a, source=f"{a_name} config.json") if config_a is not None else None
-    cfg_b = normalize_config(config_b, source=f"{b_name} config.json") if config_b is not None else None
+    # read through the layout rule, as check and acceptance read them (core/configs/layers.py layout_trainer)
+    cfg_a = normalize_config(config_a, source=f"{a_name} config.json").for_layout(layout_of(inv_a.names)) \
+        if config_a is not None else None
+    cfg_b = normalize_config(config_b, source=f"{b_name} config.json").for_layout(layout_of(inv_b.names)) \
+        if config_b is not None else None
     tgt = normalize_target(target, source="target config.json") if target is not None else None
     for name, cfg in ((a_name, cfg_a), (b_name, cfg_b)):
         if cfg is None:
             warnings.append(f"{name} has no config.json beside its weights: only tensors and maps were compared.")
+            continue
+        scaling = cfg.rope_scaling or cfg.rope_parameters
+        if bases_differ(cfg.attention, cfg.rope_theta, scaling):  # the same words check uses
+            warnings.append(f"{name}: {base_words(cfg.attention, cfg.rope_theta, scaling)} (measure both: eaglekit "
+                            "acceptance --rotary-base config and torchspec).")
+        moe = missing_words(cfg.raw)
+        if moe is not None:
+            warnings.append(f"{name}: {moe}.")
 
     tensors = compare_tensors(inv_a, inv_b)
     kinds = _kinds(inv_a, inv_b)
@@ -166,7 +179,7 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
     if meant.get("a") and meant.get("b"):
         same = meant["a"] == meant["b"] and len(meant["a"]) == 1
         if not meant["a"] & meant["b"] and not other_space:
-            show = lambda m: " or ".join(str(list(o)) for o in sorted(m))  # noqa: E731
+            show = lambda m: " or ".join(layer_names(o) for o in sorted(m))  # noqa: E731
             warnings.append(f"aux layer ids mean different tensors: {a_name} {list(cfg_a.aux_layer_ids or ())} the "
                             f"outputs of layers {show(meant['a'])}, {b_name} {list(cfg_b.aux_layer_ids or ())} those "
                             f"of {show(meant['b'])}: an engine feeds fc's column blocks from other layers than "
@@ -202,7 +215,7 @@ def compare(inv_a: Inventory, inv_b: Inventory, *, config_a: Mapping | None, con
                    f"{a_name} is a drop-in for {b_name}."]
         if same is False and meant["a"] != meant["b"] and meant["a"] & meant["b"]:
             # one reading of the ids agrees, another does not: a drop-in only under the reading they share
-            show = lambda m: " or ".join(str(list(o)) for o in sorted(m))  # noqa: E731
+            show = lambda m: " or ".join(layer_names(o) for o in sorted(m))  # noqa: E731
             unsure = [n for n, k in ((a_name, "a"), (b_name, "b")) if len(meant[k]) > 1]
             aux["drop_in_only_if"] = [list(o) for o in sorted(meant["a"] & meant["b"])]  # trained on these outputs
             reasons = [f"Every trainable tensor matches in shape and dtype and the vocabulary maps are equal: "

@@ -37,9 +37,11 @@ from eaglekit.analysis.draft.families import attention_family, mlp_family
 from eaglekit.analysis.draft.head import DraftHead
 from eaglekit.analysis.draft.layout import FRAME_TENSORS, LAYER_PREFIX, Embedding, Layout  # noqa: F401
 from eaglekit.analysis.draft.ops import rms_norm
+from eaglekit.analysis.draft.rope import with_rotary_base
 from eaglekit.analysis.draft.weights import Weights
 from eaglekit.core.configs.config import DrafterConfig, normalize_config
 from eaglekit.core.configs.layers import AuxConvention, default_aux_layers
+from eaglekit.core.configs.rotary import RotaryBase
 from eaglekit.core.errors import ConfigError, InputError
 from eaglekit.io.reader import Checkpoint
 
@@ -103,13 +105,19 @@ class DraftModel:
                              f"{self.hidden_size}: it is not this drafter's target.")
         #: what the engines make of a missing or all-zero d2t (set by :meth:`load`); empty when the map is sound
         self.vocab_notes: tuple[str, ...] = ()
+        #: the config as its file says (:attr:`config` may hold another rotary base: :meth:`load` rotary_base)
+        self.written_config = config
 
     # -- loading -------------------------------------------------------------------------------------
     @classmethod
     def load(cls, location: str | os.PathLike[str] | Checkpoint, *, embed: torch.Tensor | None = None,
              embeddings: str | os.PathLike[str] | None = None, device: str = "cpu",
-             dtype: str | torch.dtype = "float32", endpoint: str | None = None, timeout: float | None = None) -> DraftModel:
+             dtype: str | torch.dtype = "float32", endpoint: str | None = None, timeout: float | None = None,
+             rotary_base: RotaryBase = "config") -> DraftModel:
         """Read a drafter's weights with the kit's reader (local, Hub, HTTP, SSH): :func:`.load.read_drafter`.
+
+        ``rotary_base``: the base of the rotary table: ``"config"`` (rope_theta: vLLM, SGLang, transformers),
+        ``"torchspec"`` (what TorchSpec trains this config on) or a number (:func:`.rope.with_rotary_base`).
 
         The input embedding comes from the drafter's own ``embed_tokens.weight`` when it has one, else
         ``embed`` (a tensor, e.g. a loaded target's), else the target checkpoint at ``embeddings``. Routed
@@ -117,13 +125,16 @@ class DraftModel:
         holds the checkpoint open (:meth:`close`)."""
         parts = loading.read_drafter(location, embed=embed, embeddings=embeddings, dtype=dtype, endpoint=endpoint,
                                      timeout=timeout)
+        written = parts.config
         try:
+            parts.config = with_rotary_base(parts.config, rotary_base)
             model = cls(parts.config, parts.tensors, layout=parts.layout, embed=parts.embed, device=device,
                         dtype=parts.dtype, source=parts.source, checkpoint=parts.checkpoint)
         except BaseException:
             parts.close()
             raise
         model.vocab_notes = parts.notes
+        model.written_config = written
         return model
 
     @classmethod

@@ -3,13 +3,15 @@
 A full-vocabulary drafter (Kimi's: 163,840 rows, no d2t/t2d) has a head of 2.3 GB in bf16; when
 :mod:`.weights` leaves it in the checkpoint, the head is streamed in row blocks and reduced as it goes (the
 argmax, the top k with their log-probabilities through a running log-sum-exp), so logits of every row are
-never held at once. A drafter with a reduced vocabulary maps draft row ``i`` to target id ``i + d2t[i]``.
+never held at once. A drafter with a reduced vocabulary maps draft row ``i`` to target id ``i + d2t[i]``. A row holding NaN or
+Inf is refused, naming it (in memory at load, streamed as each block is read).
 """
 
 from __future__ import annotations
 
 import torch
 
+from eaglekit.analysis.draft.checks import check_rows_finite
 from eaglekit.analysis.draft.ops import rms_norm
 from eaglekit.analysis.draft.weights import Weights
 
@@ -21,6 +23,9 @@ class DraftHead:
         self.weights, self.norm, self.eps = weights, norm, eps
         self.rows = int(weights.shape("lm_head.weight")[0])
         self.weight = weights.get("lm_head.weight") if weights.kept("lm_head.weight") else None   # (N, H)
+        self._checked: set[int] = set()   # first rows of the streamed blocks already checked
+        if self.weight is not None:  # a streamed head is checked block by block as it is read (:meth:`_blocks`)
+            check_rows_finite(self.weight, "lm_head.weight", weights.source)
         offsets = torch.zeros(self.rows, dtype=torch.int64) if d2t is None else d2t.to(torch.int64).cpu()
         #: target id of every draft row (i + d2t[i])
         self.draft_to_target = (torch.arange(self.rows) + offsets).to(weights.device)
@@ -33,7 +38,11 @@ class DraftHead:
         if self.weight is not None:
             yield 0, self.weight
         else:
-            yield from self.weights.blocks("lm_head.weight")
+            for r0, block in self.weights.blocks("lm_head.weight"):
+                if r0 not in self._checked:  # each block once, the first time it streams
+                    check_rows_finite(block, "lm_head.weight", self.weights.source, first_row=r0)
+                    self._checked.add(r0)
+                yield r0, block
 
     def logits(self, out: torch.Tensor) -> torch.Tensor:
         """Every draft row's logit: (T, H) -> (T, N)."""

@@ -42,9 +42,10 @@ def trained_convention(config: DrafterConfig, layout: Layout | None = None) -> A
     """What the drafter's aux ids meant when it was trained: SpecForge, TorchSpec and Model-Optimizer capture
     the OUTPUTS of the configured layers (specforge/algorithms/model_providers.py); speculators' data come
     from vLLM, which captures the INPUTS of the listed layers. An MLA drafter exported for vLLM by TorchSpec
-    (``layers.0.*``, model_type ``kimi_k2``) has its ids shifted to vLLM's count: inputs."""
+    (``layers.0.*``, model_type ``kimi_k2``) has its ids shifted to vLLM's count: inputs (the layout rule,
+    :meth:`~eaglekit.core.configs.config.DrafterConfig.for_layout`, which ``check`` and ``compat`` apply too)."""
     if config.format == "mla":
-        return "inputs" if layout == "speculators" and config.raw.get("model_type") == "kimi_k2" else "outputs"
+        return config.for_layout(layout).aux_convention
     return "outputs" if config.format == "specforge" else "inputs"
 
 

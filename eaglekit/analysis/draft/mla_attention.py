@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from eaglekit.analysis.draft.ops import rms_norm
-from eaglekit.analysis.draft.rope import Rotary, apply_rope, pairs_to_halves, yarn_mscale
+from eaglekit.analysis.draft.rope import Rotary, apply_rope, check_rope, pairs_to_halves, yarn_mscale
 from eaglekit.analysis.draft.weights import Weights
 from eaglekit.core.configs.config import DrafterConfig
 from eaglekit.core.errors import ConfigError
@@ -51,6 +51,7 @@ class MLAAttention:
 
     def __init__(self, config: DrafterConfig, weights: Weights, prefix: str) -> None:
         p, src, m = prefix + "self_attn.", weights.source, config.mla
+        check_rope(config)  # before any maths: the YaRN factor also scales the softmax (softmax_mscale)
         missing = [k for k in REQUIRED_KEYS if not isinstance(m.get(k), int)]
         if missing:
             raise ConfigError(f"{src}: an MLA drafter config needs {', '.join(missing)} (the latent and head "

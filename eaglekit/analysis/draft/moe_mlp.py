@@ -7,9 +7,11 @@ Checked against transformers ``models/deepseek_v3/modeling_deepseek_v3.py`` (``D
   Kimi) or ``softmax``;
 * experts are CHOSEN by the scores plus ``gate.e_score_correction_bias`` when the checkpoint has it
   (``topk_method`` noaux_tc), WEIGHTED by the scores without it;
-* grouped top-k where ``n_group`` > 1: a group's score is the sum of its two best choice scores (noaux_tc)
-  or its best one (group_limited_greedy); only the ``topk_group`` best groups' experts compete (the others
-  are masked to -inf, as vLLM's grouped_topk);
+* grouped top-k where ``n_group`` > 1: a group's score is the sum of its ``min(2, experts per group)`` best
+  choice scores (noaux_tc; TorchSpec ``torchspec/models/draft/moe.py`` ``DeepseekV3MoEBlock._route``: ``group_topk
+  = min(2, experts_per_group)``, so groups of one expert score that expert) or its best one
+  (group_limited_greedy); only the ``topk_group`` best groups' experts compete (the others are masked to -inf,
+  as vLLM's grouped_topk);
 * ``num_experts_per_tok`` experts per token; weights divided by their sum when ``norm_topk_prob``, then
   times ``routed_scaling_factor``;
 * output ``sum_e w_e expert_e(x) + shared_experts(x)`` (every expert a SiLU-gated MLP of
@@ -60,6 +62,29 @@ def _int(s: Mapping[str, Any], key: str, src: str, default: int | None = None) -
     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
         raise ConfigError(f"{src}: the MoE config's {key} must be a whole number, got {v!r}.")
     return v
+
+
+class RoutingPrecision:
+    """Rows routed in float32 whose top-k expert set differs when the same row is routed in bfloat16
+    (TorchSpec's ``_run_experts_grouped_mm`` computes experts in bfloat16 and trains the whole drafter in it): at
+    those rows eaglekit's float32 figure follows other experts than bf16 training and serving would."""
+
+    def __init__(self) -> None:
+        self.rows = self.differ = 0
+
+    def reset(self) -> None:
+        self.rows = self.differ = 0
+
+    def count(self, fp32: torch.Tensor, bf16: torch.Tensor) -> None:
+        self.rows += int(fp32.shape[0])
+        self.differ += int((fp32.sort(-1).values != bf16.sort(-1).values).any(-1).sum())
+
+    def note(self) -> str | None:
+        if not self.differ:
+            return None
+        return (f"MoE routing precision: at {self.differ:,} of {self.rows:,} routed rows the float32 top-k experts "
+                "differ from the bfloat16 ones (TorchSpec computes experts in bfloat16): the figure is not exact "
+                "for a bf16 drafter there; measure with --dtype bfloat16 to route as it was trained.")
 
 
 class MoEMLP:
@@ -115,17 +140,7 @@ class MoEMLP:
         self.weights, self.prefix, self.hidden = weights, p, config.hidden_size
         self.fused = f"{p}experts.gate_up_proj" in weights
         if self.fused:  # TorchSpec's layout: gate_up [E, H, 2I] and down [E, I, H], stored (in, out)
-            for name, dims in ((f"{p}experts.gate_up_proj", (self.n, self.hidden, None)),
-                               (f"{p}experts.down_proj", (self.n, None, self.hidden))):
-                got = weights.shape(name) if name in weights else None
-                if got is None or len(got) != 3 or any(d is not None and g != d for g, d in zip(got, dims)):
-                    raise ConfigError(f"{src}: {name} is {list(got) if got else 'missing'}, but n_routed_experts "
-                                      f"{self.n} and hidden_size {self.hidden} make it [{self.n}x...]: fused experts "
-                                      "hold one slice per expert.")
-            inner = weights.shape(f"{p}experts.gate_up_proj")[2] // 2
-            if inter and inner != inter:
-                raise ConfigError(f"{src}: {p}experts.gate_up_proj holds experts of {inner}, but "
-                                  f"moe_intermediate_size is {inter}.")
+            self._check_fused(inter)
             self._kept = {}
         else:
             missing = [f"{p}experts.{e}.{w}_proj.weight" for e in range(self.n) for w in ("gate", "up", "down")
@@ -137,6 +152,7 @@ class MoEMLP:
             if inter and shape[0] != inter:
                 raise ConfigError(f"{src}: {p}experts.0.gate_proj.weight is {list(shape)}, but moe_intermediate_size "
                                   f"is {inter}.")
+            self._check_experts(shape[0])
             self._kept = {e: load_gated(weights, f"{p}experts.{e}.", self.hidden) for e in range(self.n)
                           if weights.kept(f"{p}experts.{e}.gate_proj.weight")}
         n_shared = _int(s, "n_shared_experts", src, 0)
@@ -145,19 +161,55 @@ class MoEMLP:
             raise ConfigError(f"{src} lacks {p}shared_experts.gate_proj.weight (the config names n_shared_experts "
                               f"{n_shared}).")
         self.shared = load_gated(weights, p + "shared_experts.", self.hidden) if has_shared else None
+        self.precision = RoutingPrecision()
 
-    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(expert ids (T, k), weights (T, k)) for rows x (T, H)."""
+    def _check_fused(self, inter: int) -> None:
+        """The fused stacks' declared shapes, before any forward: gate_up [E, H, 2I] (an even last width: gate
+        then up) and down [E, I, H] with the same I (and moe_intermediate_size when the config gives it)."""
+        src, p, n, h = self.weights.source, self.prefix, self.n, self.hidden
+        up_name, down_name = f"{p}experts.gate_up_proj", f"{p}experts.down_proj"
+        got = self.weights.shape(up_name)
+        width = got[2] if len(got) == 3 else None
+        i = inter or (width // 2 if width else None)
+        if len(got) != 3 or tuple(got[:2]) != (n, h) or width % 2 or (inter and width != 2 * inter):
+            want = f"[{n}, {h}, {2 * i if i else '2 x moe_intermediate_size'}]"
+            raise ConfigError(f"{src}: {up_name} is {list(got)}, expected {want} (n_routed_experts, hidden_size, "
+                              "gate and up side by side: an even width): the checkpoint and config.json disagree.")
+        down = self.weights.shape(down_name) if down_name in self.weights else None
+        if down is None or tuple(down) != (n, width // 2, h):
+            raise ConfigError(f"{src}: {down_name} is {list(down) if down else 'missing'}, expected "
+                              f"[{n}, {width // 2}, {h}] (n_routed_experts, the experts' width {width // 2} from "
+                              f"{up_name}, hidden_size): the checkpoint and config.json disagree.")
+
+    def _check_experts(self, inner: int) -> None:
+        """Every per-expert tensor's declared shape (gate and up [I, H], down [H, I]), before any is read."""
+        for e in range(self.n):
+            for w, want in (("gate", (inner, self.hidden)), ("up", (inner, self.hidden)), ("down", (self.hidden, inner))):
+                name = f"{self.prefix}experts.{e}.{w}_proj.weight"
+                if tuple(self.weights.shape(name)) != want:
+                    raise ConfigError(f"{self.weights.source}: {name} is {list(self.weights.shape(name))}, expected "
+                                      f"{list(want)} (expert 0's width {inner}, hidden_size {self.hidden}).")
+
+    def _choose(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(expert ids (T, k), scores (T, E)) for rows x (T, H): the choice alone."""
         logits = x.float() @ self.gate.T                                      # (T, E)
         scores = logits.sigmoid() if self.scoring == "sigmoid" else logits.softmax(-1)
         choice = scores + self.bias if self.bias is not None else scores
         if self.n_group > 1 and self.method != "greedy":
             grouped = choice.view(x.shape[0], self.n_group, -1)               # (T, G, E/G)
-            gscore = grouped.topk(2, -1).values.sum(-1) if self.method == "noaux_tc" else grouped.max(-1).values
+            best = min(2, grouped.shape[-1])                                  # groups of one expert: that one
+            gscore = grouped.topk(best, -1).values.sum(-1) if self.method == "noaux_tc" else grouped.max(-1).values
             keep = torch.zeros_like(gscore, dtype=torch.bool)
             keep.scatter_(1, gscore.topk(self.topk_group, -1).indices, True)  # (T, G)
             choice = grouped.masked_fill(~keep[..., None], float("-inf")).reshape(x.shape[0], -1)
-        idx = choice.topk(self.k, -1).indices                                 # (T, k)
+        return choice.topk(self.k, -1).indices, scores                        # (T, k)
+
+    def route(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(expert ids (T, k), weights (T, k)) for rows x (T, H). In float32 the rows are also routed as bfloat16
+        rows (TorchSpec's training dtype) and the rows whose expert set differs are counted (:attr:`precision`)."""
+        idx, scores = self._choose(x)
+        if x.dtype == torch.float32:
+            self.precision.count(idx, self._choose(x.bfloat16())[0])
         w = scores.gather(1, idx)
         if self.norm_topk:
             w = w / (w.sum(-1, keepdim=True) + 1e-20)

@@ -18,13 +18,15 @@ attention's business (:mod:`.mla_attention`).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from eaglekit.core.configs.config import DrafterConfig
-from eaglekit.core.errors import ConfigError
+from eaglekit.core.configs.rotary import RotaryBase, rope_kind, rope_scaling_problem, rotary_base
+from eaglekit.core.errors import ConfigError, InputError
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -63,18 +65,53 @@ class Rotary:
         return (emb.cos() * self.scale).to(dtype), (emb.sin() * self.scale).to(dtype)
 
 
+def check_rope(config: DrafterConfig, dim: int | None = None) -> None:
+    """Refuse rotary settings no table can be built from (core/configs/rotary.py), before any maths: one line
+    naming the key and what to write."""
+    params = getattr(config, "rope_parameters", None)   # a block drafter's config has rope_scaling alone
+    for scaling in (config.rope_scaling, params):
+        problem = rope_scaling_problem(scaling, theta=config.rope_theta)
+        if problem:
+            raise ConfigError(f"{config.source}: {problem}.")
+    if dim is not None and rope_kind(config.rope_scaling or params) == "longrope":
+        for key in ("short_factor", "long_factor"):
+            got = len((config.rope_scaling or params)[key])
+            if got != dim // 2:
+                raise ConfigError(f"{config.source}: rope_scaling (longrope) {key} has {got} numbers, but {dim} "
+                                  f"rotary dimensions turn {dim // 2} frequencies: one number per frequency.")
+
+
+def with_rotary_base(config: DrafterConfig, choice: RotaryBase) -> DrafterConfig:
+    """``config`` with its rotary table on another base: ``"config"`` (rope_theta, as vLLM, SGLang and
+    transformers build it: unchanged), ``"torchspec"`` (what TorchSpec's training code uses for it) or a
+    number (core/configs/rotary.py)."""
+    if choice == "config":
+        return config
+    if not (choice == "torchspec" or (isinstance(choice, (int, float)) and not isinstance(choice, bool))):
+        raise InputError(f"rotary base must be 'config', 'torchspec' or a positive number, got {choice!r}.")
+    base = rotary_base(choice, config.attention, config.rope_theta, config.rope_scaling or config.rope_parameters)
+    if not math.isfinite(base) or base <= 0:
+        raise InputError(f"rotary base must be 'config', 'torchspec' or a positive number, got {choice!r}.")
+    params = None if config.rope_parameters is None else {**config.rope_parameters, "rope_theta": base}
+    return replace(config, rope_theta=base, rope_parameters=params)
+
+
 def rope_tables(config: DrafterConfig, dim: int) -> tuple[torch.Tensor, float]:
     """Inverse frequencies and attention scaling for ``dim`` rotary dimensions, from transformers' RoPE
-    initialisers (default, llama3, yarn, ... whatever the drafter's config names)."""
+    initialisers (default, llama3, yarn, ... whatever the drafter's config names), on ``config.rope_theta``
+    (:func:`with_rotary_base` moves it); the settings are checked first (:func:`check_rope`)."""
     from transformers import LlamaConfig
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
+    check_rope(config, dim)
     raw = config.raw.get("transformer_layer_config", config.raw) if config.format == "speculators" else config.raw
     kwargs: dict[str, Any] = {"hidden_size": config.hidden_size, "num_attention_heads": config.num_attention_heads,
                               "head_dim": dim,
                               "max_position_embeddings": config.max_position_embeddings or 2048}
     if isinstance(raw, Mapping) and isinstance(raw.get("rope_parameters"), Mapping):
         kwargs["rope_parameters"] = dict(raw["rope_parameters"])
+        if config.rope_theta is not None:
+            kwargs["rope_parameters"]["rope_theta"] = config.rope_theta
     else:
         kwargs["rope_theta"] = config.rope_theta or 10000.0
         kwargs["rope_scaling"] = dict(config.rope_scaling) if config.rope_scaling else None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any, Literal
 
+from eaglekit.core.configs.layers import layer_names
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import html_table, text_table
 from eaglekit.core.serving.live import LiveReading
@@ -206,7 +207,7 @@ def compare_live(live: LiveReading, offline: Mapping[str, Any], *, aux_view=None
         r = aux_view.reading(engine.split("==")[0])  # a view built for that release holds its reading
         status: Status = {"yes": "fine", "no": "suspect"}.get(r.as_trained, "uncheckable")  # type: ignore[assignment]
         causes.append(Cause("aux layer ids as the engine reads them", status,
-                            f"{r.name} feeds the outputs of layers {list(r.outputs_of or ())}: as trained "
+                            f"{r.name} feeds the outputs of layers {layer_names(r.outputs_of or ())}: as trained "
                             f"{r.as_trained}" + (f"; write {list(r.write)} instead" if r.write and status == "suspect"
                                                  else "")))
     else:

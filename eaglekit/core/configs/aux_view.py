@@ -39,6 +39,7 @@ from eaglekit.core.configs.layers import (
     _check_num_layers,
     _convention_of,
     default_aux_layers,
+    layer_names,
     outputs_read,
     parse_aux_layer_ids,
 )
@@ -441,11 +442,6 @@ def _writes(e: EngineReading) -> str:
 
 def _show(ids) -> str:
     return "?" if ids is None else "[" + ", ".join(map(str, ids)) + "]"
-
-
-def layer_names(outs) -> str:
-    """Layer indices as the pages print them: ``[embeddings, 0, 1]`` (-1 is the embedding output)."""
-    return "[" + ", ".join("embeddings" if i == -1 else str(i) for i in outs) + "]"
 
 
 __all__ = ["AuxEngineView", "EngineReading", "TrainingCandidate", "TrainingReading", "aux_engine_view", "layer_names", "SETTLE"]

@@ -31,14 +31,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from eaglekit.core.errors import ConfigError, InputError
 from eaglekit.core.configs.block import block_family
 from eaglekit.core.configs.aux_view import AuxEngineView, aux_engine_view
 from eaglekit.core.configs.layers import (NUM_AUX_LAYERS, READER_CONVENTION, TRAINER_OF_FORMAT, AuxConvention, AuxLayerReport,
-                                  interpret_aux_layers, parse_aux_layer_ids)
+                                  Layout, interpret_aux_layers, layout_trainer, parse_aux_layer_ids)
 from eaglekit.core.render import html_table, kv_text
 from eaglekit.core.safejson import loads
 
@@ -278,6 +278,16 @@ class DrafterConfig:
         """Where each field's value came from: ``"file: <path>"`` or ``"default: <whose>"``."""
         return {k: f"file: {v}" if v is not None else f"default: {self.default_sources.get(k, 'eaglekit')}"
                 for k, v in self.sources.items()}
+
+    def for_layout(self, layout: Layout | None) -> DrafterConfig:
+        """This config as a checkpoint of ``layout`` (``"specforge"``: ``midlayer.*``, ``"speculators"``:
+        ``layers.0.*``) means it: the layout rule (:func:`~eaglekit.core.configs.layers.layout_trainer`) may change
+        who fed the aux ids and so how they count. ``check``, ``compat`` and ``acceptance`` all read a drafter
+        through this, so one drafter has one reading everywhere."""
+        trainer = layout_trainer(self.format, self.raw.get("model_type"), layout, self.trained_by)
+        if trainer == self.trained_by:
+            return self
+        return replace(self, trained_by=trainer, aux_convention=READER_CONVENTION[trainer])
 
     def aux_report(self, num_layers: int | None = None) -> AuxLayerReport | None:
         """What the aux layer ids mean, as the trainer counted them, for a target with ``num_layers``

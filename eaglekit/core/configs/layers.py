@@ -24,7 +24,7 @@ Without ids every reader uses its default, and the defaults name the same tensor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,11 +49,12 @@ _CONVENTIONS = ("inputs", "outputs")
 #: How each reader spells an id (see the module docstring).
 READER_CONVENTION: dict[str, AuxConvention] = {
     "sglang": "outputs", "vllm": "inputs", "specforge": "outputs", "speculators": "inputs", "eagle": "inputs",
-    "modelopt": "outputs", "declared-outputs": "outputs", "declared-inputs": "inputs",
+    "modelopt": "outputs", "torchspec-vllm": "inputs", "declared-outputs": "outputs", "declared-inputs": "inputs",
 }
 READER_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "specforge": "SpecForge training",
                 "speculators": "speculators training", "eagle": "original EAGLE-3 training",
                 "modelopt": "Model-Optimizer / TorchSpec training",
+                "torchspec-vllm": "TorchSpec training (vLLM export, ids count inputs)",
                 "declared-outputs": "training (as the config declares: outputs)",
                 "declared-inputs": "training (as the config declares: inputs)"}
 _WHO = {"inputs": "vLLM, speculators, original EAGLE", "outputs": "SGLang, SpecForge training, Model-Optimizer"}
@@ -61,6 +62,40 @@ _WHO = {"inputs": "vLLM, speculators, original EAGLE", "outputs": "SGLang, SpecF
 NUM_AUX_LAYERS = 3
 #: Which trainer wrote a drafter of each config format (a guess from the format; say so when shown).
 TRAINER_OF_FORMAT = {"specforge": "specforge", "eagle": "eagle", "speculators": "speculators", "mla": "modelopt"}
+
+
+#: The two layouts of a drafter's decoder layer: SpecForge and TorchSpec write ``midlayer.*``; speculators, vLLM
+#: exports (TorchSpec ``convert_to_hf.py --vllm``) and Model-Optimizer write ``layers.0.*``.
+Layout = Literal["specforge", "speculators"]
+#: The reader that stands for TorchSpec's ``--vllm`` export of a ``kimi_k2`` MLA drafter (its ids counted as inputs).
+TORCHSPEC_VLLM = "torchspec-vllm"
+
+
+def layout_of(names: Iterable[str]) -> Layout | None:
+    """The decoder-layer layout of a drafter checkpoint from its tensor names (None: neither prefix)."""
+    names = list(names)
+    if any(n.startswith("midlayer.") for n in names):
+        return "specforge"
+    if any(n.startswith(("layers.0.", "model.layers.0.")) for n in names):
+        return "speculators"
+    return None
+
+
+def layout_trainer(fmt: str, model_type: object, layout: Layout | None, trained_by: str) -> str:
+    """The layout rule: who fed a drafter its aux ids once the checkpoint's layout is known. TorchSpec's
+    ``tools/convert_to_hf.py --vllm`` export of a ``kimi_k2`` MLA drafter writes ``layers.0.*`` and adds one to
+    every id ("vLLM uses 1-indexed layer IDs for kimi_k2"), so that copy's ids count layer INPUTS where the
+    ``midlayer.*`` copy's count outputs; every other drafter keeps ``trained_by``. One rule for ``check``,
+    ``compat`` and ``acceptance``; an eaglekit export that declares its ids is never reread."""
+    if (fmt == "mla" and layout == "speculators" and model_type == "kimi_k2"
+            and not trained_by.startswith("declared-")):
+        return TORCHSPEC_VLLM
+    return trained_by
+
+
+def layer_names(outs) -> str:
+    """Layer indices as every report prints them: ``[embeddings, 0, 1]`` (-1 is the embedding output)."""
+    return _layers(outs)
 
 
 def other_convention(convention: AuxConvention) -> AuxConvention:
