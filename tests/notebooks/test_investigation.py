@@ -23,10 +23,11 @@ def _conclusion(nb) -> str:
 @pytest.mark.notebook
 def test_parameters_change_the_conclusion(demo, trained, executed_notebook):  # trained: the world 00 runs on
     from eaglekit.view.report import execute_notebook
+    from runfixtures import CELL_TIMEOUT
 
     default = _conclusion(executed_notebook(NOTEBOOK.stem))
     other = _conclusion(execute_notebook(NOTEBOOK, demo=demo.root, parameters={
-        "DRAFTER_B": "hf://demo-lab/Llama-small-EAGLE3"}))
+        "DRAFTER_B": "hf://demo-lab/Llama-small-EAGLE3"}, timeout=CELL_TIMEOUT))
     shared = len(set(trained.manifest["common_k2"]) & set(trained.manifest["common_k25"]))
     assert "compatible-after-remap" in default and f"only {shared} draft tokens are shared" in default
     assert "trained independently" in default

@@ -10,6 +10,7 @@ import pytest
 import eaglekit
 from eaglekit.view.frontend import esm
 from eaglekit.view.serving import FRONT_END, numbers, values_from_plan
+from reportfixtures import report  # noqa: F401  (report: the session fixture)
 
 pytestmark = [pytest.mark.browser]
 
@@ -64,18 +65,16 @@ def test_serving_javascript_computes_what_python_computes(chromium):
 
 
 @pytest.mark.notebook
-def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, demo, tmp_path):
-    """Notebook 08 rendered on its own: the widget's batch and context controls recompute the plan offline."""
-    from eaglekit.view.report import build_report
-
-    build_report(tmp_path / "report", demo=demo.root, only=["08_serving_plan"])
+def test_the_rendered_plan_page_recomputes_without_a_kernel(chromium, report):  # noqa: F811
+    """Notebook 08 as the session's report renders it (from the page the suite executed once): the widget's batch
+    and context controls recompute the plan offline."""
     problems: list[str] = []
     page = chromium.new_page(viewport={"width": 1280, "height": 900})
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("file://", "data:", "blob:"))
                else (problems.append(r.request.url), r.abort()))
-    page.goto((tmp_path / "report" / "08_serving_plan.html").as_uri())
+    page.goto(report.pages["08_serving_plan"].html_path.as_uri())
     widget = page.locator(".eaglekit-serving").first
     summary = widget.locator("p.summary")
     summary.wait_for(timeout=20_000)
