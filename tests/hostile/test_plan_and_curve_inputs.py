@@ -9,6 +9,7 @@ import json
 
 import pytest
 from bounded_cli import run_limited
+from test_plan_inputs import _one_line as one_line
 
 from eaglekit.cli import main
 
@@ -16,15 +17,8 @@ K = 3  # the demo drafters' training-time-test depth
 
 
 def _one_line(capsys, args) -> str:
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as e:  # refused while parsing: argparse's usage line
-        code = e.code
-    out, err = capsys.readouterr()
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, out, err)
-    assert len(lines[0]) < 600, lines[0]
-    return lines[0]
+    """The one stderr line of a run that exits 2 (paths given as they are)."""
+    return one_line(capsys, [str(a) for a in args])
 
 
 def test_the_curve_on_a_training_dump_runs_and_each_point_is_the_dumps_measurement(capsys, trained):
