@@ -129,6 +129,9 @@ def run(args: argparse.Namespace) -> int:
             (at,) = number_list(args.compare[2])
         except (argparse.ArgumentTypeError, ValueError) as e:
             raise InputError(f"--compare N: expected one sample count (37K allowed), got {args.compare[2]!r}.") from e
+        if not 0 < at < float("inf"):
+            raise InputError(f"--compare N: the sample count must be a positive number (37K allowed), got "
+                             f"{args.compare[2]!r}.")
         compare = (args.compare[0], args.compare[1], at)
     training_dump = check_sources(args)
     dump: dict = {}
@@ -136,7 +139,8 @@ def run(args: argparse.Namespace) -> int:
         if args.target_head is None:
             raise InputError("--hidden-states with a training pipeline's dump needs --target-head LOCATION: the target "
                              "checkpoint whose final norm and lm_head give the target's next tokens.")
-        dump = {k: getattr(args, k) for k in DUMP_ONLY if k != "target_head"}
+        dump = {k: getattr(args, k) for k in DUMP_ONLY if k not in ("target_head", "seed")}
+        dump["sample_seed"] = args.seed   # --seed draws --sample's files; the curve's own seed is --bootstrap-seed
         dump["dump_format"] = None if args.dump_format == "auto" else args.dump_format
     result = acceptance_curve(
         series, samples=samples, batch_size=args.batch_size, target=args.target, prompts=args.prompts,

@@ -7,8 +7,9 @@ terminal may all ask for the same folder at once. The folder is built in a tempo
 (``.eaglekit-built.json``) is written last, and the sibling is renamed into place, all under an
 exclusive ``fcntl.flock`` on ``.<name>.lock`` beside it. So a reader sees no folder, the old complete
 folder or the new complete folder, never a half-built one. A build that crashed leaves only a temporary
-sibling (swept by the next builder, which holds the lock, so no live build owns it) and a lock file the
-kernel already unlocked when its process died: neither blocks the next build.
+sibling (swept by the next builder, which holds the lock, so no live build owns it, or by the next reader of
+the complete folder when the lock is free) and a lock file the kernel already unlocked when its process died:
+neither blocks the next build.
 
 What is swept is only what eaglekit can prove it made: every temporary folder gets a marker file
 (:data:`MARKER`, holding :data:`SIGNATURE` and the folder's final name) the moment it is created, and the
@@ -122,6 +123,7 @@ def built_once(path: str | os.PathLike[str], version: Any, build: Callable[[Path
             raise InputError(f"{path} is a file; give a folder for the {what}.")
     seen = stamp_of(path)
     if seen is not None and seen.get("version") == version and not force:
+        sweep_if_idle(path)   # a killed build's leftovers go even when nothing needs building
         return path
     _refuse_foreign(path, seen, ours, what)   # before the lock too: a refused folder leaves nothing beside it
     with build_lock(path):
@@ -216,6 +218,32 @@ def sweep(path: str | os.PathLike[str]) -> None:
             shutil.rmtree(folder, ignore_errors=True)
     if _ours(path, path.name):   # killed between the final rename and the marker's removal: the build is whole
         (path / MARKER).unlink()
+
+
+def sweep_if_idle(path: str | os.PathLike[str]) -> bool:
+    """:func:`sweep` ``path``'s leftovers when no build of it runs: its lock is taken without waiting, so a live
+    build (which holds the lock while its temporary folder fills) keeps its folder. Nothing is opened or created
+    when no leftover is there. True when it swept."""
+    path = Path(path)
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return False
+    if not any(n.startswith((f".{path.name}.building-", f".{path.name}.old-")) for n in names):
+        return False
+    fd = _open_lock(path.parent / f".{path.name}.lock")
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:   # a build is running: its folder is in use
+            return False
+        try:
+            sweep(path)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+    return True
 
 
 def _umask() -> int:

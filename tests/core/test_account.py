@@ -51,12 +51,17 @@ def test_seed_targets_priced_again_with_a_verify_that_grows_with_k():
     assert "150 tok/s (k = 5 with the verify held constant) and 200 tok/s (k = 8 with the verify held constant) are " \
            "out of reach at every k up to 8" in text
     assert "accept length 3.2 gives 73 tok/s at k = 3 (11% slower than 82 tok/s)" in text
-    # the plan's model of the same two forwards on the seed's 8 GPUs: the same verify at every k
+    # the plan's model of the same two forwards on the seed's 8 GPUs, its per-token line carried (the reading the
+    # account prices): the same verify at every k; the plan's own bound holds it lower past the measured k = 2
+    from dataclasses import replace
+
     from eaglekit.core.serving.costmodel import CostModel, Point, calibrate, shape_from_config
     from eaglekit.core.serving.published import published
     model = calibrate(CostModel(shape_from_config(published("kimi-k25-int4")[1]), None, 8, 4096),
                       [Point(1, 1, 1000 / 82), Point(1, 3, 30.0)])
-    assert a.growing[0].verify_ms == pytest.approx([model.ms(1, k + 1) for k in range(1, 9)], rel=1e-9)
+    carried = replace(model, carry_excess=True)
+    assert a.growing[0].verify_ms == pytest.approx([carried.ms(1, k + 1) for k in range(1, 9)], rel=1e-9)
+    assert all(model.ms(1, k + 1) < v for k, v in enumerate(a.growing[0].verify_ms[2:], 3))
     j = a.to_json()["growing_verify"]
     assert j[0]["targets"][0] == {"tokens_per_s": 150.0, "steps": None, "constant_verify_steps": 5}
     plain = Account.from_measurements(82, 60, 2.0, verify_ms=30, steps=2, targets=(150,))

@@ -127,27 +127,38 @@ def test_too_many_batch_sizes_are_refused_and_many_measured_ones_stay_bounded(tm
     ok = _write(tmp_path, "ok.csv", RUNS + "1,0,,,,100\n1,3,1,4,2.5,200\n")
     line = _one_line(capsys, ["plan", "--measured", ok, "--batch", ",".join(map(str, range(1, 20_001)))])
     assert "20,000 batch sizes" in line and "at most 512" in line
-    rows = "".join(f"{b},0,,,,{100 * b ** 0.9:.3f}\n{b},3,1,4,2.5,{150 * b ** 0.9:.3f}\n" for b in range(1, 33_304))
-    many = _write(tmp_path, "many.csv", RUNS + rows)
-    r = run_limited("plan", "--measured", many, "--json", tmp=tmp_path, limit_s=600)
+    # issue 47: 33,303 measured batch sizes took past 120 s; one plan reads at most MAX_RUNS distinct runs
+    from eaglekit.core.serving.runs import MAX_RUNS
+
+    def runs(top: int) -> str:
+        return RUNS + "".join(f"{b},0,,,,{100 * b ** 0.9:.3f}\n{b},3,1,4,2.5,{150 * b ** 0.9:.3f}\n"
+                              for b in range(1, top + 1))
+    r = run_limited("plan", "--measured", _write(tmp_path, "many.csv", runs(33_303)), "--json", tmp=tmp_path,
+                    limit_s=120)
+    assert r.rc == 2 and "66,606 distinct runs" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run_limited("plan", "--measured", _write(tmp_path, "cap.csv", runs(MAX_RUNS // 2)), "--json", tmp=tmp_path,
+                    limit_s=600)
     assert r.rc == 0, r.stderr[-2000:]
     got = json.loads(r.stdout)
-    assert got["runs"]["count"] == 2 * 33_303 and len(got["runs"]["first"]) == 20      # summarised, not echoed
+    assert got["runs"]["count"] == MAX_RUNS and len(got["runs"]["first"]) == 20      # summarised, not echoed
     assert len(r.stdout) < 4 << 20
 
 
 def test_many_cost_rows_print_a_summary_not_every_point(tmp_path):
-    """200,000 distinct forwards (a million, 12 MB, print 122 KB instead of more than 128 MB; this size keeps
-    the suite light): every list of the JSON past MAX_LISTED items is its count, first and last items."""
+    """A table at the cap (MAX_TABLE_ROWS distinct forwards): every list of the JSON past MAX_LISTED items is its
+    count, first and last items. 200,000 forwards are one line (issue 47: a table is bounded)."""
     from eaglekit.core.safejson import MAX_LISTED, summarised
+    from eaglekit.core.serving.inputs import MAX_TABLE_ROWS
 
-    n = 200_000
-    rows = "".join(f"{1 + i % 1000},{1 + i // 1000},{5 + (1 + i % 1000) * (1 + i // 1000) // 100}\n" for i in range(n))
-    costs = _write(tmp_path, "c.csv", "batch,tokens,ms\n" + rows)
-    r = run_limited("plan", "--costs", costs, "--per-step", "0.8,0.7", "--json", tmp=tmp_path, limit_s=900,
-                    memory=4 << 30)
+    def table(n: int) -> str:
+        return _write(tmp_path, f"c{n}.csv", "batch,tokens,ms\n" + "".join(
+            f"{1 + i % 1000},{1 + i // 1000},{5 + (1 + i % 1000) * (1 + i // 1000) // 100}\n" for i in range(n)))
+    r = run_limited("plan", "--costs", table(200_000), "--per-step", "0.8,0.7", "--json", tmp=tmp_path, limit_s=120)
+    assert r.rc == 2 and "200,000 distinct" in r.stderr, r.stderr[-2000:]
+    n = MAX_TABLE_ROWS
+    r = run_limited("plan", "--costs", table(n), "--per-step", "0.8,0.7", "--json", tmp=tmp_path, limit_s=900)
     assert r.rc == 0, r.stderr[-2000:]
-    assert len(r.stdout) < 1 << 20                                    # every point echoed: about 25 MB
+    assert len(r.stdout) < 1 << 20
     got = json.loads(r.stdout)
     assert got["cost_model"]["points"]["count"] == n and got["measured"]["count"] == n
     assert got["cost_model"]["points"]["first"][0] == [1, 1, 5.0]
@@ -298,7 +309,10 @@ def test_sample_counts_past_any_training_run_are_one_line(trained, capsys):
 
 def test_a_long_draft_table_is_summarised_too(tmp_path, capsys):
     costs = _write(tmp_path, "costs.csv", "batch,tokens,ms\n1,1,10\n1,4,12\n")
-    draft = _write(tmp_path, "draft.csv", "batch,ms\n" + "".join(f"{b},{1 + b // 1000}\n" for b in range(1, 5001)))
+    from eaglekit.core.serving.inputs import MAX_TABLE_ROWS
+
+    n = MAX_TABLE_ROWS   # the most a table holds (issue 47); past MAX_LISTED, summarised
+    draft = _write(tmp_path, "draft.csv", "batch,ms\n" + "".join(f"{b},{1 + b // 1000}\n" for b in range(1, n + 1)))
     got = _plan_json(capsys, ["plan", "--costs", costs, "--draft-costs", draft, "--per-step", "0.8"])
     measured = got["draft"]["measured"]
-    assert measured["count"] == 5000 and measured["first"]["1"] == 1.0 and len(measured["last"]) == 20
+    assert measured["count"] == n and measured["first"]["1"] == 1.0 and len(measured["last"]) == 20

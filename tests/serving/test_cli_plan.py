@@ -147,14 +147,18 @@ def test_a_pipe_that_never_ends_or_never_writes_is_cut(tmp_path):
     from eaglekit.core.errors import LocationError, TooLargeError
     from eaglekit.io.sources.local import read_local_file
 
-    fifo = tmp_path / "costs.csv"
-    os.mkfifo(fifo)
-    writer = os.open(fifo, os.O_RDWR)   # a writer that holds the pipe open and sends nothing
+    reader, writer = os.pipe()   # a shell's pipe (as <(command) passes it) whose writer sends nothing
+    pipe = f"/proc/self/fd/{reader}"
     try:
         with pytest.raises(LocationError, match="did not end within 0.2 s"):
-            read_local_file(fifo, limit=100, what="--costs", pipe_wait=0.2)
+            read_local_file(pipe, limit=100, what="--costs", pipe_wait=0.2)
         os.write(writer, b"x" * 101)   # more than the cap, the writer still open: refused at the cap
         with pytest.raises(TooLargeError, match="more than 100 bytes"):
-            read_local_file(fifo, limit=100, what="--costs", pipe_wait=60)
+            read_local_file(pipe, limit=100, what="--costs", pipe_wait=60)
     finally:
         os.close(writer)
+        os.close(reader)
+    fifo = tmp_path / "costs.csv"   # a named pipe: refused unopened, whatever pipe_wait allows
+    os.mkfifo(fifo)
+    with pytest.raises(LocationError, match="named pipe"):
+        read_local_file(fifo, limit=100, what="--costs", pipe_wait=600)

@@ -347,8 +347,10 @@ def test_without_runs_the_speedup_falls_with_batch_size_as_sglang_measured():
 
 
 def test_the_plan_and_the_account_price_the_seeds_verify_alike(tmp_path):
-    """Pages 00, 05 and 08 show the seed: the account (on its 8 GPUs) and the plan of the same two forwards give
-    the same verify at every k, and the calculator's line meets them at the measured k and at k = 8."""
+    """Pages 00, 05 and 08 show the seed: the account (on its 8 GPUs) and the plan's per-token reading of the same
+    two forwards give the same verify at every k, and the calculator's line meets them at the measured k and at
+    k = 8. The plan's own cells carry that line no further than the measured verify (issue 46): past k = 2 each
+    costs at most a decode of k + 1 requests plus the measured excess, and the notes say the line was cut."""
     from eaglekit.core.serving.account import Account
 
     (tmp_path / "seed.csv").write_text(SEED_RUNS)
@@ -356,7 +358,15 @@ def test_the_plan_and_the_account_price_the_seeds_verify_alike(tmp_path):
                       batches=(1,), extrapolate=True)
     account = Account.seed()
     grows = account.growing[0]
-    assert [o.verify.ms for o in p.plans[0].options[1:]] == pytest.approx(list(grows.verify_ms), rel=1e-9)
+    (name, tok), _ = p.readings
+    assert name == "per-token"
+    assert [o.verify.ms for o in tok.plans[0].options[1:]] == pytest.approx(list(grows.verify_ms), rel=1e-9)
+    bounded = [o.verify.ms for o in p.plans[0].options[1:]]
+    assert bounded[:2] == pytest.approx(list(grows.verify_ms[:2]), rel=1e-9)   # up to the measured verify: alike
+    excess = p.model.excess_ms(3)
+    for k, ms in enumerate(bounded[2:], 3):
+        assert ms <= p.model.ms(k + 1, 1) + excess + 1e-9 < grows.verify_ms[k - 1]
+    assert any(n.startswith("verify extrapolated") and "up to 3 tokens" in n for n in p.notes)
     line = account.growing_scenario
     for k in (2, 3):
         assert 30.0 + (k - 2) * line.verify_growth_ms == pytest.approx(grows.verify_ms[k - 1], abs=0.006)

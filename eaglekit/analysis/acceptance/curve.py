@@ -47,6 +47,7 @@ def _measure_one(path: str, how: dict[str, Any], shared: dict[str, Any]):
 
         opts = {k: v for k, v in how.items() if k not in ("target", "prompts", "max_new_tokens", "aux_convention",
                                                            "trust_remote_code")}
+        opts["seed"] = opts.pop("sample_seed", 0)   # the dump's --sample seed (the curve's seed is its bootstrap's)
         return measure_dump(path, opts.pop("hidden_states"), **opts).result
     from eaglekit.analysis.acceptance.measure import measure_acceptance  # heavy (torch): when measured
 
@@ -109,7 +110,8 @@ def acceptance_curve(checkpoints: Sequence[str | os.PathLike[str]] | Mapping[str
     ``samples``: samples seen by each checkpoint (a list, or one list per label); default: read from each
     checkpoint (:func:`checkpoint_samples`) with ``batch_size``. Measurement: ``target`` + ``prompts``, or
     ``hidden_states`` (eaglekit's dump, or a training pipeline's with ``target_head``; further options of
-    :func:`~eaglekit.analysis.acceptance.dumps.measure_dump`, e.g. ``scheduler``, in ``dump_options``).
+    :func:`~eaglekit.analysis.acceptance.dumps.measure_dump`, e.g. ``scheduler``, in ``dump_options``; its ``seed``
+    for ``sample`` is ``sample_seed`` here, ``seed`` being the bootstrap's).
     ``predict``: sample counts to predict at; ``reach``: accept lengths to find the samples for;
     ``break_even`` (an accept length) and ``plan`` (an ``eaglekit plan --json`` object or file) join the
     serving plan. ``family``: ``"average"`` (default: every form of

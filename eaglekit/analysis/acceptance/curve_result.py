@@ -228,6 +228,9 @@ class AcceptanceCurve:
             if name not in [c.label for c in self.curves]:
                 raise InputError(f"--compare names {name!r}, not a curve: the curves are "
                                  + ", ".join(c.label for c in self.curves) + ".")
+        if isinstance(samples, bool) or not isinstance(samples, (int, float)) or not math.isfinite(samples) \
+                or samples <= 0:
+            raise InputError(f"--compare N: the sample count must be a positive number (37K allowed), got {samples!r}.")
         if break_even is None:
             lines = self.curves[0].plan
             if not lines:

@@ -30,6 +30,7 @@ computed with the same operations in the same order, so the figures are the chai
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -48,6 +49,10 @@ MAX_STEPS = 64
 MAX_GRID = 32
 #: bound on the logits held at once: rows x draft vocabulary floats
 LOGIT_BUDGET = 2 ** 25
+#: bound on one sequence's tree search: drafted nodes per position (the pool, k + (s - 1) k^2) x positions drafted
+#: from. 6:10:60 (a pool of 510) drafts from 16,000 positions of a sequence within it; the largest pool (64 steps
+#: of top-32, 64,544 nodes) from 129; past it a sequence is one line, not minutes and gigabytes of pools
+MAX_TREE_WORK = 2 ** 23
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,11 @@ def tree_configs(trees) -> tuple[TreeConfig, ...]:
             t = (t.steps, t.topk, t.draft_tokens)
         elif isinstance(t, str):
             parts = t.split(":")
-            if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-                raise InputError(f"tree configuration {t!r} is not STEPS:TOPK:DRAFT_TOKENS (three whole numbers).")
+            # ASCII digits, six at most: a superscript is a "digit" int() refuses, 5,000 digits are past its limit
+            if len(parts) != 3 or not all(re.fullmatch(r"[0-9]{1,6}", p.strip()) for p in parts):
+                shown = t if len(t) <= 40 else t[:40] + "..."
+                raise InputError(f"tree configuration {shown!r} is not STEPS:TOPK:DRAFT_TOKENS (three whole numbers "
+                                 "of at most six ASCII digits).")
             t = tuple(int(p) for p in parts)
         if not isinstance(t, (tuple, list)) or len(t) != 3:
             raise InputError(f"a tree configuration is 'S:K:N' or (steps, topk, draft_tokens), got {t!r}.")
@@ -327,6 +335,7 @@ def tree_sample_stats(model, aux, input_ids, target_ids, prompt_len: int | None,
     if not spans:
         return out
     start = spans[0][0] - 1
+    check_tree_work(configs, T - 1 - start)
     fp = first_pass(model, model.project(aux)[:T - 1], input_ids[1:], start=start)
     pools = {k: _grow_all(model, fp, k, max(c.steps for c in configs if c.topk == k), attention)
              for k in dict.fromkeys(c.topk for c in configs)}
@@ -354,6 +363,21 @@ def tree_sample_stats(model, aux, input_ids, target_ids, prompt_len: int | None,
             out[c].append((SampleStats(v.depth, len(bases), reached.sum(1).numpy(), acc.sum(1).numpy(),
                                        None if soft is None else soft.sum(1), soft, base=a - 1), v.left_first))
     return out
+
+
+def check_tree_work(configs: Sequence[TreeConfig], positions: int) -> None:
+    """One line where growing ``configs``' pools from ``positions`` positions of one sequence passes
+    :data:`MAX_TREE_WORK` drafted nodes (each top-k grows once, to its deepest configuration)."""
+    deepest: dict[int, TreeConfig] = {}
+    for c in configs:
+        if c.topk not in deepest or c.steps > deepest[c.topk].steps:
+            deepest[c.topk] = c
+    for c in deepest.values():
+        if c.pool_size * positions > MAX_TREE_WORK:
+            raise InputError(f"tree {c.label} drafts {c.pool_size:,} nodes from each of a sequence's {positions:,} "
+                             f"positions, {c.pool_size * positions:,} in all, past the {MAX_TREE_WORK:,} one sequence "
+                             f"may take; give fewer steps or a smaller topk (at most "
+                             f"{max(MAX_TREE_WORK // c.pool_size, 1):,} positions at this pool), or shorter sequences.")
 
 
 def _grow_all(model, fp: _FirstPass, k: int, steps: int, attention: TreeAttention) -> TreePool:

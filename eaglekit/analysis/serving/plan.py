@@ -44,6 +44,7 @@ from eaglekit.core.serving.costmodel import (
     check_parallel,
     check_point,
     estimate_model,
+    extrapolation_note,
     fit_model,
     fitted_split,
     mtp_drafter,
@@ -573,6 +574,8 @@ MAX_SCATTER = 1.0
 
 #: The most batch sizes one plan prices (engines schedule a few dozen; 1..512 every one still fits).
 MAX_BATCHES = 512
+#: The most tree configurations one plan prices beside the chains (each at every batch size).
+MAX_TREES = 64
 
 
 def _read_text(path: PathLike, what: str) -> str:
@@ -749,6 +752,13 @@ def _draft(draft_costs: Any) -> DraftTable | None:
 def _verify_column(text: str, what: str) -> tuple[str, list[Point]]:
     """A runs CSV with a ``verify_ms`` column: the CSV without it, and each speculative row's verify as a measured
     forward (batch, draft tokens, ms). Other text comes back as it is."""
+    try:
+        return _split_verify_column(text, what)
+    except csv.Error as e:   # a field past the csv module's limit (131,072 characters), a NUL byte...
+        raise InputError(f"{what}: not a CSV this plan reads ({e}); each field is a short number or name") from None
+
+
+def _split_verify_column(text: str, what: str) -> tuple[str, list[Point]]:
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines or lines[0].lstrip()[:1] in "{[":
         return text, []
@@ -826,6 +836,9 @@ def _trees(trees: Any, runs: RunSet) -> tuple[TreeConfig, ...]:
     for r in runs.speculative:
         if r.topk > 1:
             out.setdefault(r.config, []).append(r.accept_length)
+    if len(out) > MAX_TREES:
+        raise InputError(f"{len(out):,} tree configurations (--trees and the runs' trees): one plan prices at most "
+                         f"{MAX_TREES}; keep the trees you would serve")
     return tuple(TreeConfig(k, t, n, sum(v) / len(v)) for (k, t, n), v in sorted(out.items()))
 
 
@@ -911,7 +924,8 @@ def plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None, 
         return out
     readings = []
     for end in (0.0, 1.0):
-        other = out if abs(end - out.split) < 1e-12 else _plan(**args, verify_split=end, given=True)
+        # each reading is its hypothesis whole: per-token carries its line past the measured verify (and says so)
+        other = _plan(**args, verify_split=end, given=True, carry_excess=True)
         readings.append((split_name(end), other))
     return replace(out, readings=tuple(readings))
 
@@ -921,7 +935,7 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
           batches: Sequence[int] = DEFAULT_BATCHES, max_steps: int = 8, drafter: str | None = None,
           endpoint: str | None = None, timeout: float | None = None, token: str | bool | None = None,
           measured: Any = None, trees: Any = None, extrapolate: bool = False, verify_split: float = 0.0,
-          given: bool = False, block_drafter: Any = None) -> ServingPlan:
+          given: bool = False, block_drafter: Any = None, carry_excess: bool = False) -> ServingPlan:
     check_parallel(tp, context)
     batches = tuple(batches)
     if len(batches) > MAX_BATCHES:
@@ -1028,8 +1042,8 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
         split, split_source = set_split, "set by the verifies measured at several token counts"
     else:
         split, split_source = verify_split, ("given" if given else "the default; one verify cannot tell")
-    model = split_verify(model, split)
-    alt = None if alt is None else split_verify(alt, split)
+    model = replace(split_verify(model, split), carry_excess=carry_excess)
+    alt = None if alt is None else replace(split_verify(alt, split), carry_excess=carry_excess)
 
     def target_cost(b: int, n: int) -> Cost:
         if (b, n) in measured_fwd:
@@ -1139,6 +1153,10 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
                                 draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
                                 fits=fits, target_sd=target_sd,
                                 spec_batches=tuple(r.batch for r in runs.speculative), blocks=block_grid))
+    past = sorted({o.verified_tokens for p in plans for o in (*p.options, *p.trees, *p.blocks)
+                   if not o.verify.measured and model.extrapolated_excess(o.verified_tokens)})
+    if past:
+        notes.append(extrapolation_note(model, past))
     if cap is not None:
         out = [p.batch for p in plans if not p.fits]
         if out:

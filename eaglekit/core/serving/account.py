@@ -345,7 +345,8 @@ def growing_verify(shape: ModelShape | Mapping[str, Any], *, baseline_tps: float
                          f"deployment ran on (--tp; at least {need})")
     model = calibrate(CostModel(s, None, tp, context),
                       [Point(1, 1, 1000.0 / baseline_tps), Point(1, steps + 1, verify_ms)])
-    return split_verify(model, split)
+    # the per-token reading carries its line past the measured verify: that is the hypothesis it prices
+    return replace(split_verify(model, split), carry_excess=True)
 
 
 #: The seed deployment's targets: Kimi-K2.5 with INT4 experts (what it serves) and Kimi-K2 in FP8.

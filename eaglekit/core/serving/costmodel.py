@@ -552,6 +552,10 @@ class CostModel:
     #: beyond bytes and FLOPs: ms per verify forward (any forward of more than one token per request), whatever
     #: its tokens and batch: the per-forward reading of a measured verify's excess (:func:`split_verify`)
     per_verify_ms: float = 0.0
+    #: carry the per-token excess line past the verifies measured (the account's per-token reading, a hypothesis it
+    #: names and prices as such); False (the plan): a verify past them costs at most a decode of B x n requests
+    #: plus the excess measured (:meth:`ms`)
+    carry_excess: bool = False
 
     def excess_ms(self, tokens: int) -> float:
         """What a forward of ``tokens`` per request holds beyond bytes and FLOPs: the per-token and per-verify
@@ -591,16 +595,35 @@ class CostModel:
             return self.fixed_ms + max(self.mem * m, self.compute * c) + extra
         return self.fixed_ms + self.mem * m + self.compute * c + extra
 
+    @property
+    def verify_tokens_measured(self) -> int | None:
+        """The most tokens per request of a measured verify (None: no verify among the points): the per-token
+        excess is a straight line through the measured verifies, and :meth:`ms` carries it no further (unless
+        :attr:`carry_excess`)."""
+        top = self.__dict__.get("_verify_top", 0)
+        if top == 0:   # computed once: the grid asks for every batch size x tokens, and points may number thousands
+            top = max((p.tokens for p in self.points if p.tokens > 1), default=None)
+            object.__setattr__(self, "_verify_top", top)
+        return top
+
+    def extrapolated_excess(self, tokens: int) -> bool:
+        """True where the per-token excess line is carried past the verifies measured (``tokens`` beyond them)."""
+        top = self.verify_tokens_measured
+        return self.per_token_ms > 0 and top is not None and tokens > top
+
     def ms(self, batch: int, tokens: int) -> float:
-        """One forward. A verify (``tokens`` > 1) costs, beyond its measured excess (:meth:`excess_ms`), no more
-        than a decode step of ``batch x tokens`` requests: n tokens of one request do the same expert and GEMM
-        work as n requests' decode with less KV cache to read and fewer requests to schedule."""
+        """One forward. A verify (``tokens`` > 1) costs no more than a decode step of ``batch x tokens`` requests
+        plus the excess the measured verifies show (:meth:`excess_ms` at ``tokens``, or at the most tokens a verify
+        was measured at where ``tokens`` is past them): n tokens of one request do the same expert and GEMM work
+        as n requests' decode with less KV cache to read and fewer requests to schedule, and a straight line
+        through two short verifies says nothing of a 60-token one."""
         base = self.terms_ms(batch, tokens)
         core = max(base + self.offset_ms(batch), 0.5 * base) if self.misfit else base
         if tokens <= 1:
             return core
-        excess = self.excess_ms(tokens)
-        return min(core - excess, self.ms(min(batch * tokens, MAX_BATCH), 1)) + excess
+        top = None if self.carry_excess else self.verify_tokens_measured
+        seen = self.excess_ms(tokens if top is None else min(tokens, top))
+        return min(core, self.ms(min(batch * tokens, MAX_BATCH), 1) + seen)
 
     def verify_ratio(self, steps: int, *, batch: int = 1) -> float:
         """Verify of ``steps`` drafts (``steps + 1`` tokens) over a decode step, at ``batch``."""
@@ -642,6 +665,20 @@ class CostModel:
                 "shape": None if self.shape is None else self.shape.to_json(),
                 "points": [[p.batch, p.tokens, p.ms] for p in self.points],
                 "decode_offsets": [[b, r] for b, r in self.misfit], "description": self.describe()}
+
+
+def extrapolation_note(model: CostModel, tokens: Sequence[int]) -> str:
+    """The plan's warning where verifies of ``tokens`` per request are priced past the verifies measured
+    (:meth:`CostModel.extrapolated_excess`): the fitted excess line is not carried there, and what would price them."""
+    top = model.verify_tokens_measured
+    shown = ", ".join(map(str, tokens[:6])) + (f" ... {tokens[-1]}" if len(tokens) > 6 else "")
+    how = ("the line is carried there (the per-token reading's hypothesis)" if model.carry_excess else
+           f"the line is not carried there: each costs at most a decode step of B x n requests plus the excess "
+           f"measured at {top} tokens ({model.excess_ms(top or 1):.3g} ms)")
+    return (f"verify extrapolated: the verify's excess over bytes and FLOPs ({model.per_token_ms:.3g} ms per verified "
+            f"token past the first) is a straight line through verifies measured at up to {top} tokens per request; "
+            f"verifies of {shown} tokens are priced past them, and {how}. Measure a verify at {tokens[-1]} tokens "
+            f"(--costs B,{tokens[-1]},MS or a verify_ms column) to price it")
 
 
 #: Offsets smaller than this (ms) are the fit's rounding, not a misfit.

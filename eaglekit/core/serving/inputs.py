@@ -30,6 +30,7 @@ from eaglekit.core.serving.plan import Acceptance
 __all__ = [
     "DraftEstimate",
     "DraftTable",
+    "MAX_TABLE_ROWS",
     "acceptance_from_json",
     "acceptance_from_vllm_log",
     "check_number",
@@ -133,6 +134,18 @@ def _refuse_contradictions(sums: Mapping[Any, list[float]], what: str, name: Any
                              "server's measurements")
 
 
+#: The most distinct rows a cost table may hold ((batch, tokens) for the target, batch sizes for the draft step):
+#: each draft row is a row of the drafting fit, refitted without it to name outliers (work that grows as the
+#: square of the rows); a forward table of more points than this says nothing a few dozen do not.
+MAX_TABLE_ROWS = 1024
+
+
+def _check_rows(count: int, what: str, unit: str) -> None:
+    if count > MAX_TABLE_ROWS:
+        raise InputError(f"{what} has {count:,} distinct {unit}: a table holds at most {MAX_TABLE_ROWS:,}; keep the "
+                         "batch sizes you serve (a few dozen pin the fit)")
+
+
 def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) -> tuple[Point, ...]:
     """Measured target forwards from ``batch,tokens,ms`` text; at least two rows (a decode and a verify) unless
     ``need_two`` is off (measured runs give the decode steps)."""
@@ -141,6 +154,7 @@ def parse_costs(text: str, *, what: str = "COSTS.csv", need_two: bool = True) ->
         where = f"{what} row {i}"
         key = (_whole(row["batch"], where, "batch"), _whole(row["tokens"], where, "tokens"))
         sums.setdefault(key, []).append(_ms(row["ms"], where))
+    _check_rows(len(sums), what, "(batch, tokens) rows")
     _refuse_contradictions(sums, what, lambda key: f"batch {key[0]}, {key[1]} token(s)")
     if len(sums) < (2 if need_two else 1):
         raise InputError(f"{what} has {len(sums)} distinct row: the plan needs at least two (batch, tokens) "
@@ -174,6 +188,7 @@ def parse_sglang_bench(text: str, *, what: str = "bench_one_batch results") -> t
                          "(the plan's --context)")
     if len(sums) < 2:
         raise InputError(f"{what} has decode steps at {len(sums)} batch size: the plan needs at least two rows")
+    _check_rows(len(sums), what, "batch sizes")
     points = tuple(Point(b, 1, sum(v) / len(v)) for b, v in sorted(sums.items()))
     return points, (lengths.pop() if lengths else 0)
 
@@ -234,6 +249,7 @@ def parse_draft_costs(text: str, *, what: str = "DRAFT.csv") -> DraftTable:
     for i, row in csv_rows(text, what, ("batch", "ms")):
         where = f"{what} row {i}"
         sums.setdefault(_whole(row["batch"], where, "batch"), []).append(_ms(row["ms"], where))
+    _check_rows(len(sums), what, "batch sizes")
     _refuse_contradictions(sums, what, lambda b: f"batch {b}")
     measured = {b: sum(v) / len(v) for b, v in sorted(sums.items())}
     if not measured:

@@ -43,12 +43,15 @@ from eaglekit.core import safejson
 from eaglekit.core.errors import InputError
 from eaglekit.core.serving.inputs import check_number, csv_rows
 
-__all__ = ["REPEAT_SPREAD", "Run", "RunSet", "merge_runs", "parse_runs"]
+__all__ = ["MAX_RUNS", "REPEAT_SPREAD", "Run", "RunSet", "merge_runs", "parse_runs"]
 
 #: Repeats of one configuration that differ by more than this (relative) are named in a warning.
 REPEAT_SPREAD = 0.15
 #: Repeats further apart than this factor are refused: no mean of them describes one server.
 CONTRADICTION = 10.0
+#: The most distinct runs (batch size x configuration, repeats averaged) one plan reads: each is a row of the
+#: drafting fit, refitted without it to name outliers (work that grows as the square of the runs).
+MAX_RUNS = 1024
 _MAX_BATCH, _MAX_STEPS, _MAX_TOPK, _MAX_DRAFT_TOKENS, _MAX_TPS = 1 << 20, 64, 64, 4096, 1e9
 RUN_COLUMNS = ("batch", "steps", "topk", "draft_tokens", "accept_length", "tokens_per_s")
 
@@ -166,6 +169,9 @@ def merge_runs(runs: Sequence[Run]) -> RunSet:
     groups: dict[tuple[int, tuple[int, int, int]], list[Run]] = {}
     for r in runs:
         groups.setdefault((r.batch, r.config), []).append(r)
+    if len(groups) > MAX_RUNS:
+        raise InputError(f"{len(groups):,} distinct runs (batch size x configuration, repeats averaged): one plan "
+                         f"reads at most {MAX_RUNS:,}; keep the batch sizes and configurations you serve")
     out, warnings = [], []
     for (b, _), rs in sorted(groups.items()):
         tps = [r.tokens_per_s for r in rs]

@@ -154,14 +154,18 @@ PIPE_WAIT_S = 60.0
 
 def read_local_file(path: str | os.PathLike[str], *, limit: int, what: str, pipe_wait: float = PIPE_WAIT_S) -> bytes:
     """The whole of a small local file given by the user (a table, a log, a map), read as checkpoint files
-    are: a regular file, its size checked against ``limit`` first; or a pipe (a FIFO, shell process
-    substitution ``<(printf ...)``), read up to ``limit`` bytes within ``pipe_wait`` seconds. A device
-    (``/dev/zero``) or socket is refused unread."""
+    are: a regular file, its size checked against ``limit`` first; or a shell's pipe (process substitution
+    ``<(printf ...)``, a redirected stdin), read up to ``limit`` bytes within ``pipe_wait`` seconds. A named pipe
+    (a FIFO on the file system: nothing says a writer will ever come), a device (``/dev/zero``) or a socket is
+    refused unopened."""
     p = Path(path).expanduser()
     try:
         fifo = stat.S_ISFIFO(os.stat(p).st_mode)
     except OSError:
         fifo = False
+    if fifo and not _shell_pipe(p):
+        raise LocationError(f"{what} {shown(str(p))} is a named pipe (FIFO), not a regular file: it would wait for "
+                            "a writer that may never come. Give a file, or a command's output as <(command).")
     if fifo:
         return _read_pipe(p, limit=limit, what=what, wait=pipe_wait)
     data = LocalSource(str(p.parent), display=str(p), named=p.name).read_small(p.name, limit) \
@@ -169,6 +173,13 @@ def read_local_file(path: str | os.PathLike[str], *, limit: int, what: str, pipe
     if data is None:
         raise NotFoundError(f"{what} {shown(str(p))}: no such file.")
     return data
+
+
+def _shell_pipe(path: Path) -> bool:
+    """True for a pipe without a name on the file system, as a shell passes ``<(command)`` or a redirected stdin
+    (``/dev/fd/63`` resolves to ``/proc/PID/fd/pipe:[INODE]`` on Linux): its writer is the shell's command."""
+    real = Path(os.path.realpath(path))
+    return real.name.startswith("pipe:[") and real.parts[:2] == ("/", "proc")
 
 
 def _read_pipe(path: Path, *, limit: int, what: str, wait: float) -> bytes:
