@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from eaglekit.analysis.acceptance.block import PromptCycles, walk_cycles
+from eaglekit.analysis.acceptance.block_cycles import PromptCycles, walk_cycles
 from eaglekit.analysis.acceptance.measure import SampleStats, cycle_log, summarise
 from eaglekit.analysis.acceptance.positions import CycleLog, PositionRange, by_position, position_range
 from eaglekit.core.errors import InputError

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from eaglekit.analysis.acceptance.block import SCORE_FLOATS, PromptCycles
+from eaglekit.analysis.acceptance.block_cycles import SCORE_FLOATS, PromptCycles
 from eaglekit.analysis.acceptance.block_target import TargetParts
 from eaglekit.analysis.draft.dspark import DSparkDrafter
 
@@ -94,5 +94,5 @@ def dspark_cycles(drafter: DSparkDrafter, parts: TargetParts, tokens: torch.Tens
             conditioned += ((m[:, None] >= j - 1) & avail).sum(0).numpy()
             accepted += ((m[:, None] >= j) & avail).sum(0).numpy()
         cycles = walk_deepspec(matches, budget=max_new_tokens, stop_at=stop_at)
-        out.append(PromptCycles(cycles, sum(cycles), matches, conditioned, accepted))
+        out.append(PromptCycles(cycles, sum(cycles), matches, conditioned, accepted, N + 1))
     return out
