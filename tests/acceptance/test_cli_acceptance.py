@@ -7,24 +7,10 @@ import json
 
 import pytest
 
-from eaglekit.cli import main
+from clirun import one_line_error as _error, run as _run
 
 KEYS = ["steps", "temperature", "prompts", "generated_tokens", "cycles", "accept_length", "accept_length_low",
         "accept_length_high", "accept_length_interval", "per_step_acceptance", "accept_length_by_steps"]
-
-
-def _run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error(capsys, *args: str) -> str:
-    code, out, err = _run(capsys, *args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def test_json_schema_and_dump_round_trip(capsys, trained, tmp_path):

@@ -11,29 +11,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 import dflashfixtures as fx  # noqa: E402
+from clirun import one_line_error as _error, run as _run  # noqa: E402
 
 from eaglekit.analysis.acceptance.measure import measure_acceptance  # noqa: E402
-from eaglekit.cli import main  # noqa: E402
 from eaglekit.core.errors import InputError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def w(tmp_path_factory):
     return fx.world(tmp_path_factory)
-
-
-def _run(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def _error(capsys, *args: str) -> str:
-    code, out, err = _run(capsys, *args)
-    assert code == 2, (out, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def test_cli_json_and_dump_give_the_same_figures(capsys, w, tmp_path):

@@ -389,13 +389,19 @@ def _block_diff(raw_a: Mapping[str, Any], raw_b: Mapping[str, Any], fa: str | No
     return ConfigDiff(a_name, b_name, ba or fa, bb or fb, ordered)
 
 
-def _try_block(raw: Mapping[str, Any], name: str) -> BlockDrafterConfig | None:
-    if block_family(raw) is None:
+def _read_if(detect, read, raw: Mapping[str, Any], name: str):
+    """``read(raw)`` when ``detect`` recognises it, else None; None too for a broken config, which still diffs key
+    by key."""
+    if detect(raw) is None:
         return None
     try:
-        return read_block_config(raw, source=name)
+        return read(raw, source=name)
     except ConfigError:
-        return None  # a broken config still diffs key by key
+        return None
+
+
+def _try_block(raw: Mapping[str, Any], name: str) -> BlockDrafterConfig | None:
+    return _read_if(block_family, read_block_config, raw, name)
 
 
 def _block_same(path: str, ctx: _Context) -> Difference | None:
@@ -413,12 +419,7 @@ def _block_same(path: str, ctx: _Context) -> Difference | None:
 
 
 def _try_normalize(raw: Mapping[str, Any], name: str) -> DrafterConfig | None:
-    if detect_format(raw) is None:
-        return None
-    try:
-        return normalize_config(raw, source=name)
-    except ConfigError:
-        return None  # a broken config still diffs key by key
+    return _read_if(detect_format, normalize_config, raw, name)
 
 
 def _walk(a: Any, b: Any, path: str) -> Iterator[tuple[str, Any, Any]]:
