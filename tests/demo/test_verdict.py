@@ -48,3 +48,23 @@ def test_gpu_and_context_say_when_they_are_assumed():
 def test_nothing_to_judge_is_an_input_error():
     with pytest.raises(InputError, match="at least one candidate"):
         judge({}, **SEED)
+
+
+def test_a_block_drafter_is_judged_on_its_block_cycle(tmp_path):
+    import json
+
+    config = {"architectures": ["DFlashDraftModel"], "hidden_size": 7168, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 18432, "num_hidden_layers": 2,
+              "vocab_size": 163840, "block_size": 5, "num_target_layers": 61,
+              "dflash_config": {"mask_token_id": 163838, "target_layer_ids": [1, 29, 57]}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    lengths = [1.95, 2.85, 3.7, 4.4]
+    block = {"family": "dflash", "block_size": 5, "steps": 4, "drafter": "demo/dflash",
+             "accept_length_by_steps": lengths, "accept_length_by_steps_low": [x - 0.05 for x in lengths],
+             "accept_length_by_steps_high": [x + 0.05 for x in lengths]}
+    v = judge({"weak": WEAK, "DFlash": block}, **SEED, block_drafters={"DFlash": path})
+    d = v["DFlash"]
+    assert d.block and not v["weak"].block and 1 <= d.steps <= 4
+    assert d.accept_length.value == pytest.approx(lengths[d.steps - 1]) and d.accept_length.has_interval
+    assert "(block cycle, verify read per-token)" in d.sentence()

@@ -7,19 +7,38 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+from pathlib import Path
 
 import pytest
 
 from eaglekit.demo.candidates import (K25_CANDIDATES, SEED_BASELINE_RUN, SEED_CONTEXT, SEED_GPU, SEED_TARGET, SEED_TP,
                                       SEED_VERIFY, demo_candidates, demo_verdicts)
 
+ROOT = Path(__file__).resolve().parents[2]
 PAGES = ("00_investigation", "06_acceptance", "08_serving_plan", "10_after_deploy")
 
 
 @pytest.fixture(scope="module")
-def verdicts(trained):
-    return demo_verdicts(trained)
+def world(notebook_demo):
+    """The trained world the pages run on, named as the pages name it (from notebooks/, by the relative path the
+    report runner gives them): the result cache keys a measurement by the drafter's path as given too, so the pages
+    and this module read one measurement."""
+    from eaglekit.demo.trained import build_trained_demo
+
+    notebooks, here = ROOT / "notebooks", os.getcwd()
+    os.chdir(notebooks)
+    try:
+        yield build_trained_demo(os.path.join(os.path.relpath(notebook_demo.root.resolve(), notebooks.resolve()),
+                                              "trained"))
+    finally:
+        os.chdir(here)
+
+
+@pytest.fixture(scope="module")
+def verdicts(world):
+    return demo_verdicts(world)
 
 
 def _block(nb) -> dict[str, str]:
@@ -73,14 +92,14 @@ def seed_files(tmp_path_factory):
     return folder, runs, costs
 
 
-def test_plan_gives_each_candidate_the_same_verdict(trained, verdicts, seed_files, capsys):
+def test_plan_gives_each_candidate_the_same_verdict(world, verdicts, seed_files, capsys):
     from eaglekit.cli import main
 
     folder, runs, costs = seed_files
-    for name, result in demo_candidates(trained, progress=False).items():
+    for name, result in demo_candidates(world, progress=False).items():
         path = folder / f"{K25_CANDIDATES[name]}.json"
         path.write_text(json.dumps(result.to_json()))
-        block = (["--block-drafter", str(trained.drafter(K25_CANDIDATES[name]) / "config.json")]
+        block = (["--block-drafter", str(world.drafter(K25_CANDIDATES[name]) / "config.json")]
                  if name == "DFlash" else [])
         assert main(["plan", "--acceptance", str(path), *block, "--measured", str(runs), "--costs", str(costs),
                      "--target", SEED_TARGET, "--gpu", SEED_GPU, "--tp", str(SEED_TP), "--context", str(SEED_CONTEXT),
