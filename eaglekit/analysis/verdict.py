@@ -69,7 +69,7 @@ class CandidateVerdict:
                 "next_run": self.next_run}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Verdicts:
     """Every candidate's verdict, the settings they were judged on, and the next measurements ranked: the run that
     can change a verdict first, then the runs that narrow an interval."""
@@ -93,6 +93,8 @@ class Verdicts:
         lines.append("Next measurements, the one that can change a verdict first:")
         lines += [f"{i}. {run}" for i, run in enumerate(self.next_runs, start=1)]
         return "\n".join(lines)
+
+    __repr__ = __str__  # a notebook's plain-text view is the text
 
     def _repr_html_(self) -> str:
         rows = [[c.candidate, html_badge(c.verdict, _COLOUR[c.verdict]),  # type: ignore[arg-type]
