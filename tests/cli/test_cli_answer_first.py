@@ -15,7 +15,8 @@ def test_speedup_leads_with_the_verdict_at_the_measured_k(capsys):
     first = " ".join(out.split("Throughput account")[0].split())
     # 3.07 measured at k = 4 (vLLM's 51.78% at k = 4): priced there, not at the 3 steps that could reach it
     assert first.startswith("Verdict: accept length 3.07 at k = 4: NO-GO (56 tok/s if the verify's excess is paid per "
-                            "verified token, -31%, NO-GO; 78 tok/s if per verify forward, -5%, NO-GO)."), first
+                            "verified token, -31%, NO-GO; 78 tok/s if per verify forward, -5%, NO-GO); point figures on the "
+                            "measured cycle, no interval (eaglekit plan gives the cycle's)."), first
     assert "fewest steps" not in first
 
 

@@ -562,7 +562,8 @@ class Account:
                        f"({r['per_token_tokens_per_s']:.0f} tok/s if the verify's excess is paid per verified token, "
                        f"{r['per_token_tokens_per_s'] / base - 1:+.0%}, {r['per_token_verdict']}; "
                        f"{r['per_forward_tokens_per_s']:.0f} tok/s if per verify forward, "
-                       f"{r['per_forward_tokens_per_s'] / base - 1:+.0%}, {r['per_forward_verdict']}){settle}.")
+                       f"{r['per_forward_tokens_per_s'] / base - 1:+.0%}, {r['per_forward_verdict']}){settle}; point "
+                       "figures on the measured cycle, no interval (eaglekit plan gives the cycle's).")
         return out
 
     def sentences(self) -> list[str]:
