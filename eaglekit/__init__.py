@@ -73,7 +73,8 @@ _EXPORTS = {
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
     "measurement_prompts": "demo.prompts",
-    "measure_demo": "demo.candidates", "demo_candidates": "demo.candidates",
+    "measure_demo": "demo.candidates", "demo_candidates": "demo.candidates", "demo_verdicts": "demo.candidates",
+    "judge": "analysis.verdict", "Verdicts": "analysis.verdict", "CandidateVerdict": "analysis.verdict",
     "block_scenario": "core.serving.block",
     "HubServer": "demo.hubserver",
     "serve_demo_hub": "demo.shelf",
@@ -156,7 +157,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
     from eaglekit.demo.prompts import measurement_prompts
-    from eaglekit.demo.candidates import demo_candidates, measure_demo
+    from eaglekit.demo.candidates import demo_candidates, demo_verdicts, measure_demo
+    from eaglekit.analysis.verdict import CandidateVerdict, Verdicts, judge
     from eaglekit.core.serving.block import block_scenario
     from eaglekit.demo.hubserver import HubServer
     from eaglekit.demo.shelf import serve_demo_hub

@@ -15,6 +15,19 @@
 
 # %% [markdown]
 # # 06 · Accept length, measured: will this drafter pay off on that target?
+# The answer first: the demo's K2.5 candidates, each judged on the seed's deployment, and the next measurement;
+# then the measurements behind it.
+
+# %%
+import os
+
+import eaglekit
+
+verdicts = eaglekit.demo_verdicts(os.path.join(os.environ.get("EAGLEKIT_DEMO", "../build/demo"), "trained"))
+verdicts  # each K2.5 candidate on the seed's deployment (page 08's plan at batch 1), as pages 00, 06, 08 and 10 open
+
+# %% [markdown]
+# ## The question
 #
 # Every other view guesses: shapes, vocabulary overlap, weight cosine. The number that decides whether
 # speculative decoding pays is the **accept length**: tokens emitted per draft-verify cycle. This
@@ -241,6 +254,10 @@ eaglekit.measure_dump(world.drafter("k2"), dataset, target_head=str(world.target
 # ## Conclusion (generated from the measurements above)
 # Go or no-go on the serving cycle above, at the depth the drafters were trained to (K = 3, as notebook
 # 00 judges them) and at each drafter's best K; the DFlash drafter on its block cycle, at every K it drafts.
+# A narrower question than the verdict block at the top: the accept length against the break-even of this cycle,
+# taken as exact, on one reading of the verify. The block asks the plan (page 08), with the cycle's own uncertainty
+# and both readings; where the two differ, that uncertainty is the difference, and the block names the run that
+# settles it.
 
 # %%
 conclude_acceptance(own=own, new_target=on_new, scratch=scratch, warm=warm, scenario=serving,

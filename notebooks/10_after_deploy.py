@@ -15,6 +15,19 @@
 
 # %% [markdown]
 # # 10 · After the deploy: the engine's own acceptance, beside the offline figure
+# The answer first: the demo's K2.5 candidates judged offline, and the next measurement; then what the engine says
+# once one is served.
+
+# %%
+import os
+
+import eaglekit
+
+verdicts = eaglekit.demo_verdicts(os.path.join(os.environ.get("EAGLEKIT_DEMO", "../build/demo"), "trained"))
+verdicts  # each K2.5 candidate on the seed's deployment (page 08's plan at batch 1), as pages 00, 06, 08 and 10 open
+
+# %% [markdown]
+# ## Once served
 #
 # Every page so far answers before serving. Once a drafter is served, the engine counts its own acceptance:
 # vLLM's `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`, `..._num_accepted_tokens_total` and
@@ -69,6 +82,9 @@ offline
 # ## The engine, read live
 # `eaglekit live URL --window 30` in the terminal (`--json` for a file the plan reads). Each window's reading is
 # the difference of two scrapes; a counter that went down means the server restarted, and the window is read again.
+# On the demo the engine's accept length sits below the offline one by construction (its first step is served
+# `SERVED_FIRST_STEP` = 0.7 times as often accepted): it answers "what does the engine accept?", at the served
+# k = 3, not "what does the drafter accept offline?", which the verdict block above and pages 00, 06 and 08 read.
 
 # %%
 server, NAME = None, None  # NAME: what the readings call the server (None: its address)

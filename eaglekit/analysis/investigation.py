@@ -73,12 +73,14 @@ def _hidden_sentence(hidden: HiddenDrift) -> str:
 
 def conclude(report: CompatReport, *, similarity=None, account: Account | None = None,
              measured: Mapping[str, AcceptanceResult] | None = None,
-             hidden: HiddenDrift | None = None) -> Conclusion:
+             hidden: HiddenDrift | None = None, payoff: bool = True) -> Conclusion:
     """Sentences from the results: verdict, vocabulary overlap, weight similarity, payoff.
 
     The payoff is the deployment's throughput :class:`~eaglekit.core.serving.account.Account`, told as everywhere
     else: the measured cycle with its steps and draft cost, the verify-only arithmetic and why it differs,
     each target at the deployment's steps (or what would reach it), and what an expected accept length gives.
+    ``payoff=False`` leaves the account's sentences out where the page shows the account itself (notebook 00): the
+    account still prices the measured accept lengths.
     """
     sentences = [_verdict_sentence(report)]
     sim = _similarity_sentence(similarity)
@@ -87,7 +89,7 @@ def conclude(report: CompatReport, *, similarity=None, account: Account | None =
     if report.verdict != "incompatible" and any(t.status == "expected-absent" for t in report.tensors):
         sentences.append("embed_tokens.weight is absent on one side, as expected: it is frozen and taken from the "
                          "target at load time.")
-    if account is not None:
+    if account is not None and payoff:
         sentences += account.sentences()
     for label, result in (measured or {}).items():
         sentences.append(_measured_sentence(label, result, account))

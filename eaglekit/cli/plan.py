@@ -21,11 +21,17 @@ drafts). DRAFT.csv: ``batch,ms``, one draft step. The maths: :mod:`eaglekit.core
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import Any
 
 from eaglekit.cli._plan_context import add_context_options, run_by_context
 from eaglekit.cli.common import add_json_option, add_remote_options, capped, emit, whole
 from eaglekit.core.serving.costmodel import MAX_CONTEXT, MAX_TP
+
+#: the context a plan assumes without --context (the headline says so)
+DEFAULT_CONTEXT = 4096
+#: the GPU whose figures a plan without --gpu takes (the headline says so)
+DEFAULT_GPU = "H100-SXM"
 
 _EPILOG = ("Accept length at k steps = 1 + sum over j <= k of the product of the first j per-step acceptances "
            "(bonus token included); cycle = target forward at k + 1 tokens + k draft steps + the per-cycle overhead; "
@@ -73,7 +79,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "a published config: kimi-k25-int4, kimi-k2-fp8, llama-3.1-8b, qwen3-30b-a3b")
     p.add_argument("--gpu", metavar="NAME", help="GPU table entry (H100-SXM, H200, B200, ...) or custom:TBPS,BF16[,FP8[,MEMORY_GB]]")
     p.add_argument("--tp", type=whole(1, MAX_TP, "a tensor-parallel degree"), default=1, metavar="N", help="tensor-parallel degree (default 1)")
-    p.add_argument("--context", type=whole(0, MAX_CONTEXT, "a context length"), default=4096, metavar="TOKENS", help="context length (default 4096)")
+    p.add_argument("--context", type=whole(0, MAX_CONTEXT, "a context length"), default=None, metavar="TOKENS",
+                   help=f"context length (default {DEFAULT_CONTEXT}, said in the headline)")
     p.add_argument("--calibrate", action="append", default=[], metavar="B,N,MS",
                    help="a measured forward (batch, tokens per request, ms) to calibrate the estimate (repeatable)")
     p.add_argument("--batch", default="1,2,4,8,16,32,64,128,256", metavar="1,2,4,...", help="batch sizes to plan")
@@ -178,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
                          "--accept-length with --steps), or --measured runs with their accept lengths")
     if blocks:
         acceptance = [a for a in (acceptance,) if a is not None] + blocks
+    context = DEFAULT_CONTEXT if args.context is None else args.context
     kwargs = dict(costs=args.costs, draft_costs=args.draft_costs, target=args.target, gpu=args.gpu,
                   tp=args.tp, calibrate_points=[_point(c) for c in args.calibrate],
                   batches=_ints(args.batch, "--batch"), max_steps=args.max_steps, drafter=args.drafter,
@@ -185,7 +193,12 @@ def run(args: argparse.Namespace) -> int:
                   extrapolate=args.extrapolate, verify_split=args.verify_split,
                   block_drafter=args.block_drafter or None)
     if args.contexts is not None or args.schedule_format is not None:
-        return run_by_context(args, acceptance, kwargs)
-    result = plan(acceptance, context=args.context, **kwargs)
+        return run_by_context(argparse.Namespace(**{**vars(args), "context": context}), acceptance, kwargs)
+    result = plan(acceptance, context=context, **kwargs)
+    assumed = [f"GPU {DEFAULT_GPU}'s figures" if args.gpu is None else "",
+               f"context {DEFAULT_CONTEXT}" if args.context is None else ""]
+    if any(assumed):
+        result = replace(result, assumed=", ".join(a for a in assumed if a) + "; pass "
+                         + "/".join(o for o, a in zip(("--gpu", "--context"), assumed) if a))
     emit(result, args)
     return 0

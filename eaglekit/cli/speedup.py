@@ -46,8 +46,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--spec-tps", type=FIGURE, default=None, metavar="S",
                    help="measured tok/s with speculation at --accept-length: fit the cycle from it")
     p.add_argument("--candidate-accept-length", type=FIGURE, action="append", default=None, metavar="L",
-                   help="with --spec-tps: what an expected accept length (a candidate drafter's) gives, at the "
-                        "fewest steps that allow it (repeatable)")
+                   help="with --spec-tps: what an expected accept length (a candidate drafter's) gives, at the k it "
+                        "was measured at (--candidate-steps) or else the fewest steps that allow it (repeatable)")
+    p.add_argument("--candidate-steps", type=capped(), action="append", default=None, metavar="K",
+                   help="the draft steps each --candidate-accept-length was measured at, in the same order")
     p.add_argument("--target-tps", type=FIGURE, action="append", default=None, metavar="T",
                    help="what a target tok/s needs (repeatable with --spec-tps)")
     p.add_argument("--verify-grows-for", action="append", default=None, metavar="TARGET",
@@ -85,13 +87,13 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--spec-tps derives the overhead from the measurement: leave out --overhead-ms")
         result = Account.from_measurements(args.baseline_tps, args.spec_tps, args.accept_length,
                                            verify_ms=args.verify_ms, steps=args.steps, draft_ms=args.draft_ms,
-                                           targets=targets, expected=args.candidate_accept_length or (),
+                                           targets=targets, expected=_candidates(args),
                                            verify_grows_for=_grows_for(args.verify_grows_for or ()), tp=args.tp,
                                            verify_split=args.verify_split)
     else:
         if args.verify_grows_for:
             raise InputError("--verify-grows-for calibrates to the measured cycle: add --spec-tps (with --steps)")
-        if args.candidate_accept_length:
+        if args.candidate_accept_length or args.candidate_steps:
             raise InputError("--candidate-accept-length is priced on the measured cycle: add --spec-tps (with "
                              "--steps), or use --accept-length alone for one scenario")
         if len(targets) > 1:
@@ -107,6 +109,17 @@ def run(args: argparse.Namespace) -> int:
                           target_tps=targets[0] if targets else None)
     emit(result, args)
     return 0
+
+
+def _candidates(args: argparse.Namespace) -> list:
+    """Each --candidate-accept-length, paired with its --candidate-steps where given."""
+    from eaglekit.core.errors import InputError
+
+    lengths, steps = args.candidate_accept_length or [], args.candidate_steps or []
+    if steps and len(steps) != len(lengths):
+        raise InputError(f"give one --candidate-steps per --candidate-accept-length ({len(lengths)} accept lengths, "
+                         f"{len(steps)} steps)")
+    return [(L, k) for L, k in zip(lengths, steps)] if steps else list(lengths)
 
 
 def _grows_for(names: list[str]) -> dict:

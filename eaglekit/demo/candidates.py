@@ -10,6 +10,8 @@ others read the answer back (and say so), and no two pages can show two figures 
 from __future__ import annotations
 
 from eaglekit.analysis.acceptance.measure import AcceptanceResult, measure_acceptance
+from eaglekit.analysis.verdict import Verdicts, judge
+from eaglekit.demo.trained import build_trained_demo
 from eaglekit.demo.prompts import MAX_NEW_TOKENS, MEASURED_PROMPTS, measurement_prompts
 
 #: the deepest K a page judges (page 06's K curve; the drafters were trained for 3)
@@ -34,3 +36,24 @@ def measure_demo(world, drafter: str, target: str, *, aux_convention=None, progr
 def demo_candidates(world, *, progress: bool | None = None) -> dict[str, AcceptanceResult]:
     """Each K2.5 candidate of :data:`K25_CANDIDATES` measured on the K2.5 target (:func:`measure_demo`)."""
     return {label: measure_demo(world, name, "k25", progress=progress) for label, name in K25_CANDIDATES.items()}
+
+
+#: the deployment every demo verdict is judged on (page 08's plan of the seed): its run without speculation (82 tok/s
+#: at batch 1), its measured verify of 2 drafts (30 ms), K2.5 on 8 GPUs; the seed names no GPU model (8 PCIe GPUs),
+#: so H20 is assumed, and no context, so 2048 tokens is; the seed's speculative run stays out (its cells belong
+#: to the team's old drafter, not to these candidates)
+SEED_BASELINE_RUN = (1, 0, None, None, None, 82.0)
+SEED_VERIFY = ((1, 3, 30.0),)
+SEED_TARGET, SEED_GPU, SEED_TP, SEED_CONTEXT = "kimi-k25-int4", "H20", 8, 2048
+
+
+def demo_verdicts(world, *, batch: int = 1, progress: bool | None = False) -> Verdicts:
+    """The verdict of each K2.5 candidate (:func:`demo_candidates`) on the seed's deployment at ``batch``
+    (:func:`eaglekit.analysis.verdict.judge`): the block pages 00, 06, 08 and 10 open with. ``world``: the trained
+    world, or its folder (built there on first use)."""
+    if not hasattr(world, "drafter"):
+        world = build_trained_demo(world, progress=progress)
+    return judge(demo_candidates(world, progress=progress), costs=list(SEED_VERIFY), measured=[SEED_BASELINE_RUN],
+                 target=SEED_TARGET, gpu=SEED_GPU, tp=SEED_TP, context=SEED_CONTEXT, batch=batch, max_steps=STEPS,
+                 block_drafters={"DFlash": world.drafter(K25_CANDIDATES["DFlash"]) / "config.json"},
+                 gpu_assumed=True, context_assumed=True)

@@ -488,7 +488,7 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
     private = [Path(notebooks).resolve().parent, Path(demo).resolve(), out.resolve(), Path.home()]
     copy_assets(out)
     (out / SINGLE).mkdir(exist_ok=True)
-    rendered = []
+    rendered, answer = [], ""
     for path in _progress(paths):
         nb = execute(path) if execute is not None else execute_notebook(path, demo=demo, timeout=timeout)
         title = _title(nb, path.stem)
@@ -502,7 +502,8 @@ def build_report(out: str | os.PathLike[str], *, demo: str | os.PathLike[str], n
             write_atomic(html_path, page.html, what="a report page")
         folder, single = pages
         rendered.append(RenderedNotebook(path.stem, title, folder, pages[folder].figures, single))
-    write_atomic(out / "index.html", _index(rendered), what="a report page")
+        answer = answer or verdict_block(nb)
+    write_atomic(out / "index.html", _index(rendered, answer), what="a report page")
     return rendered
 
 
@@ -519,6 +520,21 @@ def _progress(paths: list[Path]) -> Iterator[Path]:
         bar.set_postfix_str("all rendered", refresh=False)
 
 
+#: The class of the verdict block (:class:`eaglekit.Verdicts`) a page opens with; the index carries page 00's.
+VERDICT_CLASS = "eaglekit-verdict"
+
+
+def verdict_block(nb) -> str:
+    """The HTML of the first verdict block among ``nb``'s outputs ("" where it has none)."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            html = output.get("data", {}).get("text/html", "")
+            html = "".join(html) if isinstance(html, list) else html
+            if f'class="{VERDICT_CLASS}"' in html:
+                return html
+    return ""
+
+
 #: The folder, inside the report, of the single-file pages.
 SINGLE = "single"
 
@@ -533,7 +549,7 @@ INDEX_STORY = (
     "nothing. Page 10's engine is a loopback server replaying a vLLM /metrics page. Every page opens offline.")
 
 
-def _index(pages: list[RenderedNotebook]) -> str:
+def _index(pages: list[RenderedNotebook], answer: str = "") -> str:
     def figures(p: RenderedNotebook) -> str:
         return f" · {len(p.figures)} figure{'s' * (len(p.figures) != 1)}" if p.figures else ""
 
@@ -547,7 +563,9 @@ def _index(pages: list[RenderedNotebook]) -> str:
     return ("<!doctype html><html><head><meta charset='utf-8'><title>eaglekit report</title>"
             "<style>body{font-family:system-ui,sans-serif;max-width:48em;margin:2em auto}"
             "ul.pages{list-style:none;padding-left:0}ul.pages li{margin:.4em 0}</style></head>"
-            "<body><h1>eaglekit report</h1><p>" + INDEX_STORY + "</p>"
+            "<body><h1>eaglekit report</h1>"
+            + (f"<h2>The investigation's answer</h2>{answer}" if answer else "")
+            + "<p>" + INDEX_STORY + "</p>"
             "<p><b>Two forms.</b> The pages linked by title are the <b>folder form</b>: they share one copy of "
             "plotly.js and of the widget front end in <code>assets/</code>, so keep this folder together when you "
             f"move it. The <b>single file</b> links (in <code>{SINGLE}/</code>) are self-contained pages, each with "

@@ -108,7 +108,8 @@ def test_given_draft_cost_leaves_the_rest_as_overhead():
 
 def test_renders_as_text_and_html():
     a = Account.seed()
-    assert str(a).startswith("Throughput account\n- Measured:")
+    assert str(a).startswith("Verdict: accept length 3.2 at k = 3, the fewest steps that allow it")  # the verdict first
+    assert "\nThroughput account\n- Measured:" in str(a)
     html = a._repr_html_()
     assert html.startswith("<table") and "why two figures" in html and "2.73" in html
 

@@ -166,7 +166,9 @@ def best_k(r: AcceptanceResult, *, scenario: Scenario, up_to: int | None = None)
 
 
 def _steps(r: AcceptanceResult, k: int | None = None) -> str:
-    return ", ".join("-" if c is None else f"{c:.2f}" for c in r.per_step_acceptance[:k])
+    """Per-step acceptances to two decimals, or three where two would print a rate below 1 as 1.00."""
+    return ", ".join("-" if c is None else f"{c:.3f}" if c < 1 and round(c, 2) == 1 else f"{c:.2f}"
+                     for c in r.per_step_acceptance[:k])
 
 
 def compare_readings(trained: AcceptanceResult, other: AcceptanceResult, *, chain_steps: int | None = None) -> str:

@@ -162,6 +162,7 @@ class ServingPlan:
     no_run_interval: str | None = None  # with no run: what one measurement would narrow the interval to
     blocks: tuple[BlockCandidate, ...] = ()  # block drafters priced beside the EAGLE-3 options
     block_fits: tuple[BlockFit, ...] = ()  # each block drafter's cycle terms (its prior, fitted where measured)
+    assumed: str = ""  # what the plan assumed that the user did not give ("GPU H100-SXM, context 4096")
 
     # -- derived ------------------------------------------------------------------------------------
     @property
@@ -300,6 +301,8 @@ class ServingPlan:
         if len(set(verdicts.values())) > 1:
             out += (" The two readings of the verify disagree (" + ", ".join(f"{r}: {v}" for r, v in verdicts.items())
                     + "): TOO CLOSE TO CALL until one measurement settles it.")
+        if self.assumed:
+            out += f" Assumed: {self.assumed}."
         return out
 
     def readings_words(self) -> list[tuple[str, str]]:
@@ -318,14 +321,30 @@ class ServingPlan:
                 "" if ch is None or ch is best else f"; best with speculation {ch.label()} "
                                                      f"{ch.tps.text(0)} tok/s, {ch.gain.text(2)}x"))
             out.append((f"verify read {name}", f"batch {b.batch}: {what}: {b.verdict}"))
+        return out
+
+    def settle_run(self) -> str | None:
+        """The run that decides between the two readings of the verify (None where the plan prices one reading)."""
+        if not self.readings:
+            return None
         ref = max(n for (_, n) in self.measured if n > 1) if any(n > 1 for _, n in self.measured) else 3
         k = ref  # the verify at one more drafted token than the measured one: k + 1 = ref - 1 + 1
-        out.append(("what settles it", f"one decode and one verify go through both readings; the verify at "
-                                       f"k = {k} (or the same verify with CUDA graphs on) settles it: SGLang "
-                                       f"bench_speculative.py --steps {k} --topk 1 --num_draft_tokens {k + 1}, vLLM "
-                                       f"`vllm bench latency` with num_speculative_tokens {k}; then give it with "
-                                       "--costs (batch,tokens,ms) or a verify_ms column in the runs CSV"))
-        return out
+        return (f"the verify at k = {k} (or the same verify with CUDA graphs on): one decode and one verify go through "
+                f"both readings, this one settles which holds; SGLang bench_speculative.py --steps {k} --topk 1 "
+                f"--num_draft_tokens {k + 1}, vLLM `vllm bench latency` with num_speculative_tokens {k}; then give it "
+                "with --costs (batch,tokens,ms) or a verify_ms column in the runs CSV")
+
+    def next_runs(self) -> list[str]:
+        """The next measurements, ranked: the run that can change the verdict first (the verify that settles the two
+        readings, where they disagree), then the run that most narrows the open decisions, then the settling run
+        where the readings agree (it still narrows every cell priced past the measured k)."""
+        verdicts = {p.fitting[0].verdict for _, p in self.readings if p.fitting}
+        settle = self.settle_run()
+        narrow = (None if self.next_run is None else
+                  f"{self.next_run['sentence']} (the one run that most narrows the decisions still open)")
+        first = [settle] if settle and len(verdicts) > 1 else []
+        rest = [narrow] + ([settle] if settle and len(verdicts) <= 1 else [])
+        return [r for r in first + rest if r]
 
     def _pairs(self) -> list[tuple[str, str]]:
         a = self.acceptance
@@ -359,9 +378,11 @@ class ServingPlan:
         pairs += self.readings_words()
         if self.no_run_interval:
             pairs.append(("one measurement", self.no_run_interval))
-        if self.next_run is not None:
-            pairs.append(("to narrow it", f"{self.next_run['sentence']} (the one run that most narrows the decisions "
-                                          "still open)"))
+        runs = self.next_runs()
+        if runs:
+            pairs.append(("next runs", " ".join(f"{i}. {r}" for i, r in enumerate(runs, start=1))
+                          + (" (the first can change the verdict)" if len(runs) > 1 and runs[0] == self.settle_run()
+                             else "")))
         pairs += [("warning", w) for w in self.warnings]
         ratio = self.uncalibrated_ratio()
         if ratio is not None:
@@ -539,6 +560,7 @@ class ServingPlan:
             "capacity": None if self.capacity is None else self.capacity.to_json(),
             "largest_batch": self.largest_batch,
             "next_measurement": None if self.next_run is None else dict(self.next_run),
+            "next_runs": self.next_runs(), "assumed": self.assumed or None,
             "runs": [r.to_json() for r in self.runs.runs],
             "trees": [{"steps": t.steps, "topk": t.topk, "draft_tokens": t.draft_tokens,
                        "accept_length": t.accept_length} for t in self.trees],
@@ -953,17 +975,22 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
         acc = _acceptance_from_runs(runs)
     notes: list[str] = []
     warnings: list[str] = list(runs.warnings)
+    foreign: list[Run] = []  # runs of another drafter: they fit the cycle, their cells belong to that drafter
     if acceptance is not None:
-        # a measured run's cell uses the run's accept length, the others the profile: say when the two disagree
+        # a measured run's cell uses the run's accept length where it agrees with the profile: say when they disagree
         for r in runs.speculative:
             if r.chain and r.steps <= MAX_PLAN_STEPS:
                 profile = acc.at(r.steps)
                 if abs(r.accept_length / profile - 1) > ACCEPTANCE_AGREE:
+                    if r.steps <= acc.measured_steps:  # past the profile the run is the only measurement of that k
+                        foreign.append(r)
                     warnings.append(
                         f"acceptance-vs-run: {r.label()} measured accept length {r.accept_length:.2f}, the acceptance "
-                        f"given ({acc.source}) {profile:.2f} at k = {r.steps} ({r.accept_length / profile - 1:+.0%}); "
-                        "that cell is priced as measured, the other k from the acceptance given: a different drafter, "
-                        "dataset or temperature than the runs?")
+                        f"given ({acc.source}) {profile:.2f} at k = {r.steps} ({r.accept_length / profile - 1:+.0%}): "
+                        "a different drafter, dataset or temperature than the runs? The run fits drafting and the "
+                        + ("overhead; its cell is priced from the acceptance given (measured cells belong to the "
+                           "drafter that was measured)" if r in foreign else
+                           "overhead and, past the acceptance given, keeps its cell as measured"))
     shape: ModelShape | None = None
     if target is not None:
         shape = target_shape(target, endpoint=endpoint, timeout=timeout, token=token)
@@ -1149,7 +1176,8 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
     if deep:   # --max-steps bounds trees too: a tree of more steps is not planned
         tree_cfgs = tuple(t for t in tree_cfgs if t.steps <= max_steps)
         notes.append(f"trees of {', '.join(map(str, deep))} steps are past max steps {max_steps}: left out of the plan")
-    plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=runs,
+    own = RunSet(tuple(r for r in runs.runs if r not in foreign), runs.warnings) if foreign else runs
+    plans = monotone(price_grid(tuple(batches), acc, target_cost, fit, max_steps=top, runs=own,
                                 draft_measured=dict(dt.measured) if dt is not None else {}, trees=tree_cfgs,
                                 fits=fits, target_sd=target_sd,
                                 spec_batches=tuple(r.batch for r in runs.speculative), blocks=block_grid))

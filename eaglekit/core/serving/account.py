@@ -59,17 +59,20 @@ __all__ = ["Account", "Fork", "Projection"]
 
 @dataclass(frozen=True)
 class Projection:
-    """Throughput an expected accept length gives at the fewest steps that allow it (at least the deployment's)."""
+    """Throughput an expected accept length gives at the fewest steps that allow it (at least the deployment's), or at
+    the k it was measured at (``given_steps``)."""
 
     accept_length: float
     steps: int
     cycle_ms: float
     tokens_per_s: float
     speedup: float
+    given_steps: bool = False  # priced at the k it was measured at, not the fewest that allow it
 
     def sentence(self, account: Account) -> str:
         word = "faster" if self.speedup > 1 else "slower"
-        more = "" if self.steps == account.steps else f" needs at least {self.steps} draft steps; there it"
+        more = ("" if self.steps == account.steps or self.given_steps
+                else f" needs at least {self.steps} draft steps; there it")
         return (f"Accept length {self.accept_length:g}{more} gives {self.tokens_per_s:.0f} tok/s at k = {self.steps} "
                 f"(cycle {self.cycle_ms:.1f} ms = verify {account.verify_ms:g} + {self.steps} x "
                 f"{account.draft_ms:.2f} ms drafting{account._overhead_words()}), {abs(self.speedup - 1):.0%} {word} "
@@ -381,7 +384,7 @@ class Account:
     @classmethod
     def from_measurements(cls, baseline_tps: float, spec_tps: float, accept_length: float, *, verify_ms: float,
                           steps: int, draft_ms: float | None = None, targets: Sequence[float] = (),
-                          expected: Sequence[float] = (),
+                          expected: Sequence[float | tuple[float, int]] = (),
                           verify_grows_for: GrowsFor | None = None, tp: int = 1, context: int = 4096,
                           verify_split: float | str = 0.0) -> Account:
         """The account of a deployment measured at ``spec_tps`` with accept length ``accept_length`` and
@@ -416,12 +419,16 @@ class Account:
             overhead = max(overhead, 0.0)
         ts = tuple(reach(t, verify_ms=verify_ms, steps=k, draft_ms=draft, overhead_ms=overhead) for t in targets)
         projections = []
-        for L in expected:
+        for item in expected:  # an accept length (priced at the fewest steps that allow it), or (L, its measured k)
+            L, at = item if isinstance(item, tuple) else (item, None)
             L = check_accept_length(L, None)
-            m = max(k, math.ceil(L - 1 - 1e-9))
+            m = max(k, math.ceil(L - 1 - 1e-9)) if at is None else check_steps(at)
+            if L > m + 1 + 1e-9:
+                raise InputError(f"accept length {L:g} cannot be reached at k = {m}: k steps emit at most {m + 1} tokens "
+                                 "per cycle")
             cycle = verify_ms + overhead + m * draft
             tps = throughput(L, cycle_ms=cycle)
-            projections.append(Projection(L, m, cycle, tps, tps / baseline_tps))
+            projections.append(Projection(L, m, cycle, tps, tps / baseline_tps, at is not None))
         split = parse_split(verify_split)
         growing = []
         fork = None
@@ -533,6 +540,33 @@ class Account:
                 f"{self.steps + 1} tokens per cycle that {self.steps} steps impose (at most {self.ceiling_tps:.0f} "
                 "tok/s here), so it understates break-even and makes high targets look reachable.")
 
+    def verdict_lines(self) -> list[str]:
+        """One line per expected accept length, the verdict first: both readings of the verify where the account prices
+        a growing verify (TOO CLOSE TO CALL where they disagree, and the run that settles it), else the verify held at
+        the measured time; each at its k, saying why that k."""
+        out = []
+        rows = {(r["accept_length"], r["steps"]): r for r in (self.fork.rows() if self.fork is not None else ())}
+        for p in self.projections:
+            why = (f"k = {p.steps}" + ("" if p.given_steps else f", the fewest steps that allow it (give the k it was "
+                                                                 "measured at: --candidate-steps)"))
+            r = rows.get((p.accept_length, p.steps))
+            if r is None:
+                call = "GO" if p.speedup > 1 else "NO-GO"
+                out.append(f"Verdict: accept length {p.accept_length:g} at {why}: {call} on the point figure, "
+                           f"{p.tokens_per_s:.0f} tok/s with the verify held at {self.verify_ms:g} ms (a MoE verify grows "
+                           "with k: --verify-grows-for prices it).")
+                continue
+            base = self.baseline_tps
+            settle = (f"; the verify at k = {self.fork.next_k} settles it" if r["verdict"] == "TOO CLOSE TO CALL"
+                      and r["per_token_verdict"] != r["per_forward_verdict"] else "")
+            out.append(f"Verdict: accept length {p.accept_length:g} at {why}: {r['verdict']} "
+                       f"({r['per_token_tokens_per_s']:.0f} tok/s if the verify's excess is paid per verified token, "
+                       f"{r['per_token_tokens_per_s'] / base - 1:+.0%}, {r['per_token_verdict']}; "
+                       f"{r['per_forward_tokens_per_s']:.0f} tok/s if per verify forward, "
+                       f"{r['per_forward_tokens_per_s'] / base - 1:+.0%}, {r['per_forward_verdict']}){settle}; point "
+                       "figures on the measured cycle, no interval (eaglekit plan gives the cycle's).")
+        return out
+
     def sentences(self) -> list[str]:
         """The account in sentences: measured cycle, the verify-only figures and why they differ, targets,
         projections."""
@@ -586,7 +620,8 @@ class Account:
 
     def __str__(self) -> str:
         wrap = textwrap.TextWrapper(width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False)
-        return "Throughput account\n" + "\n".join(wrap.fill(s) for s in self.sentences())
+        first = "".join(textwrap.fill(v, width=100, subsequent_indent="  ") + "\n" for v in self.verdict_lines())
+        return first + "Throughput account\n" + "\n".join(wrap.fill(s) for s in self.sentences())
 
     def _repr_html_(self) -> str:
         return kv_html(self.rows(), caption="Throughput account")
