@@ -210,7 +210,7 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     f = plan.fit
     # the plan's own choices (they weigh the intervals the widget cannot recompute), shown while its inputs hold
     out.update(measured_cells=[[r.batch, r.steps, r.accept_length, r.cycle_ms] for r in plan.runs.runs
-                                if r.chain and r.steps <= plan.max_steps])
+                                if r.chain and r.steps <= plan.max_steps and r not in plan.foreign_runs])
     out.update(plan_choice=[[p.batch, p.best_eagle.steps, p.verdict, list(p.overlapping)] for p in plan.plans if p.fits],
                plan_schedule=dict(plan.schedule), plan_stops_paying_at=plan.stops_paying_at)
     out.update(draft_free=f is None, draft_fixed_ms=0.0 if f is None else f.value[0],

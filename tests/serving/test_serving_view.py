@@ -77,15 +77,29 @@ def test_the_widget_carries_the_forward_s_per_request_and_per_token_terms():
 
 
 def test_the_widget_shows_a_measured_run_as_the_plan_does():
-    """The seed's run at k = 2 (accept length 2.0, 60 tok/s): the widget's point values take the measured cell as
-    the plan does, not the acceptance profile's 2.38 over the modelled cycle."""
+    """The seed's run at k = 2 (accept length 2.0, 60 tok/s) beside an acceptance that agrees with it: the widget's
+    point values take the measured cell as the plan does, not the modelled cycle."""
     runs = [(1, 0, None, None, None, 82.0), (1, 2, 1, 3, 2.0, 60.0)]
-    p = eaglekit.plan((0.8, 0.72, 0.66), costs=[(1, 3, 30.0)], measured=runs, target="kimi-k25-int4", gpu="H20",
+    p = eaglekit.plan((0.6, 2 / 3, 0.6), costs=[(1, 3, 30.0)], measured=runs, target="kimi-k25-int4", gpu="H20",
                       tp=8, context=2048, batches=(1, 8))
     values = values_from_plan(p)
     assert [1, 2, 2.0, pytest.approx(1000 * 2.0 / 60)] in values["measured_cells"]
     got = numbers(values)["options"]
-    assert got[2]["tokens_per_s"] == pytest.approx(60.0) and got[2]["accept_length"] == 2.0
+    assert got[2]["tokens_per_s"] == pytest.approx(60.0) and got[2]["accept_length"] == pytest.approx(2.0)
     assert got[2]["tokens_per_s"] == pytest.approx(p.plans[0].options[2].tokens_per_s)
+
+
+def test_the_widget_leaves_another_drafter_s_run_out_of_the_cells_as_the_plan_does():
+    """Issue 49: a run whose accept length (2.0) disagrees with the acceptance given (2.38 at k = 2) was another
+    drafter's: it fits the cycle, and neither the plan nor the widget shows its cell as this drafter's."""
+    runs = [(1, 0, None, None, None, 82.0), (1, 2, 1, 3, 2.0, 60.0)]
+    p = eaglekit.plan((0.8, 0.72, 0.66), costs=[(1, 3, 30.0)], measured=runs, target="kimi-k25-int4", gpu="H20",
+                      tp=8, context=2048, batches=(1, 8))
+    values = values_from_plan(p)
+    assert [c[:2] for c in values["measured_cells"]] == [[1, 0]]  # the plain decode stays: no drafter in it
+    got = numbers(values)["options"]
+    assert got[2]["accept_length"] == pytest.approx(p.plans[0].options[2].accept_length)
+    assert got[2]["tokens_per_s"] == pytest.approx(p.plans[0].options[2].tokens_per_s)
+    assert got[2]["tokens_per_s"] != pytest.approx(60.0)
     at8 = numbers({**values, "batch_log2": 3})["options"]
     assert at8[2]["accept_length"] == pytest.approx(p.plans[1].options[2].accept_length)  # batch 8 was not measured

@@ -152,6 +152,8 @@ class ServingPlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     fit: CycleFit | None = None
     runs: RunSet = field(default_factory=lambda: RunSet(()))
+    #: runs of another drafter than the acceptance given: they fit the cycle, their cells are not this plan's
+    foreign_runs: tuple[Run, ...] = ()
     capacity: Capacity | None = None
     warnings: tuple[str, ...] = ()
     next_run: Mapping[str, Any] | None = None
@@ -1197,7 +1199,7 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
         def calibrated_sd(b: int, n: int) -> float:
             return RUN_NOISE * target_cost(b, n).ms
         b0 = plans[0].batch
-        narrowed = price_grid((b0,), acc, target_cost, fit, max_steps=top, runs=runs, trees=tree_cfgs,
+        narrowed = price_grid((b0,), acc, target_cost, fit, max_steps=top, runs=own, trees=tree_cfgs,
                               target_sd=calibrated_sd)[0]
         o = plans[0].challenger
         # and a speculative run there too: the draft terms' covariance after one more row (at the prior's value)
@@ -1214,6 +1216,6 @@ def _plan(acceptance: Any = None, *, costs: Any = None, draft_costs: Any = None,
                       f"and one speculative run at {o.label()} beside it (--measured) to about "
                       f"{m.tps.high / m.tps.low:.2f}x")
     return ServingPlan(acc, model, measured_fwd, dt, plans, top, drafter, tuple(notes), fit=fit, runs=runs,
-                       capacity=cap, warnings=tuple(warnings), next_run=next_measurement(plans, fit),
+                       foreign_runs=tuple(foreign), capacity=cap, warnings=tuple(warnings), next_run=next_measurement(plans, fit),
                        trees=tree_cfgs, split=split, split_source=split_source, no_run_interval=no_run, blocks=blocks,
                        block_fits=block_fits)
