@@ -39,6 +39,7 @@ from eaglekit.core.serving.costmodel import (
     split_name,
     split_verify,
 )
+from eaglekit.core.serving.cyclefit import RUN_NOISE
 from eaglekit.core.uncertainty import Verdict
 from eaglekit.core.serving.published import published
 from eaglekit.core.speedup.specmath import (
@@ -198,7 +199,17 @@ LEVERS = ("CUDA graphs for the verify (SGLang: leave out --disable-cuda-graph an
           "settings, or expert parallelism for the MoE layers)")
 
 
+#: A point figure derived from the measured cycle carries the noise of the two throughputs it comes from (the
+#: baseline's and the speculative run's, each about RUN_NOISE run to run): within this fraction of the baseline it
+#: is not an answer either way.
+POINT_BAND = 2 * RUN_NOISE
+
+
 def _verdict(tps: float, baseline: float) -> Verdict:
+    """GO / NO-GO for a point figure on the measured cycle; TOO CLOSE TO CALL within :data:`POINT_BAND` of the
+    baseline, where the two measurements' own noise could turn it."""
+    if abs(tps / baseline - 1) <= POINT_BAND:
+        return "TOO CLOSE TO CALL"
     return "GO" if tps > baseline else "NO-GO"
 
 
@@ -551,7 +562,7 @@ class Account:
                                                                  "measured at: --candidate-steps)"))
             r = rows.get((p.accept_length, p.steps))
             if r is None:
-                call = "GO" if p.speedup > 1 else "NO-GO"
+                call = _verdict(p.tokens_per_s, self.baseline_tps)
                 out.append(f"Verdict: accept length {p.accept_length:g} at {why}: {call} on the point figure, "
                            f"{p.tokens_per_s:.0f} tok/s with the verify held at {self.verify_ms:g} ms (a MoE verify grows "
                            "with k: --verify-grows-for prices it).")
@@ -564,7 +575,9 @@ class Account:
                        f"{r['per_token_tokens_per_s'] / base - 1:+.0%}, {r['per_token_verdict']}; "
                        f"{r['per_forward_tokens_per_s']:.0f} tok/s if per verify forward, "
                        f"{r['per_forward_tokens_per_s'] / base - 1:+.0%}, {r['per_forward_verdict']}){settle}; point "
-                       "figures on the measured cycle, no interval (eaglekit plan gives the cycle's).")
+                       f"figures on the measured cycle, its draft steps costing what the measured drafter's did, TOO "
+                       f"CLOSE TO CALL within {POINT_BAND:.0%} of the baseline (the two throughputs' noise from run to run); "
+                       "eaglekit plan gives the cycle's interval, with a prior on another drafter's steps.")
         return out
 
     def sentences(self) -> list[str]:
