@@ -71,3 +71,38 @@ def test_a_streamed_block_with_nan_is_refused_by_name(tmp_path, small_blocks):
     with pytest.raises(EaglekitError, match=r"lm_head\.weight \(rows 592-628\)"):
         head.next_tokens(torch.randn(3, H), normed=True)
     head.close()
+
+
+def test_a_remote_head_is_copied_once_and_streamed_as_the_local_one(tmp_path, small_blocks):
+    """Issue 46: a remote head past KEEP_HEAD is no longer read whole: it is copied once, by range, to a private local
+    file (never next to the user's model) and streamed from there; the copy gives the held head's tokens, the
+    server sees the head's bytes about once, and close() deletes the copy."""
+    import tempfile
+
+    from eaglekit.demo.fileserver import FileServer
+
+    folder = _target(tmp_path / "t", tie=True)
+    local = read_target_head(folder)
+    final = torch.randn(40, H, generator=torch.Generator().manual_seed(2))
+    columns = torch.tensor([0, 5, 37, 777, 999])
+    with FileServer(tmp_path) as server:
+        remote = read_target_head(f"{server.endpoint}/files/t")
+        sent = sum(rec.bytes_sent for rec in server.log)
+        assert remote.streamed and remote.spool is not None
+        spool = remote.spool
+        assert str(spool).startswith(tempfile.gettempdir()) and not str(spool).startswith(str(tmp_path))
+        for temperature in (0.0, 0.7):
+            a_ids, a_p = local.next_tokens(final, normed=False, temperature=temperature, columns=columns)
+            b_ids, b_p = remote.next_tokens(final, normed=False, temperature=temperature, columns=columns)
+            assert torch.equal(a_ids, b_ids)
+            if temperature:
+                assert torch.allclose(a_p, b_p, rtol=1e-5, atol=1e-7)
+        after = sum(rec.bytes_sent for rec in server.log)
+    head_bytes = V * H * 4
+    assert head_bytes <= sent < 2 * head_bytes and after == sent   # copied once; the passes read the copy
+    remote.close()
+    local.close()
+    from pathlib import Path
+
+    assert not Path(spool).exists() and list(folder.iterdir())   # the copy is gone, the model folder untouched
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]

@@ -55,6 +55,7 @@ class TargetHead:
     stream: Weights | None = None         # where a streamed head's blocks come from
     shape: tuple[int, int] = (0, 0)
     owns_checkpoint: bool = False         # the stream's checkpoint was opened for this head (close() closes it)
+    spool: str | None = None              # a remote head's private local copy (close() deletes it)
 
     @property
     def vocab_size(self) -> int:
@@ -73,6 +74,10 @@ class TargetHead:
         left to the caller)."""
         if self.owns_checkpoint and self.stream is not None and self.stream.checkpoint is not None:
             self.stream.checkpoint.close()
+        if self.spool is not None:
+            from eaglekit.io.spool import remove_spool
+
+            remove_spool(self.spool)
 
     def _final(self, final: torch.Tensor, *, normed: bool, dtype: torch.dtype, device) -> torch.Tensor:
         x = final.to(device=device, dtype=dtype)
@@ -198,10 +203,12 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
     is compared with them before a byte of the head is read. A head, norm or bias holding NaN or Inf is
     refused (:func:`check_finite`; a streamed head's blocks as they are read). A local head past
     :data:`KEEP_HEAD` bytes is streamed (the result holds the checkpoint open until :meth:`TargetHead.close`); a
-    remote one is read once and held, as re-reading it over the network for every sample would cost far more."""
+    remote one that large is first copied once to a private local file (:mod:`eaglekit.io.spool`, deleted by
+    :meth:`TargetHead.close`) and streamed from there, as re-reading it over the network for every sample would
+    cost far more; a smaller one is read once and held."""
     owned = not isinstance(location, Checkpoint)   # a caller's checkpoint stays theirs to close
     ckpt = open_checkpoint(location, endpoint=endpoint, timeout=timeout) if owned else location
-    keep_open = False
+    keep_open, spool, local = False, None, None
     try:
         where = ckpt.inventory.source
         cfg = text_config(ckpt.inventory.config)
@@ -218,9 +225,14 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
             raise InputError(f"{shown(where)}: {head} is {list(head_shape)}; a head is a [vocab, hidden] matrix.")
         if norm_name is not None and tuple(ckpt.inventory[norm_name].shape) != (head_shape[1],):
             norm_name = None  # another width: not this head's final norm
-        # streamed from a local file only (the page cache serves each pass); a remote head is read once and held
-        streamed = (head_shape[0] * head_shape[1] * torch.empty((), dtype=dtype).element_size() > KEEP_HEAD
-                    and ckpt.source.kind == "local")
+        # streamed from a local file (the page cache serves each pass); a remote head is first copied once to a
+        # private local file (eaglekit/io/spool.py), as re-reading it over the network for every pass would cost more
+        streamed = head_shape[0] * head_shape[1] * torch.empty((), dtype=dtype).element_size() > KEEP_HEAD
+        local = ckpt
+        if streamed and ckpt.source.kind != "local":
+            from eaglekit.io.spool import spool_tensor
+
+            spool, local = spool_tensor(ckpt, head)
         lm_head = None
         if not streamed:
             lm_head = ckpt.read_tensor(head)
@@ -246,14 +258,21 @@ def read_target_head(location: str | os.PathLike[str] | Checkpoint, *, device: s
             raise ConfigError(f"{shown(where)}: the final norm's epsilon in config.json is {eps!r}; expected a small "
                               "positive number (rms_norm_eps or layer_norm_epsilon, such as 1e-6).")
         layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
-        stream = Weights({}, device=torch.device(device), dtype=dtype, checkpoint=ckpt, source=where) if streamed \
+        stream = Weights({}, device=torch.device(device), dtype=dtype, checkpoint=local, source=where) if streamed \
             else None
         out = TargetHead(lm_head, norm, float(eps), layers if isinstance(layers, int) else None, where,
                          tuple(n for n in (head, norm_name, bias_name if bias is not None else None) if n),
                          layer_norm=layer_norm, norm_bias=bias, stream=stream, shape=head_shape,
-                         owns_checkpoint=streamed and owned)
-        keep_open = streamed   # the streamed head reads from it until closed
+                         owns_checkpoint=streamed and (owned or spool is not None),
+                         spool=None if spool is None else str(spool))
+        keep_open = streamed and spool is None   # the streamed head reads from it until closed (a copy: from that)
+        spool = None   # the head owns it now
         return out
     finally:
         if owned and not keep_open:
             ckpt.close()
+        if spool is not None:   # refused after the copy: nothing keeps it
+            local.close()
+            from eaglekit.io.spool import remove_spool
+
+            remove_spool(spool)
