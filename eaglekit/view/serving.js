@@ -48,8 +48,12 @@ export function targetMs(p, batch, tokens) {
   const a = p.decode_offsets || [];
   const core = a.length ? Math.max(terms + offsetMs(a, batch), 0.5 * terms) : terms;
   if (tokens <= 1) return core;
-  // a verify costs, beyond its excess, no more than a decode step of batch x tokens requests
-  return Math.min(core - excess, targetMs(p, Math.min(batch * tokens, 1 << 24), 1)) + excess;
+  // a verify costs no more than a decode step of batch x tokens requests plus the excess the measured verifies
+  // show (at the most tokens a verify was measured at, where tokens is past them: the line is not carried further)
+  const top = p.carry_excess ? 0 : (p.verify_tokens_measured || 0);
+  const n = top ? Math.min(tokens, top) : tokens;
+  const seen = n > 1 ? (p.per_token_ms || 0) * (n - 1) + (p.per_verify_ms || 0) : 0;
+  return Math.min(core, targetMs(p, Math.min(batch * tokens, 1 << 24), 1) + seen);
 }
 
 // eaglekit.core.serving.costmodel.CostModel.offset_ms: measured decodes' offsets, linear in log batch size between
@@ -178,6 +182,8 @@ function params(model) {
   for (const [name] of CONTROLS) p[name] = Number(model.get(name));
   p.generic = !!model.get("generic");
   p.draft_free = !!model.get("draft_free");
+  p.carry_excess = !!model.get("carry_excess");
+  p.verify_tokens_measured = Number(model.get("verify_tokens_measured") || 0);
   p.combine = model.get("combine");
   p.per_step = model.get("per_step").map(Number);
   p.batches = model.get("batches").map(Number);
@@ -200,8 +206,12 @@ function planWords(p, start, r, choices) {
   const [, k, verdict, also] = c;
   const within = also.length ? `; k = ${also.join(", ")} within its 95% interval` : "";
   if (Number(k) === r.best_steps) return ` The plan: k = ${k} (${verdict}${within}).`;
-  return ` The plan chooses k = ${k} here (${verdict}${within}): ties within the intervals go to fewer steps, ` +
-    `so the schedule does not climb on a difference the figures cannot tell from noise.`;
+  if (Number(k) < r.best_steps) {
+    return ` The plan chooses k = ${k} here (${verdict}${within}): ties within the intervals go to fewer steps, ` +
+      `so the schedule does not climb on a difference the figures cannot tell from noise.`;
+  }
+  return ` The plan chooses k = ${k} here (${verdict}${within}): its choice weighs the 95% intervals and the ` +
+    `schedule across batch sizes, which these point values alone do not.`;
 }
 
 function render({model, el: root}) {

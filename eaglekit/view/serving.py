@@ -142,7 +142,8 @@ def numbers(p: dict[str, Any]) -> dict[str, Any]:
                       float(p["compute"]), p["combine"], per_token_ms=float(p.get("per_token_ms", 0.0)),
                       per_verify_ms=float(p.get("per_verify_ms", 0.0)),
                       per_request_ms=float(p.get("per_request_ms", 0.0)),
-                      misfit=tuple((int(b), float(r)) for b, r in p.get("decode_offsets", ())))
+                      misfit=tuple((int(b), float(r)) for b, r in p.get("decode_offsets", ())),
+                      verify_top=int(p.get("verify_tokens_measured", 0)), carry_excess=bool(p.get("carry_excess")))
     acc = Acceptance(tuple(p["per_step"]))
 
     def target(b: int, n: int) -> Cost:
@@ -199,7 +200,8 @@ def values_from_plan(plan: ServingPlan, *, batch: int = 1) -> dict[str, Any]:
     tflops = g.tflops(s.compute) if g is not None and s is not None else 1000.0
     out.update(hbm_tb_s=g.hbm_tb_s if g is not None else 1.0, tflops=tflops, tp=m.tp, context=m.context,
                fixed_ms=m.fixed_ms, mem=m.mem, compute=m.compute, combine=m.combine, per_token_ms=m.per_token_ms,
-               per_verify_ms=m.per_verify_ms,
+               per_verify_ms=m.per_verify_ms, verify_tokens_measured=m.verify_tokens_measured or 0,
+               carry_excess=m.carry_excess,
                per_request_ms=m.per_request_ms, decode_offsets=[[b, r] for b, r in m.misfit],
                cap_usable_gb=0.0 if plan.capacity is None else plan.capacity.usable_gb,
                cap_weights_gb=0.0 if plan.capacity is None else plan.capacity.weights_gb,
@@ -254,6 +256,8 @@ def _widget_class() -> type:
         overhead_ms = t.Float(0.0).tag(sync=True)
         per_token_ms = t.Float(0.0).tag(sync=True)
         per_verify_ms = t.Float(0.0).tag(sync=True)
+        verify_tokens_measured = t.Int(0).tag(sync=True)
+        carry_excess = t.Bool(False).tag(sync=True)
         per_request_ms = t.Float(0.0).tag(sync=True)
         decode_offsets = t.List(t.List()).tag(sync=True)
         plan_choice = t.List(t.List()).tag(sync=True)

@@ -556,6 +556,9 @@ class CostModel:
     #: names and prices as such); False (the plan): a verify past them costs at most a decode of B x n requests
     #: plus the excess measured (:meth:`ms`)
     carry_excess: bool = False
+    #: the most tokens per request of a measured verify where :attr:`points` are not kept (the serving widget's
+    #: twin of a plan's model); None: read from the points
+    verify_top: int | None = None
 
     def excess_ms(self, tokens: int) -> float:
         """What a forward of ``tokens`` per request holds beyond bytes and FLOPs: the per-token and per-verify
@@ -600,6 +603,8 @@ class CostModel:
         """The most tokens per request of a measured verify (None: no verify among the points): the per-token
         excess is a straight line through the measured verifies, and :meth:`ms` carries it no further (unless
         :attr:`carry_excess`)."""
+        if self.verify_top is not None:
+            return self.verify_top or None
         top = self.__dict__.get("_verify_top", 0)
         if top == 0:   # computed once: the grid asks for every batch size x tokens, and points may number thousands
             top = max((p.tokens for p in self.points if p.tokens > 1), default=None)
