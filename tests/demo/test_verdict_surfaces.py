@@ -110,8 +110,9 @@ def test_plan_gives_each_candidate_the_same_verdict(world, verdicts, seed_files,
 
 
 def test_speedup_at_the_candidates_k_agrees_where_it_can_tell(verdicts, capsys):
-    """`speedup` prices the candidate's accept length at its k on the measured cycle (point figures, both readings):
-    its first line is the verdict, and a candidate the plan calls GO or NO-GO reads the same there."""
+    """`speedup` prices the candidate's accept length at its k on the measured cycle (point figures, both readings,
+    a point within the two throughputs' noise no answer): its first line is the verdict, the same call as the
+    plan's."""
     from eaglekit.cli import main
 
     for c in verdicts.candidates:
@@ -123,5 +124,4 @@ def test_speedup_at_the_candidates_k_agrees_where_it_can_tell(verdicts, capsys):
                      "--verify-grows-for", SEED_TARGET, "--tp", str(SEED_TP)]) == 0
         first = " ".join(capsys.readouterr().out.split("Throughput account")[0].split())
         assert first.startswith(f"Verdict: accept length {value:g} at k = {c.steps}: "), first
-        if c.verdict != "TOO CLOSE TO CALL":
-            assert f": {c.verdict} (" in first, (c.candidate, first)
+        assert first.startswith(f"Verdict: accept length {value:g} at k = {c.steps}: {c.verdict} ("), (c.candidate, first)

@@ -576,8 +576,11 @@ class Account:
                        f"{r['per_forward_tokens_per_s']:.0f} tok/s if per verify forward, "
                        f"{r['per_forward_tokens_per_s'] / base - 1:+.0%}, {r['per_forward_verdict']}){settle}; point "
                        f"figures on the measured cycle, its draft steps costing what the measured drafter's did, TOO "
-                       f"CLOSE TO CALL within {POINT_BAND:.0%} of the baseline (the two throughputs' noise from run to run); "
-                       "eaglekit plan gives the cycle's interval, with a prior on another drafter's steps.")
+                       f"CLOSE TO CALL within {POINT_BAND:.0%} of the baseline (the two throughputs' noise from run to run)"
+                       + (f"; per-token carries the verify's line past the k = {self.steps} measured, where eaglekit "
+                          "plan caps it at a decode of k + 1 requests plus the excess measured" if p.steps > self.steps
+                          else "")
+                       + "; eaglekit plan gives the cycle's interval, with a prior on another drafter's steps.")
         return out
 
     def sentences(self) -> list[str]:
