@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import secrets
+import stat
 import struct
 import tempfile
 from pathlib import Path
@@ -22,6 +23,8 @@ from eaglekit.io.reader import Checkpoint, open_checkpoint
 #: bytes fetched per range request while copying
 SPOOL_CHUNK = 64 << 20
 FILE = "model.safetensors"
+#: the marker file inside a spool folder: the random token :func:`spool_tensor` wrote, proof that it made the folder
+MARKER = ".eaglekit-spool"
 
 
 def spool_tensor(ckpt: Checkpoint, name: str, *, progress: bool | None = None) -> tuple[Path, Checkpoint]:
@@ -35,6 +38,7 @@ def spool_tensor(ckpt: Checkpoint, name: str, *, progress: bool | None = None) -
     header += b" " * (-len(header) % 8)
     folder = Path(tempfile.mkdtemp(prefix="eaglekit-spool-"))
     try:
+        _write_new(folder / MARKER, secrets.token_hex(16).encode())
         try:
             fd = os.open(folder / FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         except OSError as e:
@@ -58,10 +62,39 @@ def spool_tensor(ckpt: Checkpoint, name: str, *, progress: bool | None = None) -
         raise
 
 
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+
+
+def _marker(folder: Path) -> bytes | None:
+    """The marker's token, read without following a link (None: no marker, or not a plain file)."""
+    try:
+        fd = os.open(folder / MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        return f.read(64)
+
+
 def remove_spool(folder: str | os.PathLike[str] | None) -> None:
-    """Delete a folder :func:`spool_tensor` made (nothing else: its name is checked first)."""
+    """Delete a folder :func:`spool_tensor` made, proven by its marker: only the two files it wrote (never through
+    a link), then the folder; a folder without the marker is left alone."""
     if folder is None:
         return
     folder = Path(folder)
-    if folder.name.startswith("eaglekit-spool-") and folder.parent == Path(tempfile.gettempdir()):
-        shutil.rmtree(folder, ignore_errors=True)
+    if _marker(folder) is None:
+        return
+    for name in (FILE, MARKER):
+        try:
+            if not stat.S_ISDIR(os.lstat(folder / name).st_mode):
+                os.unlink(folder / name)   # unlink removes a link itself, never its target
+        except OSError:
+            pass
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass   # something else was put there: left, with it

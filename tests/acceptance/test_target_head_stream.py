@@ -106,3 +106,15 @@ def test_a_remote_head_is_copied_once_and_streamed_as_the_local_one(tmp_path, sm
 
     assert not Path(spool).exists() and list(folder.iterdir())   # the copy is gone, the model folder untouched
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_only_a_folder_the_spool_made_is_removed(tmp_path):
+    """remove_spool deletes a folder only with the marker spool_tensor writes, and only the files it wrote: a folder
+    named like one but without the marker, and a file a link points at, are left."""
+    from eaglekit.io.spool import FILE, remove_spool
+
+    foreign = tmp_path / "eaglekit-spool-abc"
+    foreign.mkdir()
+    (foreign / FILE).write_text("someone else's")
+    remove_spool(foreign)
+    assert (foreign / FILE).exists()
