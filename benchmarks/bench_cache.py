@@ -12,29 +12,14 @@ The figures must agree but for the cache's own keys, or the script stops.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-
-def run(cmd: list[str], env: dict[str, str]) -> tuple[dict, float, float]:
-    """(JSON printed, wall seconds, peak RSS in MiB) of one whole process (its own rusage, from wait4)."""
-    with tempfile.TemporaryFile() as out:
-        start = time.perf_counter()
-        child = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - start
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd)} exited {child.returncode}")
-        out.seek(0)
-        return json.loads(out.read()), wall, usage.ru_maxrss / 1024
+from wholeprocess import run_json
 
 
 def main() -> int:
@@ -57,9 +42,9 @@ def main() -> int:
         folder = tempfile.mkdtemp(prefix="eaglekit-bench-cache-")
         env = {**os.environ, "EAGLEKIT_CACHE_DIR": folder}
         try:
-            first, t1, m1 = run(base, env)
-            again, t2, m2 = run(base, env)
-            fresh, t3, m3 = run(base + ["--no-cache"], env)
+            first, t1, m1 = run_json(base, env)
+            again, t2, m2 = run_json(base, env)
+            fresh, t3, m3 = run_json(base + ["--no-cache"], env)
         finally:
             shutil.rmtree(folder)
         if not (first["cached"] is False and again["cached"] is True and fresh["cached"] is False):

@@ -68,11 +68,16 @@ _EXPORTS = {
     "drift_map": "view.drift_figures", "drafter_view": "view.drift_figures",
     "accept_length_vs_steps": "view.acceptance_figures", "per_step_acceptance": "view.acceptance_figures", "per_prompt_spread": "view.acceptance_figures",
     "steps_table": "view.acceptance_figures", "break_even_by_steps": "view.acceptance_figures",
-    "accept_length_curve": "view.acceptance_figures",
+    "accept_length_curve": "view.acceptance_figures", "accept_length_by_position": "view.acceptance_figures",
     "build_demo": "demo.world",
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
-    "measurement_prompts": "demo.prompts",
+    "measurement_prompts": "demo.prompts", "long_prompts": "demo.prompts",
+    "measure_long": "demo.candidates", "demo_context_verdicts": "demo.candidates", "demo_context_plan": "demo.candidates",
+    "judge_by_context": "analysis.context_verdict", "ContextVerdicts": "analysis.context_verdict",
+    "plan_from_buckets": "analysis.context_verdict", "plan_by_context": "analysis.serving.context_plan",
+    "ContextPlan": "analysis.serving.context_plan", "position_range": "analysis.acceptance.positions",
+    "PositionProfile": "analysis.acceptance.positions",
     "measure_demo": "demo.candidates", "demo_candidates": "demo.candidates", "demo_verdicts": "demo.candidates",
     "judge": "analysis.verdict", "Verdicts": "analysis.verdict", "CandidateVerdict": "analysis.verdict",
     "block_scenario": "core.serving.block",
@@ -147,6 +152,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.view.drift_figures import drafter_view, drift_map
     from eaglekit.view.acceptance_figures import (
         accept_length_curve,
+        accept_length_by_position,
         accept_length_vs_steps,
         break_even_by_steps,
         per_prompt_spread,
@@ -156,8 +162,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.world import build_demo
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
-    from eaglekit.demo.prompts import measurement_prompts
-    from eaglekit.demo.candidates import demo_candidates, demo_verdicts, measure_demo
+    from eaglekit.demo.prompts import long_prompts, measurement_prompts
+    from eaglekit.demo.candidates import (demo_candidates, demo_context_plan, demo_context_verdicts, demo_verdicts,
+                                          measure_demo, measure_long)
+    from eaglekit.analysis.context_verdict import ContextVerdicts, judge_by_context, plan_from_buckets
+    from eaglekit.analysis.serving.context_plan import ContextPlan, plan_by_context
+    from eaglekit.analysis.acceptance.positions import PositionProfile, position_range
     from eaglekit.analysis.verdict import CandidateVerdict, Verdicts, judge
     from eaglekit.core.serving.block import block_scenario
     from eaglekit.demo.hubserver import HubServer

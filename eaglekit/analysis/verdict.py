@@ -159,7 +159,8 @@ def judge(candidates: Mapping[str, Any], *, costs: Any, measured: Any, target: s
         out.append(CandidateVerdict(name, call, o.steps, batch, "per-token" if not p.split else f"split {p.split:g}",
                                     gpu, context, o.tps, o.tps.value / o.gain.value, al, readings, run, is_block))
     settings = (f"batch {batch}, {target} on {tp} x {gpu}{' (assumed)' if gpu_assumed else ''}, context {context}"
-                f"{' (assumed)' if context_assumed else ''}; the deployment's measured decode and verify")
+                f"{' (assumed)' if context_assumed else ''}; the deployment's measured decode and verify"
+                + _positions_clause(candidates.values(), context))
     return Verdicts(tuple(out), settings, tuple(dict.fromkeys([*decisive, *narrowing])))
 
 
@@ -175,6 +176,21 @@ def _option(p: ServingPlan, *, block: bool):
     if best.steps:
         return best
     return max([*b.options[1:], *b.trees], key=lambda o: o.tokens_per_s)
+
+
+def _positions_clause(acceptances: Any, context: int) -> str:
+    """Where the accept lengths were measured, from the cycles' positions eaglekit measurements keep; and, where the
+    judged context lies past every one of them, that the acceptance there was not measured (it falls with context
+    for drafters trained on short samples: judge_by_context / ``eaglekit plan --contexts`` read it there)."""
+    logs = [log for a in acceptances if (log := getattr(a, "cycle_log", None)) is not None and len(log)]
+    if not logs:
+        return ""
+    lo, hi = min(min(log.position) for log in logs), max(max(log.position) for log in logs)
+    clause = f"; accept lengths measured on requests whose cycles start at positions {lo}-{hi}"
+    if context > hi:
+        clause += (f", short of context {context}: acceptance falls with context for drafters trained on short "
+                   "samples, so measure it there (accept length by position; judge_by_context)")
+    return clause
 
 
 def _interval_at(acceptance: Any, k: int) -> Interval | None:

@@ -38,17 +38,21 @@ def run_by_context(args: argparse.Namespace, acceptance: Any, plan_args: dict[st
     if isinstance(acceptance, list):
         raise InputError("--contexts plans one EAGLE-3 drafter; drop the block drafters' --acceptance results.")
     per_context = [acceptance] * len(contexts)
+    bounds = None
     by_position = _by_position(args)
     if by_position is not None and acceptance is not None:
         per_context = acceptance_at_contexts(by_position, contexts, what=args.acceptance[0])
+        if by_position.get("by_position_by_steps"):   # each bucket's accept length carries its interval: price both ends
+            bounds = list(zip(*(acceptance_at_contexts(by_position, contexts, what=args.acceptance[0], end=e)
+                                for e in ("low", "high"))))
     elif acceptance is not None and len(contexts) > 1:
         per_context = [replace(acceptance, source=f"{acceptance.source}; over all positions, the same at every "
                                "context (measure with --by-position to plan with acceptance by context)")] * len(contexts)
     by_context = runs_by_context(args.measured)
     if by_context is None:
-        grid = plan_by_context(per_context, contexts, **plan_args)
+        grid = plan_by_context(per_context, contexts, acceptance_bounds=bounds, **plan_args)
     else:   # each context fitted to the runs measured there (the cost model alone where none were)
-        grid = plan_by_context(per_context, contexts, **plan_args,
+        grid = plan_by_context(per_context, contexts, acceptance_bounds=bounds, **plan_args,
                                measured_by_context={c: by_context.get(c) for c in contexts})
     if args.schedule_format is None:
         emit(grid, args)

@@ -48,7 +48,12 @@ def emit_with_positions(record: Any, args: argparse.Namespace) -> None:
     profile = result.by_position(args.by_position, break_even=args.break_even,
                                  drafter_range=drafter_range(args.drafter, args))
     if args.json:
-        print_json({**record.to_json(), "by_position": profile.to_json()})
+        extra = {}
+        if len(getattr(result, "cycle_logs", ())) >= result.steps:  # every K's buckets: the plan's accept lengths
+            from eaglekit.analysis.context_verdict import position_json
+
+            extra = {"by_position_by_steps": position_json(result, args.by_position)["by_position_by_steps"]}
+        print_json({**record.to_json(), "by_position": profile.to_json(), **extra})
     else:
         print(record)
         print()

@@ -5,6 +5,11 @@ world on one target the one way those pages show it (the world's :data:`~eagleki
 prompts, continued for :data:`~eaglekit.demo.prompts.MAX_NEW_TOKENS` tokens, drafted to :data:`STEPS` so every
 K a page judges, 1 to 4, comes from the same cycles), through the result cache: the first page to ask pays, the
 others read the answer back (and say so), and no two pages can show two figures for one candidate.
+
+Page 11 asks the same of long traces: :func:`measure_long` measures a candidate on the world's long prompts
+(:func:`~eaglekit.demo.prompts.long_prompts`), :func:`demo_context_verdicts` judges the EAGLE-3 candidates at each
+context of :data:`LONG_CONTEXTS` with the acceptance measured there, and :func:`demo_context_plan` plans one of them
+by (batch size, context length) for the engines' schedules.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 from eaglekit.analysis.acceptance.measure import AcceptanceResult, measure_acceptance
 from eaglekit.analysis.verdict import Verdicts, judge
 from eaglekit.demo.trained import build_trained_demo
-from eaglekit.demo.prompts import MAX_NEW_TOKENS, MEASURED_PROMPTS, measurement_prompts
+from eaglekit.demo.prompts import (LONG_BUCKETS, LONG_LENGTHS, MAX_NEW_TOKENS, MEASURED_PROMPTS, PROMPT_LENGTH,
+                                   long_prompts, measurement_prompts)
 
 #: the deepest K a page judges (page 06's K curve; the drafters were trained for 3)
 STEPS = 4
@@ -57,3 +63,48 @@ def demo_verdicts(world, *, batch: int = 1, progress: bool | None = False) -> Ve
                  target=SEED_TARGET, gpu=SEED_GPU, tp=SEED_TP, context=SEED_CONTEXT, batch=batch, max_steps=STEPS,
                  block_drafters={"DFlash": world.drafter(K25_CANDIDATES["DFlash"]) / "config.json"},
                  gpu_assumed=True, context_assumed=True)
+
+
+#: the contexts page 11 judges and plans at: the chat-length requests' own length, then each long prompt length
+#: (each inside the position bucket of its prompts' cycles, :data:`~eaglekit.demo.prompts.LONG_BUCKETS`)
+LONG_CONTEXTS = (PROMPT_LENGTH + MAX_NEW_TOKENS, *LONG_LENGTHS)
+#: the EAGLE-3 candidates page 11 judges by context (block drafters are measured by position, not yet judged so)
+LONG_CANDIDATES = {label: name for label, name in K25_CANDIDATES.items() if label != "DFlash"}
+
+
+def measure_long(world, drafter: str, target: str = "k25", *, progress: bool | None = None,
+                 cache: bool | str = True) -> AcceptanceResult:
+    """``drafter`` measured on ``target``'s long traces (:func:`~eaglekit.demo.prompts.long_prompts`: the measured
+    pages' prompts, then prompts of 256 to 4,096 tokens, each continued for :data:`~eaglekit.demo.prompts.MAX_NEW_TOKENS` tokens) to :data:`STEPS`,
+    through the result cache."""
+    return measure_acceptance(world.drafter(drafter), target=world.target(target), prompts=long_prompts(world, target),
+                              steps=STEPS, max_new_tokens=MAX_NEW_TOKENS, progress=progress, cache=cache)
+
+
+def demo_context_verdicts(world, *, batch: int = 1, progress: bool | None = False):
+    """Each EAGLE-3 K2.5 candidate judged at each of :data:`LONG_CONTEXTS` on the seed's deployment at ``batch``
+    with the accept length measured at that context on the long traces
+    (:func:`eaglekit.analysis.context_verdict.judge_by_context`): the block page 11 opens with."""
+    from eaglekit.analysis.context_verdict import judge_by_context
+
+    if not hasattr(world, "drafter"):
+        world = build_trained_demo(world, progress=progress)
+    results = {label: measure_long(world, name, progress=progress) for label, name in LONG_CANDIDATES.items()}
+    return judge_by_context(results, LONG_CONTEXTS, LONG_BUCKETS, costs=list(SEED_VERIFY), measured=[SEED_BASELINE_RUN],
+                            target=SEED_TARGET, gpu=SEED_GPU, tp=SEED_TP, batch=batch, max_steps=STEPS,
+                            gpu_assumed=True)
+
+
+def demo_context_plan(world, candidate: str = "public MLA drafter", *, batches=(1, 4, 16, 64),
+                      progress: bool | None = False):
+    """``candidate`` planned by (batch size, context length) on the seed's deployment: at each of
+    :data:`LONG_CONTEXTS`, the acceptance measured there on the long traces
+    (:func:`~eaglekit.analysis.serving.context_plan.plan_by_context`); its ``choices()`` feed the schedules."""
+    from eaglekit.analysis.context_verdict import plan_from_buckets
+
+    if not hasattr(world, "drafter"):
+        world = build_trained_demo(world, progress=progress)
+    result = measure_long(world, LONG_CANDIDATES[candidate], progress=progress)
+    return plan_from_buckets(result, LONG_CONTEXTS, LONG_BUCKETS, max_steps=STEPS, what=candidate,
+                             costs=list(SEED_VERIFY), measured=[SEED_BASELINE_RUN], target=SEED_TARGET, gpu=SEED_GPU,
+                             tp=SEED_TP, batches=tuple(batches))

@@ -60,7 +60,8 @@ def mask_token_id(common_k2, common_k25, vocab: int) -> int:
     return unused[-1]
 
 
-def dflash_config(*, mask: int, vocab: int, hidden: int, target_layers: int, label: str) -> dict[str, Any]:
+def dflash_config(*, mask: int, vocab: int, hidden: int, target_layers: int, label: str,
+                  max_positions: int) -> dict[str, Any]:
     """The drafter's config as z-lab's checkpoints write it (a Qwen3 config plus ``block_size`` and
     ``dflash_config``)."""
     return {"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "block_size": BLOCK,
@@ -69,7 +70,7 @@ def dflash_config(*, mask: int, vocab: int, hidden: int, target_layers: int, lab
             "intermediate_size": DRAFT_INTER, "head_dim": HEAD_DIM, "num_attention_heads": HEADS,
             "num_key_value_heads": KV_HEADS, "attention_bias": False, "attention_dropout": 0.0,
             "hidden_act": "silu", "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": None,
-            "max_position_embeddings": 512, "layer_types": ["full_attention"] * DRAFT_LAYERS,
+            "max_position_embeddings": max_positions, "layer_types": ["full_attention"] * DRAFT_LAYERS,
             "sliding_window": None, "use_sliding_window": False, "tie_word_embeddings": False, "vocab_size": vocab,
             "torch_dtype": "bfloat16", "eaglekit_demo": label}
 

@@ -64,7 +64,7 @@ from eaglekit.demo.build import built_once
 from eaglekit.demo.dflash import BLOCK, DRAFT_LAYERS, dflash_config, mask_token_id, save_dflash, train_dflash
 from eaglekit.demo.targets import write_target_forms
 
-TRAINED_VERSION = 7  # bump whenever training or the saved layout changes: caches are keyed on it
+TRAINED_VERSION = 8  # bump whenever training or the saved layout changes: caches are keyed on it
 LABEL = "SYNTHETIC trained demo (tiny Kimi-K2-shaped MoE target on a token language, EAGLE-3 drafters); not a real model"
 VOCAB, COMMON, HIDDEN, LAYERS, HEADS, INTER = 96, 48, 64, 4, 4, 192
 EXPERTS, TOP_K, MOE_INTER, Q_LORA, KV_LORA = 4, 2, 32, 32, 32
@@ -85,6 +85,11 @@ CURVE_POOL = 512
 #: Chain steps the drafters are trained for (training-time test): beyond them per-step acceptance collapses.
 #: The manifest records it (``drafter_chain_steps``).
 CHAIN_STEPS = 3
+#: The positions the demo's targets and drafters claim (``max_position_embeddings``), far past the SEQ tokens they
+#: were trained on, as real drafters claim their target's range after short training samples: the long traces
+#: (:func:`eaglekit.demo.prompts.long_prompts`) read them there. The rotary embedding is computed for any
+#: position, so the value changes no weight and no output.
+CONTEXT = 8192
 
 
 @dataclass(frozen=True)
@@ -263,7 +268,7 @@ def mla_drafter_config() -> dict[str, Any]:
     return {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "hidden_size": HIDDEN,
             "intermediate_size": INTER, "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
             "vocab_size": VOCAB, "draft_vocab_size": VOCAB, "num_hidden_layers": 1, **MLA_DIMS,
-            "rope_theta": 10000.0, "max_position_embeddings": 512, "rms_norm_eps": 1e-6, "hidden_act": "silu",
+            "rope_theta": 10000.0, "max_position_embeddings": CONTEXT, "rms_norm_eps": 1e-6, "hidden_act": "silu",
             "torch_dtype": "bfloat16", "eaglekit_demo": LABEL,
             "eagle_config": {"eagle_aux_hidden_state_layer_ids": [i + 1 for i in AUX_IDS], "use_aux_hidden_state": True,
                              "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True}}
@@ -272,7 +277,7 @@ def mla_drafter_config() -> dict[str, Any]:
 def drafter_config(*, layout: str = "specforge") -> dict[str, Any]:
     layer = {"hidden_size": HIDDEN, "intermediate_size": INTER, "num_attention_heads": HEADS,
              "num_key_value_heads": HEADS, "head_dim": HIDDEN // HEADS, "vocab_size": VOCAB, "rms_norm_eps": 1e-6,
-             "rope_theta": 10000.0, "max_position_embeddings": 512, "hidden_act": "silu", "num_hidden_layers": 1,
+             "rope_theta": 10000.0, "max_position_embeddings": CONTEXT, "hidden_act": "silu", "num_hidden_layers": 1,
              "torch_dtype": "bfloat16"}
     if layout == "specforge":
         return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", **layer,
@@ -366,7 +371,7 @@ def target_config():
         num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=HEADS, n_routed_experts=EXPERTS,
         num_experts_per_tok=TOP_K, n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1,
         q_lora_rank=Q_LORA, kv_lora_rank=KV_LORA, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
-        max_position_embeddings=256, rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=None,
+        max_position_embeddings=CONTEXT, rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=None,
         eos_token_id=None, pad_token_id=None)
 
 
@@ -464,7 +469,8 @@ def _build(root: Path, *, progress: bool | None) -> TrainedWorld:
         bar.update()
         # last, with its own seeds: every other model of the world is bit-identical to version 6's
         mask = mask_token_id(common, common25, VOCAB)
-        dcfg = dflash_config(mask=mask, vocab=VOCAB, hidden=HIDDEN, target_layers=LAYERS, label=LABEL)
+        dcfg = dflash_config(mask=mask, vocab=VOCAB, hidden=HIDDEN, target_layers=LAYERS, label=LABEL,
+                             max_positions=CONTEXT)
         save_dflash(drafters / "k25-dflash", train_dflash(k25, k25_few, dcfg), dcfg, label=LABEL)
         bar.update()
     finally:

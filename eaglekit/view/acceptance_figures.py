@@ -6,6 +6,8 @@ plotly is imported inside each function.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping
 from typing import Union
 
@@ -120,26 +122,34 @@ def per_step_acceptance(results: Results):
     return fig
 
 
-def accept_length_by_position(profiles):
+def accept_length_by_position(profiles, *, log_x: bool | None = None):
     """Accept length against the context length at which each cycle starts (one
     :class:`~eaglekit.analysis.acceptance.positions.PositionProfile`, or ``{label: profile}``): each bucket at its
-    middle with its interval and its width as a horizontal bar; the break-even accept length dashed; the position
+    cycles' mean position with its interval and its span as a horizontal bar; the break-even accept length dashed; the position
     from which the drafter stops paying, and the drafter's own range (trained length, max_position_embeddings, a
-    YaRN range), as vertical lines."""
+    YaRN range), as vertical lines. ``log_x``: a logarithmic position axis (None: where the buckets' middles span
+    more than a factor of 20, as long traces beside chat-length requests do)."""
     import plotly.graph_objects as go
 
     from eaglekit.analysis.acceptance.positions import PositionProfile
 
     named = {"drafter": profiles} if isinstance(profiles, PositionProfile) else dict(profiles)
+    mids = [b.mean_position if b.mean_position is not None else (b.start + b.end - 1) / 2
+            for p in named.values() for b in p.buckets]
+    if log_x is None:
+        log_x = bool(mids) and max(mids) > 20 * max(min(mids), 1)
     fig = go.Figure()
     lines: dict[str, int] = {}
     for i, (label, prof) in enumerate(named.items()):
         bs = prof.buckets
-        mid = [(b.start + b.end - 1) / 2 for b in bs]
+        # each bucket at the mean position of its cycles (its middle where that was not kept), its span as a bar
+        mid = [b.mean_position if b.mean_position is not None else (b.start + b.end - 1) / 2 for b in bs]
         ys = [b.accept_length.value for b in bs]
         fig.add_trace(go.Scatter(
             x=mid, y=ys, mode="lines+markers", name=label, marker={"color": COLOURS[i % len(COLOURS)]},
-            error_x={"type": "data", "array": [(b.end - b.start) / 2 for b in bs], "thickness": 1, "width": 0},
+            error_x={"type": "data", "symmetric": False, "array": [b.end - 1 - m for b, m in zip(bs, mid)],
+                     "arrayminus": [m - (max(b.start, 1) if log_x else b.start) for b, m in zip(bs, mid)],
+                     "thickness": 1, "width": 0},
             error_y={"type": "data", "symmetric": False,
                      "array": [(b.accept_length.high if b.accept_length.has_interval else b.accept_length.value) - y
                                for b, y in zip(bs, ys)],
@@ -154,10 +164,12 @@ def accept_length_by_position(profiles):
         if prof.stops_paying_at is not None:
             lines[f"{label} stops paying"] = prof.stops_paying_at
         lines.update({name: at for name, at in prof.drafter_range.lines()})
-    for name, at in lines.items():
-        fig.add_vline(x=at, line_dash="dot", line_color="#888", annotation_text=f"{name} {at}",
-                      annotation_textangle=-90)
-    fig.update_layout(title="Accept length by context position", xaxis_title="context length at the cycle's start",
+    for name, at in lines.items():   # a shape takes the position, an annotation on a log axis its logarithm
+        fig.add_vline(x=at, line_dash="dot", line_color="#888")
+        fig.add_annotation(x=math.log10(max(at, 1)) if log_x else at, y=1, yref="paper", text=f"{name} {at}",
+                           textangle=-90, showarrow=False, xanchor="left", yanchor="top", font={"size": 11})
+    fig.update_layout(title="Accept length by context position", xaxis_title="context length at the cycle's start"
+                      + (" (log scale)" if log_x else ""), xaxis_type="log" if log_x else "linear",
                       yaxis_title="accept length (bonus included)", template="plotly_white", height=400)
     return fig
 

@@ -542,9 +542,10 @@ SINGLE = "single"
 #: What the index says the pages run on (a test holds it to the notebooks).
 INDEX_STORY = (
     "Rendered on the synthetic demo workspace. One world, trained on a token language, carries the story "
-    "wherever a drafter is measured or checked against a target (00, 03, 06, 07, 08, 09, 10): small K2 and K2.5 "
+    "wherever a drafter is measured or checked against a target (00, 03, 06, 07, 08, 09, 10, 11): small K2 and K2.5 "
     "targets in Kimi's architecture and shipping layouts (FP8, INT4), the K2 drafter and copies of it with "
-    "planted faults, the K2.5 scratch and warm-start drafters, a public-style MLA drafter, the targets' hidden-state dumps. Drafters with random weights in the real EAGLE-3 layout (1/16 scale) "
+    "planted faults, the K2.5 scratch and warm-start drafters, a public-style MLA drafter, the targets' hidden-state dumps, "
+    "and long traces of up to 4,096 tokens (page 11). Drafters with random weights in the real EAGLE-3 layout (1/16 scale) "
     "stand in wherever only real shapes, configs and files matter (01 to 04); random weights accept "
     "nothing. Page 10's engine is a loopback server replaying a vLLM /metrics page. Every page opens offline.")
 

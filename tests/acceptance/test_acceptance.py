@@ -165,8 +165,8 @@ def test_bad_inputs(trained, k2, tmp_path):
     d = trained.drafter("k2")
     with pytest.raises(NotFoundError, match="no such target model folder"):
         measure_acceptance(d, target=str(tmp_path / "missing"), prompts=trained.prompts("k2"), progress=False)
-    with pytest.raises(InputError, match="exceed .* context of 256"):
-        measure_acceptance(d, target=k2, prompts=trained.prompts("k2"), max_new_tokens=250, progress=False)
+    with pytest.raises(InputError, match="exceed .* context of 8192"):
+        measure_acceptance(d, target=k2, prompts=trained.prompts("k2"), max_new_tokens=8190, progress=False)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"input_ids": [1, 2]}\n{"text": 3}\n')
     with pytest.raises(InputError, match=r"bad.jsonl line 2: text must be"):

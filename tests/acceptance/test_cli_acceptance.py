@@ -50,8 +50,8 @@ def test_one_line_errors(capsys, trained, tmp_path):
     assert "no such target model folder" in _error(capsys, "acceptance", d, "--target", str(tmp_path / "nope"),
                                                    "--prompts", p)
     assert "needs --prompts" in _error(capsys, "acceptance", d, "--target", t)
-    assert "context of 256" in _error(capsys, "acceptance", d, "--target", t, "--prompts", p,
-                                      "--max-new-tokens", "300")
+    assert "context of 8192" in _error(capsys, "acceptance", d, "--target", t, "--prompts", p,
+                                      "--max-new-tokens", "8200")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"input_ids": [1]}\nnot json\n')
     assert f"{bad} line 2: not valid JSON" in _error(capsys, "acceptance", d, "--target", t, "--prompts", str(bad))

@@ -111,8 +111,10 @@ def test_plan_gives_each_candidate_the_same_verdict(world, verdicts, seed_files,
 
 def test_speedup_at_the_candidates_k_agrees_where_it_can_tell(verdicts, capsys):
     """`speedup` prices the candidate's accept length at its k on the measured cycle (point figures, both readings,
-    a point within the two throughputs' noise no answer): its first line is the verdict, the same call as the
-    plan's."""
+    a point within the two throughputs' noise no answer): its first line is the verdict. Where the plan decides,
+    it is the plan's call; where the plan is TOO CLOSE TO CALL, speedup never gives the opposite of either
+    reading's call. (speedup knows the seed's speculative run, so its drafting is measured; the plan leaves that
+    run out, as it belongs to another drafter, and prices drafting under a prior, so its interval is wider.)"""
     from eaglekit.cli import main
 
     for c in verdicts.candidates:
@@ -124,4 +126,10 @@ def test_speedup_at_the_candidates_k_agrees_where_it_can_tell(verdicts, capsys):
                      "--verify-grows-for", SEED_TARGET, "--tp", str(SEED_TP)]) == 0
         first = " ".join(capsys.readouterr().out.split("Throughput account")[0].split())
         assert first.startswith(f"Verdict: accept length {value:g} at k = {c.steps}: "), first
-        assert first.startswith(f"Verdict: accept length {value:g} at k = {c.steps}: {c.verdict} ("), (c.candidate, first)
+        call = first.split(f"at k = {c.steps}: ", 1)[1].split(" (", 1)[0]
+        if c.verdict != "TOO CLOSE TO CALL":
+            assert call == c.verdict, (c.candidate, first)
+        else:
+            readings = {v for _, v in c.readings}
+            opposite = {"GO": "NO-GO", "NO-GO": "GO"}.get(call)
+            assert call == "TOO CLOSE TO CALL" or opposite not in readings, (c.candidate, first, c.readings)

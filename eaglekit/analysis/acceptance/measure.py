@@ -299,7 +299,8 @@ def summarise(stats: Sequence[SampleStats], *, steps: int, seed: int = 0, groups
             "per_prompt_accept_length": per_prompt, "expected_acceptance": expected,
             "interval": interval(tokens, cycles), "interval_by_steps": tuple(interval(*p) for p in by_k),
             "requests": len(tokens), "prompt_counts": tuple(zip(tokens, cycles)), "positions": int(sum(s.generated for s in stats)),
-            "cycle_log": cycle_log(stats, keys, steps)}
+            "cycle_log": cycle_log(stats, keys, steps),
+            "cycle_logs": tuple(cycle_log(stats, keys, k) for k in range(1, steps + 1))}
 
 
 # -- the measurement ----------------------------------------------------------------------------------
@@ -359,8 +360,9 @@ def with_cached(value, cached: Cached):
 
 #: the version of the accept-length code a cached answer was computed by: bump it with any change to what
 #: :func:`measure_acceptance` (or the drafter forward it runs) computes
-ACCEPTANCE_CODE_VERSION = 4   # 2: cycle positions (cycle_log); 3: DFlash2, DSpark, DFlash embedding scale;
+ACCEPTANCE_CODE_VERSION = 5   # 2: cycle positions (cycle_log); 3: DFlash2, DSpark, DFlash embedding scale;
                               # 4: lm_head rows checked, MoE groups of one, rotary base, routing-precision note
+                              # 5: cycle positions at every K (cycle_logs)
 
 
 def acceptance_key_parts(store, drafter, options: dict[str, Any]) -> dict[str, Any]:
@@ -572,7 +574,7 @@ def _measure_acceptance(drafter, *, target=None, hidden_states=None, prompts=Non
         expected_accept_length=main["expected_accept_length"], accept_length_interval=main["interval"],
         accept_length_by_steps_interval=main["interval_by_steps"], chat_template_sha256=sha, positions=main["positions"], notes=tuple(notes + list(getattr(model, "vocab_notes", ()))),
         prompt_counts=main["prompt_counts"], samples=tuple(kept), accept_length_by_convention_by_steps=by_conv_k,
-        cycle_log=main["cycle_log"])
+        cycle_log=main["cycle_log"], cycle_logs=main["cycle_logs"])
 
 
 _MEASURE_DEFAULTS = _measure_defaults()

@@ -145,6 +145,8 @@ class PositionBucket:
     #: P(step j accepted | steps 1..j-1 accepted) over the bucket's cycle starts; None where nothing conditions it
     per_step_acceptance: tuple[float | None, ...]
     verdict: Verdict | None = None
+    #: the mean position at which the bucket's cycles start (where a figure places the bucket)
+    mean_position: float | None = None
 
     def label(self) -> str:
         return f"{self.start}-{self.end - 1}"
@@ -152,10 +154,11 @@ class PositionBucket:
     def to_json(self) -> dict[str, Any]:
         return {"start": self.start, "end": self.end, "cycles": self.cycles, "requests": self.requests,
                 **self.accept_length.fields("accept_length"), "accept_length_interval": self.accept_length.method,
-                "per_step_acceptance": list(self.per_step_acceptance), "verdict": self.verdict}
+                "per_step_acceptance": list(self.per_step_acceptance), "verdict": self.verdict,
+                "mean_position": self.mean_position}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PositionProfile:
     """Accept length by context position (:func:`by_position`); renders as text, HTML and JSON."""
 
@@ -205,6 +208,8 @@ class PositionProfile:
     def __str__(self) -> str:
         return (kv_text(self._pairs(), title="Accept length by context position") + "\n\n"
                 + text_table(self._headers(), self._rows(), align=["right"] * len(self._headers())))
+
+    __repr__ = __str__  # a notebook's plain-text view is the text
 
     def _repr_html_(self) -> str:
         return ("<div>" + kv_html(self._pairs(), caption="Accept length by context position")
@@ -258,7 +263,8 @@ def by_position(log: CycleLog, *, buckets: int | Sequence[int] = 8, break_even: 
             n = int(((a >= j - 1) & (d >= j)).sum())
             per_step.append(float((a >= j).sum() / n) if n else None)
         call = verdict(interval, break_even) if break_even is not None else None
-        out.append(PositionBucket(lo, hi, int(sel.sum()), len(owners), interval, tuple(per_step), call))
+        out.append(PositionBucket(lo, hi, int(sel.sum()), len(owners), interval, tuple(per_step), call,
+                                  float(pos[sel].mean())))
     return PositionProfile(log.steps, tuple(out), break_even, drafter_range or PositionRange())
 
 

@@ -80,6 +80,9 @@ class AcceptanceResult:
     block_cycles: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)
     #: every counted cycle at K = ``steps`` with the context length it starts at (:meth:`by_position`)
     cycle_log: CycleLog | None = field(default=None, repr=False, compare=False)
+    #: the same cycles simulated at every K = 1..``steps`` (``cycle_logs[k - 1]``), where the measurement kept them:
+    #: :meth:`at_steps` views keep theirs, so accept length by position is read at any K the pages judge
+    cycle_logs: tuple[CycleLog, ...] = field(default=(), repr=False, compare=False)
     #: set when the answer was read from the result cache (:mod:`eaglekit.io.cache`): when it was computed
     cached: Cached | None = field(default=None, compare=False)
 
@@ -114,7 +117,8 @@ class AcceptanceResult:
             accept_length_by_convention=self.by_convention_at(k), accept_length_by_convention_by_steps=by_k,
             expected_acceptance=None if self.expected_acceptance is None else self.expected_acceptance[:k],
             expected_accept_length=None, per_prompt_accept_length=(), prompt_counts=(), samples=(),
-            cycle_log=None, notes=self._notes_at(k))
+            cycle_log=self.cycle_logs[k - 1] if len(self.cycle_logs) >= k else None,
+            cycle_logs=self.cycle_logs[:k], notes=self._notes_at(k))
 
     def by_position(self, buckets: int | Sequence[int] = 8, *, break_even: float | None = None, seed: int = 0,
                     drafter_range: PositionRange | None = None) -> PositionProfile:

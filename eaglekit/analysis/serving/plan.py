@@ -627,9 +627,11 @@ def _acceptance(value: Any) -> Acceptance:
         return acceptance_from_json(value)
     if isinstance(value, (str, os.PathLike)):
         return read_acceptance(value)
-    per_step = getattr(value, "per_step_acceptance", None)  # an AcceptanceResult
+    per_step = getattr(value, "per_step_acceptance", None)  # an AcceptanceResult: read as its JSON is (the CLI's)
     if per_step is not None:
-        return acceptance_from_json({"per_step_acceptance": list(per_step), "steps": getattr(value, "steps", None)})
+        by_steps = [x for x in getattr(value, "accept_length_by_steps", ()) or () if x is not None]
+        return acceptance_from_json({"per_step_acceptance": list(per_step), "steps": getattr(value, "steps", None),
+                                     **({"accept_length_by_steps": by_steps} if by_steps else {})})
     if isinstance(value, Sequence):
         return Acceptance(tuple(value))
     raise InputError("acceptance must be per-step acceptances, an acceptance result (object or JSON file) or a "

@@ -11,6 +11,7 @@ the full plan at each context.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,15 +38,22 @@ def check_contexts(contexts: Sequence[int]) -> tuple[int, ...]:
 
 
 def acceptance_at_contexts(result: Mapping[str, Any], contexts: Sequence[int], *,
-                           what: str = "acceptance result") -> list[Acceptance]:
-    """Each context's per-step acceptance from the result's ``by_position`` buckets (``eaglekit acceptance
-    --by-position N --json``): the bucket holding the context; before the first bucket the first, past the last the
-    last (said in the source: the drafter was not measured there)."""
+                           what: str = "acceptance result", end: str = "value") -> list[Acceptance]:
+    """Each context's acceptance from the result's ``by_position`` buckets (``eaglekit acceptance --by-position N
+    --json``): the bucket holding the context; before the first bucket the first, past the last the last (said in
+    the source: the drafter was not measured there). Its per-step acceptance over the bucket's cycle starts, and,
+    where the result holds the buckets read at every K (``by_position_by_steps``), the bucket's accept length at each
+    K as measured (``end``: its ``value``, or the ``low`` / ``high`` end of its interval), as the plan reads a
+    result's ``accept_length_by_steps``."""
     prof = result.get("by_position")
     if not isinstance(prof, Mapping) or not isinstance(prof.get("buckets"), list) or not prof["buckets"]:
         raise InputError(f"{what} holds no accept length by position: measure it with `eaglekit acceptance ... "
                          "--by-position N --json` to plan by context length.")
+    if end not in ("value", "low", "high"):
+        raise InputError(f"end is value, low or high, got {end!r}")
     buckets = prof["buckets"]
+    by_steps = result.get("by_position_by_steps")
+    by_steps = by_steps if isinstance(by_steps, list) and all(isinstance(p, Mapping) for p in by_steps) else []
     out = []
     for c in contexts:
         inside = [b for b in buckets if b.get("start", 0) <= c < b.get("end", 0)]
@@ -60,8 +68,29 @@ def acceptance_at_contexts(result: Mapping[str, Any], contexts: Sequence[int], *
         if not per_step:
             raise InputError(f"{what}: the bucket at positions {b['start']}-{b['end'] - 1} conditions no step; "
                              "use wider buckets.")
-        out.append(Acceptance(tuple(per_step), f"{what}, {where} (per-step acceptance at the cycles starting there)"))
+        lengths = _lengths_at(by_steps, b, end, what)
+        basis = ("the accept length at each k measured in the bucket" + ("" if end == "value" else f" ({end} end "
+                 "of its interval)") if lengths else "per-step acceptance at the cycles starting there")
+        out.append(Acceptance(tuple(per_step), f"{what}, {where} ({basis})", lengths=lengths))
     return out
+
+
+def _lengths_at(by_steps: Sequence[Mapping[str, Any]], bucket: Mapping[str, Any], end: str,
+                what: str) -> tuple[tuple[int, float], ...]:
+    """The accept length at K = 1, 2, ... of the bucket spanning ``bucket``'s positions, from the profiles read at
+    each K; () where they are absent or a K lacks the bucket."""
+    key = "accept_length" if end == "value" else f"accept_length_{end}"
+    out = []
+    for k, prof in enumerate(by_steps, 1):
+        same = [b for b in prof.get("buckets") or [] if isinstance(b, Mapping)
+                and (b.get("start"), b.get("end")) == (bucket["start"], bucket["end"])]
+        value = same[0].get(key) if same else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+            return ()
+        if not math.isfinite(value):
+            raise InputError(f"{what}: by_position_by_steps holds {value!r} at K = {k}, not an accept length")
+        out.append((k, float(value)))
+    return tuple(out)
 
 
 def plan_grid(batches: Sequence[int], contexts: Sequence[int], acceptance: Callable[[int], Acceptance],

@@ -178,12 +178,14 @@ def profile(choices: PlanChoices, context: int) -> dict[str, Any]:
                                         "synthetic_acceptance_rates"}}
 
 
-def write_schedule(choices: PlanChoices, fmt: str) -> Any:
+def write_schedule(choices: PlanChoices, fmt: str, *, context: int | None = None) -> Any:
     """The schedule in ``fmt`` (:data:`FORMATS`): one object, or ``{context: object}`` for the formats without a
-    context axis."""
+    context axis (``context``: that one context's object alone)."""
     if fmt == "vllm":
         return vllm_schedule(choices)
     writers = {"vllm-bench": vllm_bench, "trtllm": trtllm_schedule, "sglang": sglang_flags, "profile": profile}
     if fmt not in writers:
         raise InputError(f"unknown schedule format {fmt!r}: choose one of {', '.join(FORMATS)}.")
+    if context is not None:
+        return writers[fmt](choices, context)
     return {str(c): writers[fmt](choices, c) for c in choices.contexts}
