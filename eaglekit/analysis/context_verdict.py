@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from eaglekit.analysis.acceptance.positions import PositionProfile
 from eaglekit.analysis.verdict import _COLOUR, CandidateVerdict, Verdicts, judge
 from eaglekit.core.errors import InputError
 from eaglekit.core.render import Html, html_badge, html_table, text_table
@@ -112,16 +111,6 @@ class ContextVerdicts:
                                for n in self.candidates}}
 
 
-def bucket_at(profile: PositionProfile, context: int, *, what: str) -> int:
-    """The index of ``profile``'s bucket holding ``context``; an error where no bucket does."""
-    for i, b in enumerate(profile.buckets):
-        if b.start <= context < b.end:
-            return i
-    spans = ", ".join(b.label() for b in profile.buckets)
-    raise InputError(f"{what}: context {context} lies outside the measured positions ({spans}); measure on prompts "
-                     "that long, or judge at a context inside them.")
-
-
 def position_json(result: Any, buckets: int | Sequence[int], *, max_steps: int | None = None) -> dict[str, Any]:
     """``result``'s accept length by position as ``eaglekit acceptance --by-position --json`` prints it: the buckets
     at the measured K (``by_position``) and, where the measurement kept every K's cycles, the same buckets read at
@@ -144,10 +133,12 @@ def bucket_acceptance(result: Any, contexts: Sequence[int], buckets: int | Seque
     --contexts`` reads the result's JSON (:func:`~eaglekit.core.serving.context.acceptance_at_contexts`; ``end``
     "low" or "high": at that end of each K's interval). A context outside every bucket is refused here."""
     data = position_json(result, buckets, max_steps=max_steps)
-    profile = result.at_steps(min(max_steps, result.steps)).by_position(
-        [b["start"] for b in data["by_position"]["buckets"]] + [data["by_position"]["buckets"][-1]["end"]])
+    measured = data["by_position"]["buckets"]     # the buckets with cycles (an empty one is left out)
     for c in check_contexts(contexts):
-        bucket_at(profile, c, what=what)
+        if not any(b["start"] <= c < b["end"] for b in measured):
+            spans = ", ".join(f"{b['start']}-{b['end'] - 1}" for b in measured)
+            raise InputError(f"{what}: context {c} lies outside the measured positions ({spans}); measure on prompts "
+                             "that long, or judge at a context inside them.")
     return acceptance_at_contexts(data, contexts, what=what, end=end)
 
 

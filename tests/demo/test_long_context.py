@@ -92,6 +92,11 @@ def test_at_steps_keeps_the_cycles_of_a_shallower_run(trained):
     assert deep.at_steps(2).cycle_log == shallow.cycle_log
     assert len(deep.at_steps(2).cycle_log) > len(deep.cycle_log)  # fewer drafts a cycle: more cycles
     assert deep.at_steps(2).by_position(4).to_json() == shallow.by_position(4).to_json()
+    # a bucket without cycles is left out, and a context there is refused, not read from a neighbour
+    [got] = bucket_acceptance(deep, [20], [0, 5, 10, 60])
+    assert got.lengths and "positions 10-59" in got.source
+    with pytest.raises(InputError, match="context 7 lies outside the measured positions"):
+        bucket_acceptance(deep, [7], [0, 5, 10, 60])
 
 
 def test_context_verdicts_judge_each_context_with_its_bucket(trained, long_results):
