@@ -73,7 +73,8 @@ _EXPORTS = {
     "build_trained_demo": "demo.trained",
     "trained_dumps": "demo.dumps", "write_training_dumps": "demo.dumps", "loss_masks_of": "demo.dumps",
     "measurement_prompts": "demo.prompts", "long_prompts": "demo.prompts",
-    "measure_long": "demo.candidates", "demo_context_verdicts": "demo.candidates", "demo_context_plan": "demo.candidates",
+    "measure_long": "demo.candidates", "demo_context_verdicts": "demo.candidates",
+    "demo_long_profiles": "demo.candidates", "demo_context_plan": "demo.candidates",
     "judge_by_context": "analysis.context_verdict", "ContextVerdicts": "analysis.context_verdict",
     "plan_from_buckets": "analysis.context_verdict", "plan_by_context": "analysis.serving.context_plan",
     "ContextPlan": "analysis.serving.context_plan", "position_range": "analysis.acceptance.positions",
@@ -163,8 +164,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names as _EXPORTS
     from eaglekit.demo.trained import build_trained_demo
     from eaglekit.demo.dumps import loss_masks_of, trained_dumps, write_training_dumps
     from eaglekit.demo.prompts import long_prompts, measurement_prompts
-    from eaglekit.demo.candidates import (demo_candidates, demo_context_plan, demo_context_verdicts, demo_verdicts,
-                                          measure_demo, measure_long)
+    from eaglekit.demo.candidates import (demo_candidates, demo_context_plan, demo_context_verdicts,
+                                          demo_long_profiles, demo_verdicts, measure_demo, measure_long)
     from eaglekit.analysis.context_verdict import ContextVerdicts, judge_by_context, plan_from_buckets
     from eaglekit.analysis.serving.context_plan import ContextPlan, plan_by_context
     from eaglekit.analysis.acceptance.positions import PositionProfile, position_range

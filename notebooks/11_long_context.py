@@ -54,9 +54,6 @@ BATCHES = (1, 4, 16, 64)
 import json
 
 import eaglekit
-from eaglekit.demo.candidates import LONG_CANDIDATES, LONG_CONTEXTS, STEPS, demo_context_plan, measure_long
-from eaglekit.demo.prompts import LONG_BUCKETS, LONG_LENGTHS, LONG_PER_LENGTH, MAX_NEW_TOKENS, MEASURED_PROMPTS
-from eaglekit.demo.trained import SEQ
 
 world = eaglekit.build_trained_demo(os.path.join(DEMO, "trained"))
 
@@ -72,12 +69,7 @@ world = eaglekit.build_trained_demo(os.path.join(DEMO, "trained"))
 # or a training pipeline's dump of long samples (`--hidden-states`).
 
 # %%
-print(f"{MEASURED_PROMPTS} chat-length prompts, then {LONG_PER_LENGTH} prompts at each of {LONG_LENGTHS} tokens, "
-      f"each continued for {MAX_NEW_TOKENS} tokens; buckets {LONG_BUCKETS}")
-results = {label: measure_long(world, name) for label, name in LONG_CANDIDATES.items()}
-profiles = {label: r.by_position(LONG_BUCKETS, drafter_range=eaglekit.position_range(
-                json.loads((world.drafter(LONG_CANDIDATES[label]) / "config.json").read_text()), trained_length=SEQ))
-            for label, r in results.items()}
+profiles = eaglekit.demo_long_profiles(world)  # 48 chat-length prompts, then 8 at each of 256 ... 4,096 tokens
 profiles["warm start"]
 
 # %% [markdown]
@@ -94,11 +86,13 @@ eaglekit.accept_length_by_position(profiles)
 # cost model at that context (the verify's KV read grows with it, and the KV cache decides which batch sizes fit),
 # the accept length at each k from the bucket holding the context, each cell with its interval and its verdict
 # (TOO CLOSE TO CALL where a reading of the verify or an end of the accept length's interval gives another one).
-# `eaglekit plan --acceptance RESULT.json --contexts 47,256,1024,4096 --target kimi-k25-int4 --gpu H20 --tp 8`
-# gives the same grid from `eaglekit acceptance ... --by-position ... --json`.
+# From the command line, `eaglekit acceptance ... --by-position 0,256,512,1024,2048,4096,4160 --json > r.json`, then
+# `eaglekit plan --acceptance r.json --costs COSTS.csv --measured RUNS.csv --target kimi-k25-int4 --gpu H20 --tp 8
+# --batch 1,4,16,64 --max-steps 4 --contexts 47,256,512,1024,2048,4096` with the seed's verify and decode, gives
+# this grid cell for cell (tested).
 
 # %%
-grid = demo_context_plan(world, PLANNED, batches=BATCHES)
+grid = eaglekit.demo_context_plan(world, PLANNED, batches=BATCHES)
 grid
 
 # %% [markdown]

@@ -81,6 +81,25 @@ def measure_long(world, drafter: str, target: str = "k25", *, progress: bool | N
                               steps=STEPS, max_new_tokens=MAX_NEW_TOKENS, progress=progress, cache=cache)
 
 
+def demo_long_profiles(world, *, progress: bool | None = False) -> dict:
+    """Each EAGLE-3 K2.5 candidate's accept length by context position on the long traces, one bucket per prompt
+    length (:data:`~eaglekit.demo.prompts.LONG_BUCKETS`), with its range (the 48 positions the world's drafters were
+    trained on, and what their configs claim) for the figure."""
+    import json
+
+    from eaglekit.analysis.acceptance.positions import position_range
+    from eaglekit.demo.trained import SEQ
+
+    if not hasattr(world, "drafter"):
+        world = build_trained_demo(world, progress=progress)
+    out = {}
+    for label, name in LONG_CANDIDATES.items():
+        config = json.loads((world.drafter(name) / "config.json").read_text())
+        out[label] = measure_long(world, name, progress=progress).by_position(
+            LONG_BUCKETS, drafter_range=position_range(config, trained_length=SEQ))
+    return out
+
+
 def demo_context_verdicts(world, *, batch: int = 1, progress: bool | None = False):
     """Each EAGLE-3 K2.5 candidate judged at each of :data:`LONG_CONTEXTS` on the seed's deployment at ``batch``
     with the accept length measured at that context on the long traces

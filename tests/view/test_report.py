@@ -112,7 +112,7 @@ def test_no_page_holds_a_machine_address_and_the_index_tells_the_truth(report): 
     found = {p.name: machine_addresses(p.read_text(encoding="utf-8")) for p in pages}
     assert {name: a for name, a in found.items() if a} == {}
     index = (report.out / "index.html").read_text(encoding="utf-8")
-    assert "wherever a drafter is measured or checked against a target (00, 03, 06, 07, 08, 09, 10)" in index and "(01 to 04)" in index
+    assert "wherever a drafter is measured or checked against a target (00, 03, 06, 07, 08, 09, 10, 11)" in index and "(01 to 04)" in index
 
 
 @pytest.mark.notebook
