@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_acceptance.py
 	$(PY) benchmarks/bench_dumps.py
 	$(PY) benchmarks/bench_dflash.py
+	$(PY) benchmarks/bench_long_context.py
 
 clean:
 	rm -rf build .pytest_cache

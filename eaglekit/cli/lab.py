@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         server = subprocess.Popen(command, env=env)
         signal.signal(signal.SIGTERM, lambda *_: server.terminate())  # stopping this process stops the server
         try:
-            wait_until_serving(server, runtime)
+            wait_until_serving(server, runtime, address=("127.0.0.1", args.port))
         except BaseException:   # Ctrl-C while it starts, or it exited: no server is left behind
             server.terminate()
             try:
@@ -237,15 +237,27 @@ def run(args: argparse.Namespace) -> int:
         return server.wait()
 
 
-def wait_until_serving(server, runtime: str | os.PathLike[str], *, poll_s: float = 0.1) -> None:
+def wait_until_serving(server, runtime: str | os.PathLike[str], *, poll_s: float = 0.1,
+                       address: tuple[str, int] | None = None) -> None:
     """Return once the Jupyter server ``server`` (a Popen) serves: it writes ``jpserver-<pid>.json`` into its
-    runtime folder after it has bound its port (jupyter_server ``ServerApp.start_app``). No deadline: a slow
-    start on a busy machine is waited for as long as it takes (Ctrl-C stops it); a server that exits first is
-    one :class:`InputError` (its own messages are above on the terminal)."""
+    runtime folder after it has bound its port (jupyter_server ``ServerApp.start_app``), and, with ``address``,
+    that address accepts a connection (a busy machine was seen to print the URL before the port answered). No
+    deadline: a slow start on a busy machine is waited for as long as it takes (Ctrl-C stops it); a server that
+    exits first is one :class:`InputError` (its own messages are above on the terminal)."""
+    import socket
     import time
 
+    def accepts() -> bool:
+        if address is None:
+            return True
+        try:
+            with socket.create_connection(address, timeout=5):
+                return True
+        except OSError:
+            return False
+
     info = Path(runtime) / f"jpserver-{server.pid}.json"
-    while not info.exists():
+    while not (info.exists() and accepts()):
         code = server.poll()
         if code is not None:
             raise InputError(f"JupyterLab exited (code {code}) before it served; its messages are above.")
