@@ -106,3 +106,14 @@ def test_measured_runs_with_a_context_column_are_fitted_per_context(tmp_path, ca
     (tmp_path / "bad.csv").write_text("batch,steps,topk,draft_tokens,accept_length,tokens_per_s,context\n1,0,,,,100,x\n")
     assert main([*args[:2], str(tmp_path / "bad.csv"), *args[3:]]) == 2
     assert "is not a whole number of tokens" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"by_position": {"buckets": [{"start": "a", "end": None, "per_step_acceptance": [0.5]}]}}, "whole start < end"),
+    ({"by_position": {"buckets": [{"start": 0, "end": 9, "per_step_acceptance": [2.0]}]}}, "not probabilities"),
+    ({"by_position": {"buckets": [{"start": 0, "end": 9, "per_step_acceptance": [0.5]}]},
+      "by_position_by_steps": [{"buckets": [{"start": 0, "end": 9, "accept_length": float("nan")}]}]}, "not an accept"),
+])
+def test_a_malformed_position_result_is_one_clear_error(bad, words):
+    with pytest.raises(InputError, match=words):
+        acceptance_at_contexts(bad, [4])

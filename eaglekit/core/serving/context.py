@@ -52,6 +52,8 @@ def acceptance_at_contexts(result: Mapping[str, Any], contexts: Sequence[int], *
     if end not in ("value", "low", "high"):
         raise InputError(f"end is value, low or high, got {end!r}")
     buckets = prof["buckets"]
+    for b in buckets:
+        _check_bucket(b, what)
     by_steps = result.get("by_position_by_steps")
     by_steps = by_steps if isinstance(by_steps, list) and all(isinstance(p, Mapping) for p in by_steps) else []
     out = []
@@ -75,6 +77,21 @@ def acceptance_at_contexts(result: Mapping[str, Any], contexts: Sequence[int], *
     return out
 
 
+def _check_bucket(b: Any, what: str) -> None:
+    """One ``by_position`` bucket as ``eaglekit acceptance --json`` writes it, or one line saying what is wrong."""
+    def whole(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 10**12
+
+    if not isinstance(b, Mapping) or not whole(b.get("start")) or not whole(b.get("end")) or b["end"] <= b["start"]:
+        raise InputError(f"{what}: a by_position bucket needs whole start < end positions; got {str(b)[:80]}")
+    steps = b.get("per_step_acceptance")
+    if not isinstance(steps, list) or any(
+            x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1)
+            for x in steps):
+        raise InputError(f"{what}: bucket {b['start']}-{b['end'] - 1} holds per-step acceptances that are not "
+                         "probabilities in [0, 1]")
+
+
 def _lengths_at(by_steps: Sequence[Mapping[str, Any]], bucket: Mapping[str, Any], end: str,
                 what: str) -> tuple[tuple[int, float], ...]:
     """The accept length at K = 1, 2, ... of the bucket spanning ``bucket``'s positions, from the profiles read at
@@ -85,10 +102,12 @@ def _lengths_at(by_steps: Sequence[Mapping[str, Any]], bucket: Mapping[str, Any]
         same = [b for b in prof.get("buckets") or [] if isinstance(b, Mapping)
                 and (b.get("start"), b.get("end")) == (bucket["start"], bucket["end"])]
         value = same[0].get(key) if same else None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1:
+        if value is None:
             return ()
-        if not math.isfinite(value):
-            raise InputError(f"{what}: by_position_by_steps holds {value!r} at K = {k}, not an accept length")
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or not value >= 1):
+            raise InputError(f"{what}: by_position_by_steps holds {str(value)[:40]!r} at K = {k}, not an accept "
+                             "length (a finite number >= 1)")
         out.append((k, float(value)))
     return tuple(out)
 
