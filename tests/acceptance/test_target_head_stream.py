@@ -52,17 +52,24 @@ def test_the_streamed_head_equals_the_held_head(tmp_path, monkeypatch, normed):
     final[7] = 0.0
     final[8] = held.lm_head[5] * 3   # its best rows are 5 and 777, equal: 5 wins
     columns = torch.tensor([0, 5, 36, 37, 38, 777, 999, 500, 5])
+    b_ids = _same_tokens(held, streamed, final, normed=normed, columns=columns)
+    assert int(b_ids[8]) == 5
+    assert torch.allclose(held.logits(final, normed=normed), streamed.logits(final, normed=normed), atol=1e-5)
+    streamed.close()
+
+
+def _same_tokens(a, b, final, *, normed, columns):
+    """Both heads give the same greedy tokens, and at temperature 0.7 the same probabilities (none at 0); the last
+    token ids."""
     for temperature in (0.0, 0.7):
-        a_ids, a_p = held.next_tokens(final, normed=normed, temperature=temperature, columns=columns)
-        b_ids, b_p = streamed.next_tokens(final, normed=normed, temperature=temperature, columns=columns)
+        a_ids, a_p = a.next_tokens(final, normed=normed, temperature=temperature, columns=columns)
+        b_ids, b_p = b.next_tokens(final, normed=normed, temperature=temperature, columns=columns)
         assert torch.equal(a_ids, b_ids)
         if temperature:
             assert torch.allclose(a_p, b_p, rtol=1e-5, atol=1e-7)
         else:
             assert a_p is None and b_p is None
-    assert int(b_ids[8]) == 5
-    assert torch.allclose(held.logits(final, normed=normed), streamed.logits(final, normed=normed), atol=1e-5)
-    streamed.close()
+    return b_ids
 
 
 def test_a_streamed_block_with_nan_is_refused_by_name(tmp_path, small_blocks):
@@ -91,12 +98,7 @@ def test_a_remote_head_is_copied_once_and_streamed_as_the_local_one(tmp_path, sm
         assert remote.streamed and remote.spool is not None
         spool = remote.spool
         assert str(spool).startswith(tempfile.gettempdir()) and not str(spool).startswith(str(tmp_path))
-        for temperature in (0.0, 0.7):
-            a_ids, a_p = local.next_tokens(final, normed=False, temperature=temperature, columns=columns)
-            b_ids, b_p = remote.next_tokens(final, normed=False, temperature=temperature, columns=columns)
-            assert torch.equal(a_ids, b_ids)
-            if temperature:
-                assert torch.allclose(a_p, b_p, rtol=1e-5, atol=1e-7)
+        _same_tokens(local, remote, final, normed=False, columns=columns)
         after = sum(rec.bytes_sent for rec in server.log)
     head_bytes = V * H * 4
     assert head_bytes <= sent < 2 * head_bytes and after == sent   # copied once; the passes read the copy
